@@ -1,0 +1,308 @@
+"""Link-prediction datasets: labelled triples in TSV files, mapped to integer ids.
+
+A dataset is a folder with three files, ``train``, ``valid`` and ``test``, each one triple per line as
+``head<TAB>relation<TAB>tail`` (string labels, no header), plain or gzip-compressed. Ids are assigned by
+sorted label over the union of the three splits, so the same files always give the same ids.
+
+Three small datasets ship with kgeval (:data:`SHIPPED_DATASETS`: UMLS, Kinship, Nations; see the ``SOURCE.md``
+beside each). Larger benchmarks (FB15k-237, WN18RR, CoDEx, ...) are read from a shared data folder when one is
+present (:func:`shared_data_dir`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import importlib.resources
+import io
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from importlib.resources.abc import Traversable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+__all__ = [
+    "SHIPPED_DATASETS",
+    "SPLITS",
+    "TriplesDataset",
+    "load_dataset",
+    "load_shipped_dataset",
+    "load_tsv_dataset",
+    "shared_data_dir",
+]
+
+#: Names of the datasets packaged in ``kgeval/data``.
+SHIPPED_DATASETS: tuple[str, ...] = ("umls", "kinship", "nations")
+
+#: The three splits every dataset folder holds, in this order.
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+
+#: File names tried for a split, in this order (``{split}`` is replaced by the split name).
+_FILE_PATTERNS: tuple[str, ...] = ("{split}.txt", "{split}.txt.gz", "{split}.tsv", "{split}.tsv.gz")
+
+#: Environment variable naming the shared benchmark data folder.
+SHARED_DATA_ENV = "KGEVAL_SHARED_DATA"
+
+
+@dataclass(frozen=True, eq=False)
+class TriplesDataset:
+    """Train, validation and test triples of one knowledge graph, mapped to integer ids.
+
+    Attributes
+    ----------
+    name : str
+        A short name (the folder name for datasets read from disk).
+    train, valid, test : LongTensor of shape (n_split, 3)
+        (head, relation, tail) ids of each split.
+    entity_to_id : dict of str to int
+        Entity label -> id; ids are ``0 .. num_entities - 1``.
+    relation_to_id : dict of str to int
+        Relation label -> id; ids are ``0 .. num_relations - 1``.
+
+    Notes
+    -----
+    Equality and hashing are by identity (the fields hold tensors). The constructor checks shapes, dtypes
+    and id ranges of the three splits.
+    """
+
+    name: str
+    #: LongTensor of shape (n_train, 3): (head, relation, tail) ids.
+    train: torch.Tensor = field(repr=False)
+    #: LongTensor of shape (n_valid, 3).
+    valid: torch.Tensor = field(repr=False)
+    #: LongTensor of shape (n_test, 3).
+    test: torch.Tensor = field(repr=False)
+    #: entity label -> id, ids 0 .. num_entities - 1.
+    entity_to_id: dict[str, int] = field(repr=False)
+    #: relation label -> id, ids 0 .. num_relations - 1.
+    relation_to_id: dict[str, int] = field(repr=False)
+
+    def __post_init__(self) -> None:
+        for split in SPLITS:
+            triples = getattr(self, split)
+            if not isinstance(triples, torch.Tensor):
+                raise TypeError(f"{split} must be a torch.Tensor, got {type(triples).__name__}")
+            if triples.ndim != 2 or triples.shape[1] != 3:
+                raise ValueError(f"{split} must have shape (n, 3), got {tuple(triples.shape)}")
+            if triples.dtype != torch.long:
+                raise TypeError(f"{split} must have dtype torch.int64, got {triples.dtype}")
+            if triples.numel() == 0:
+                continue
+            for column, kind, bound in (
+                (0, "head", self.num_entities),
+                (1, "relation", self.num_relations),
+                (2, "tail", self.num_entities),
+            ):
+                low, high = int(triples[:, column].min()), int(triples[:, column].max())
+                if low < 0 or high >= bound:
+                    raise ValueError(f"{split} has {kind} ids in [{low}, {high}], outside [0, {bound - 1}]")
+
+    @property
+    def num_entities(self) -> int:
+        """Number of entities (the size of :attr:`entity_to_id`)."""
+        return len(self.entity_to_id)
+
+    @property
+    def num_relations(self) -> int:
+        """Number of relations (the size of :attr:`relation_to_id`)."""
+        return len(self.relation_to_id)
+
+    def __repr__(self) -> str:
+        return (
+            f"TriplesDataset(name={self.name!r}, num_entities={self.num_entities}, "
+            f"num_relations={self.num_relations}, train={len(self.train)}, valid={len(self.valid)}, "
+            f"test={len(self.test)})"
+        )
+
+
+def load_tsv_dataset(path: str | os.PathLike[str], name: str | None = None) -> TriplesDataset:
+    """Read a dataset folder of labelled TSV triples.
+
+    Parameters
+    ----------
+    path : str or path-like
+        Folder holding one file per split, each named ``<split>.txt``, ``<split>.txt.gz``, ``<split>.tsv`` or
+        ``<split>.tsv.gz`` (``.gz`` files are gzip-compressed). Every non-empty line is
+        ``head<TAB>relation<TAB>tail``; empty lines are skipped.
+    name : str, default=None
+        Dataset name; defaults to the folder name.
+
+    Returns
+    -------
+    TriplesDataset
+        Ids assigned by sorted label over the union of the three splits.
+
+    Raises
+    ------
+    FileNotFoundError
+        If the folder does not exist or a split file is missing (the message names the folder and the file
+        names tried).
+    ValueError
+        If a split has more than one candidate file, or a line does not have exactly 3 tab-separated fields
+        (the message names the file and the 1-based line number).
+
+    Examples
+    --------
+    >>> ds = load_tsv_dataset("path/to/FB15k-237")  # doctest: +SKIP
+    >>> ds.train.shape  # doctest: +SKIP
+    torch.Size([272115, 3])
+    """
+    folder = Path(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
+    return _load_folder(folder, display=str(folder), name=folder.name if name is None else name)
+
+
+def load_shipped_dataset(name: str = "umls") -> TriplesDataset:
+    """Load one of the datasets packaged with kgeval.
+
+    Parameters
+    ----------
+    name : {"umls", "kinship", "nations"}, default="umls"
+        Dataset name, case-insensitive (see :data:`SHIPPED_DATASETS`).
+
+    Returns
+    -------
+    TriplesDataset
+
+    Raises
+    ------
+    ValueError
+        If ``name`` is not a shipped dataset.
+
+    Examples
+    --------
+    >>> ds = load_shipped_dataset("umls")
+    >>> ds.num_entities, ds.num_relations, len(ds.train), len(ds.valid), len(ds.test)
+    (135, 46, 5216, 652, 661)
+    """
+    key = name.lower()
+    if key not in SHIPPED_DATASETS:
+        raise ValueError(f"unknown shipped dataset {name!r}; choose one of {', '.join(SHIPPED_DATASETS)}")
+    folder = importlib.resources.files("kgeval").joinpath("data", key)
+    return _load_folder(folder, display=f"kgeval/data/{key}", name=key)
+
+
+def shared_data_dir() -> Path | None:
+    """Locate the shared benchmark data folder (``<name>/{train,valid,test}.txt.gz`` per dataset).
+
+    Looks at the environment variable ``KGEVAL_SHARED_DATA`` first, then at ``../shared/data`` relative to the
+    directory that contains the ``kgeval`` package (``<repo root>/../shared/data`` in a source checkout).
+
+    Returns
+    -------
+    Path or None
+        The folder, or None when neither location is an existing directory.
+    """
+    env = os.environ.get(SHARED_DATA_ENV)
+    candidates = [Path(env)] if env else []
+    candidates.append(Path(__file__).resolve().parent.parent.parent / "shared" / "data")
+    for candidate in candidates:
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
+    """Load a dataset by shipped name, by path, or by name in the shared data folder.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+        Resolved in this order: a shipped dataset name (:data:`SHIPPED_DATASETS`, case-insensitive); an
+        existing folder of TSV files; a sub-folder of :func:`shared_data_dir` (e.g. ``"FB15k-237"``).
+
+    Returns
+    -------
+    TriplesDataset
+
+    Raises
+    ------
+    FileNotFoundError
+        If none of the three resolves.
+    """
+    text = os.fspath(name_or_path)
+    if text.lower() in SHIPPED_DATASETS:
+        return load_shipped_dataset(text)
+    if Path(text).is_dir():
+        return load_tsv_dataset(text)
+    shared = shared_data_dir()
+    if shared is not None and (shared / text).is_dir():
+        return load_tsv_dataset(shared / text)
+    where = (
+        f"the shared data folder {str(shared)!r}"
+        if shared is not None
+        else "a shared data folder (none found)"
+    )
+    raise FileNotFoundError(
+        f"dataset {text!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}), an existing folder, "
+        f"or a folder in {where}"
+    )
+
+
+def _load_folder(folder: Path | Traversable, display: str, name: str) -> TriplesDataset:
+    """Read the three splits of ``folder`` (a Path or a package resource) and map labels to ids."""
+    labelled = {split: _read_split(folder, split, display) for split in SPLITS}
+    entities: set[str] = set()
+    relations: set[str] = set()
+    for heads, rels, tails in labelled.values():
+        entities.update(heads, tails)
+        relations.update(rels)
+    entity_to_id = {label: i for i, label in enumerate(sorted(entities))}
+    relation_to_id = {label: i for i, label in enumerate(sorted(relations))}
+    mapped = {}
+    for split, (heads, rels, tails) in labelled.items():
+        columns = [
+            np.fromiter(map(lookup.__getitem__, labels), dtype=np.int64, count=len(labels))
+            for lookup, labels in ((entity_to_id, heads), (relation_to_id, rels), (entity_to_id, tails))
+        ]
+        mapped[split] = torch.from_numpy(np.stack(columns, axis=1)).reshape(-1, 3)
+    return TriplesDataset(
+        name=name,
+        train=mapped["train"],
+        valid=mapped["valid"],
+        test=mapped["test"],
+        entity_to_id=entity_to_id,
+        relation_to_id=relation_to_id,
+    )
+
+
+def _read_split(
+    folder: Path | Traversable, split: str, display: str
+) -> tuple[list[str], list[str], list[str]]:
+    """Read one split as (heads, relations, tails) label lists; see :func:`load_tsv_dataset` for the rules."""
+    names = [pattern.format(split=split) for pattern in _FILE_PATTERNS]
+    found = [file_name for file_name in names if folder.joinpath(file_name).is_file()]
+    if not found:
+        raise FileNotFoundError(f"no {split} file in {display!r}; tried {', '.join(names)}")
+    if len(found) > 1:
+        raise ValueError(f"more than one {split} file in {display!r}: {', '.join(found)}; keep one")
+    file_name = found[0]
+    heads: list[str] = []
+    relations: list[str] = []
+    tails: list[str] = []
+    for line_number, line in _iter_lines(folder.joinpath(file_name), compressed=file_name.endswith(".gz")):
+        line = line.rstrip("\r\n")
+        if not line:
+            continue
+        fields = line.split("\t")
+        if len(fields) != 3:
+            raise ValueError(
+                f"{display}/{file_name} line {line_number}: expected 3 tab-separated fields "
+                f"(head, relation, tail), got {len(fields)}"
+            )
+        heads.append(fields[0])
+        relations.append(fields[1])
+        tails.append(fields[2])
+    return heads, relations, tails
+
+
+def _iter_lines(resource: Path | Traversable, compressed: bool) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line) of a UTF-8 file or resource, gunzipped when ``compressed``."""
+    with resource.open("rb") as raw, contextlib.ExitStack() as stack:
+        binary = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")) if compressed else raw
+        text = stack.enter_context(io.TextIOWrapper(binary, encoding="utf-8", newline=""))
+        yield from enumerate(text, start=1)

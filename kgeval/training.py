@@ -1,0 +1,159 @@
+"""A tiny, seeded trainer for the reference models: enough to make demos and tests meaningful.
+
+It is not a training framework: one loss (softmax cross-entropy; Lacroix et al. 2018, Ruffinelli et al.
+2020), Adam, shuffled mini-batches. Each training triple (h, r, t) gives a tail task (which entity completes
+(h, r, ?)) and a head task ((?, r, t)); both are scored with ``score_t`` / ``score_h`` against every entity
+(1-N scoring) or against sampled negatives, without reciprocal relations.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.nn import functional
+from tqdm.auto import tqdm
+
+__all__ = ["train_model"]
+
+
+def train_model(
+    model: nn.Module,
+    triples: torch.Tensor,
+    num_epochs: int = 10,
+    batch_size: int = 256,
+    lr: float = 0.01,
+    num_negatives: int | None = None,
+    seed: int = 0,
+    use_tqdm: bool = True,
+) -> list[float]:
+    """Train ``model`` on ``triples`` with softmax cross-entropy over candidate heads and tails.
+
+    Parameters
+    ----------
+    model : nn.Module
+        A model with ``score_t(hr_batch, tails=None)``, ``score_h(rt_batch, heads=None)`` and ``num_entities``
+        (e.g. :class:`kgeval.models.DistMult`); with ``num_negatives`` set, ``score_hrt`` is used instead.
+        Trained in place on its own device.
+    triples : LongTensor of shape (n, 3)
+        (head, relation, tail) ids of the training triples.
+    num_epochs : int, default=10
+        Passes over ``triples``; 0 returns an empty list and leaves the model unchanged.
+    batch_size : int, default=256
+        Training triples per optimiser step (each gives one head and one tail task).
+    lr : float, default=0.01
+        Adam learning rate.
+    num_negatives : int, default=None
+        None scores every entity as a candidate (1-N scoring). An int k scores the true entity against k
+        entities drawn uniformly at random (they may include the true one or other known answers).
+    seed : int, default=0
+        Seed of the batch order and negative sampling; with a model initialised from a seed, the run is
+        reproducible.
+    use_tqdm : bool, default=True
+        Show a progress bar over epochs.
+
+    Returns
+    -------
+    list of float, length num_epochs
+        Mean loss per epoch (the average over the epoch's tasks of the cross-entropy).
+
+    Raises
+    ------
+    ValueError
+        If ``triples`` is not an (n, 3) tensor with ids inside the model's range, or an argument is out of
+        range.
+    """
+    _check_arguments(model, triples, num_epochs, batch_size, lr, num_negatives)
+    device = next(model.parameters()).device
+    triples = triples.to(device)
+    generator = torch.Generator().manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    was_training = model.training
+    model.train()
+    losses: list[float] = []
+    epochs = tqdm(range(num_epochs), desc="Training", unit="epoch", disable=not use_tqdm)
+    try:
+        for _ in epochs:
+            order = torch.randperm(len(triples), generator=generator).to(device)
+            total = torch.zeros((), dtype=torch.float64, device=device)
+            for start in range(0, len(triples), batch_size):
+                batch = triples[order[start : start + batch_size]]
+                loss = _batch_loss(model, batch, num_negatives, generator)
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
+                optimizer.step()
+                total += loss.detach().double() * len(batch)
+            losses.append(float(total) / len(triples))
+            epochs.set_postfix(loss=f"{losses[-1]:.4f}")
+    finally:
+        model.train(was_training)
+    return losses
+
+
+def _batch_loss(
+    model: nn.Module, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator
+) -> torch.Tensor:
+    """Mean cross-entropy of the batch's tail and head tasks (scalar FloatTensor)."""
+    heads, relations, tails = batch[:, 0], batch[:, 1], batch[:, 2]
+    if num_negatives is None:
+        tail_scores = model.score_t(batch[:, :2])  # (B, E)
+        head_scores = model.score_h(batch[:, 1:])  # (B, E)
+        targets = torch.cat([tails, heads])
+        return functional.cross_entropy(torch.cat([tail_scores, head_scores]), targets)
+    # Column 0 holds the true entity, columns 1..k the sampled ones: (B, 1 + k) candidates per task.
+    size = (len(batch), num_negatives)
+    sampled = torch.randint(model.num_entities, size, generator=generator).to(batch.device)
+    tail_candidates = torch.cat([tails[:, None], sampled], dim=1)
+    sampled = torch.randint(model.num_entities, size, generator=generator).to(batch.device)
+    head_candidates = torch.cat([heads[:, None], sampled], dim=1)
+    tail_scores = _score_candidates(model, heads, relations, tail_candidates, side="tail")
+    head_scores = _score_candidates(model, tails, relations, head_candidates, side="head")
+    targets = torch.zeros(2 * len(batch), dtype=torch.long, device=batch.device)
+    return functional.cross_entropy(torch.cat([tail_scores, head_scores]), targets)
+
+
+def _score_candidates(
+    model: nn.Module, fixed: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor, side: str
+) -> torch.Tensor:
+    """Scores of shape (B, k) of per-row candidate entities (B, k) for the given side, via ``score_hrt``."""
+    fixed = fixed[:, None].expand_as(candidates)
+    relations = relations[:, None].expand_as(candidates)
+    if side == "tail":
+        hrt = torch.stack([fixed, relations, candidates], dim=-1)
+    else:
+        hrt = torch.stack([candidates, relations, fixed], dim=-1)
+    return model.score_hrt(hrt.reshape(-1, 3)).reshape(candidates.shape)
+
+
+def _check_arguments(
+    model: nn.Module,
+    triples: torch.Tensor,
+    num_epochs: int,
+    batch_size: int,
+    lr: float,
+    num_negatives: int | None,
+) -> None:
+    """Raise ValueError / TypeError for arguments :func:`train_model` cannot use."""
+    if not isinstance(triples, torch.Tensor) or triples.ndim != 2 or triples.shape[1] != 3:
+        shape = tuple(triples.shape) if isinstance(triples, torch.Tensor) else type(triples).__name__
+        raise ValueError(f"triples must be a tensor of shape (n, 3), got {shape}")
+    if triples.dtype != torch.long:
+        raise TypeError(f"triples must have dtype torch.int64, got {triples.dtype}")
+    if len(triples) == 0:
+        raise ValueError("triples is empty: nothing to train on")
+    for column, kind, bound in (
+        (0, "head", model.num_entities),
+        (1, "relation", model.num_relations),
+        (2, "tail", model.num_entities),
+    ):
+        low, high = int(triples[:, column].min()), int(triples[:, column].max())
+        if low < 0 or high >= bound:
+            raise ValueError(f"triples has {kind} ids in [{low}, {high}], outside [0, {bound - 1}]")
+    for name, value, minimum in (("num_epochs", num_epochs, 0), ("batch_size", batch_size, 1)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
+    if not lr > 0:
+        raise ValueError(f"lr must be > 0, got {lr!r}")
+    if num_negatives is not None and (
+        isinstance(num_negatives, bool) or not isinstance(num_negatives, int) or num_negatives < 1
+    ):
+        raise ValueError(f"num_negatives must be None or an int >= 1, got {num_negatives!r}")

@@ -1,0 +1,146 @@
+"""Tests of the command line (kgeval.cli, python -m kgeval)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import ClassVar
+
+import pytest
+import torch
+
+import kgeval
+from kgeval.cli import COMMANDS, build_parser, main
+from kgeval.datasets import load_shipped_dataset
+
+needs_evaluator = pytest.mark.skipif(
+    not hasattr(kgeval, "RankBasedEvaluator"), reason="kgeval.RankBasedEvaluator is not available yet"
+)
+
+#: A line of a results table that reports the mean reciprocal rank (under any of its names).
+MRR_LINE = re.compile(
+    r"^.*(mrr|inverse_harmonic_mean_rank|mean_reciprocal_rank).*$", re.IGNORECASE | re.MULTILINE
+)
+
+
+@needs_evaluator
+def test_demo_on_nations(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--dataset", "nations", "--epochs", "1", "--dim", "8", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Dataset nations: 14 entities, 55 relations, 1592 / 199 / 201 train / valid / test triples" in out
+    assert "Trained DistMult (dim=8) for 1 epochs" in out
+    valid_at = out.index("== valid: 199 triples, filtered by train + valid, evaluated in ")
+    test_at = out.index("== test: 201 triples, filtered by train + valid + test, evaluated in ")
+    assert valid_at < test_at
+    assert MRR_LINE.search(out[valid_at:test_at])
+    assert MRR_LINE.search(out[test_at:])
+
+
+@needs_evaluator
+def test_demo_on_a_folder_with_zero_epochs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rows = {"train": ["a\tr\tb", "b\tr\tc", "c\ts\ta"], "valid": ["a\ts\tc"], "test": ["b\ts\ta"]}
+    for split, lines in rows.items():
+        (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    assert main(["demo", "--dataset", str(tmp_path), "--epochs", "0", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert f"Dataset {tmp_path.name}: 3 entities, 2 relations, 3 / 1 / 1 train / valid / test triples" in out
+    assert "== test: 1 triples" in out
+
+
+class _RecordingEvaluator:
+    """Stands in for kgeval.RankBasedEvaluator: records the calls, returns a printable result."""
+
+    calls: ClassVar[list[dict]] = []
+
+    def __init__(self, **kwargs) -> None:
+        self.kwargs = kwargs
+
+    def evaluate(self, model, mapped_triples, additional_filter_triples=None, use_tqdm=True, **kwargs):
+        self.calls.append(
+            {
+                "triples": mapped_triples,
+                "filters": additional_filter_triples,
+                "use_tqdm": use_tqdm,
+                **self.kwargs,
+            }
+        )
+        return "both.realistic.inverse_harmonic_mean_rank  0.5"
+
+
+def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(kgeval, "RankBasedEvaluator", _RecordingEvaluator, raising=False)
+    monkeypatch.setattr(_RecordingEvaluator, "calls", [])
+    assert main(["demo", "--dataset", "nations", "--epochs", "1", "--dim", "4", "--no-progress"]) == 0
+    nations = load_shipped_dataset("nations")
+    valid_call, test_call = _RecordingEvaluator.calls
+    assert torch.equal(valid_call["triples"], nations.valid)
+    assert [len(t) for t in valid_call["filters"]] == [len(nations.train), len(nations.valid)]
+    assert torch.equal(test_call["triples"], nations.test)
+    assert [len(t) for t in test_call["filters"]] == [
+        len(nations.train),
+        len(nations.valid),
+        len(nations.test),
+    ]
+    for call in (valid_call, test_call):
+        assert call["filtered"] is True
+        assert call["use_tqdm"] is False
+    out = capsys.readouterr().out
+    assert out.count("both.realistic.inverse_harmonic_mean_rank  0.5") == 2
+
+
+def test_demo_unknown_dataset(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("kgeval.datasets.shared_data_dir", lambda: None)
+    assert main(["demo", "--dataset", "no-such-dataset", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert err == (
+        "kgeval demo: error: dataset 'no-such-dataset' is not a shipped dataset (umls, kinship, nations), "
+        "an existing folder, or a folder in a shared data folder (none found)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["demo", "--epochs", "-1"], "argument --epochs: expected an integer >= 0, got -1"),
+        (["demo", "--dim", "0"], "argument --dim: expected an integer >= 1, got 0"),
+        (["demo", "--batch-size", "x"], "argument --batch-size: expected an integer, got 'x'"),
+        (["demo", "--lr", "-0.1"], "argument --lr: expected a number > 0, got '-0.1'"),
+        (["demo", "--lr", "fast"], "argument --lr: expected a number, got 'fast'"),
+    ],
+)
+def test_demo_invalid_options(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith(f"kgeval demo: error: {message}\n")
+
+
+def test_missing_command(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.endswith("kgeval: error: the following arguments are required: COMMAND\n")
+
+
+def test_parser_has_every_command() -> None:
+    parser = build_parser()
+    for name in COMMANDS:
+        assert parser.parse_args([name]).command == name
+
+
+def test_python_dash_m_kgeval_help() -> None:
+    root = Path(__file__).resolve().parent.parent
+    completed = subprocess.run(
+        [sys.executable, "-m", "kgeval", "demo", "--help"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.startswith("usage: kgeval demo")
+    for option in ("--dataset", "--epochs", "--dim", "--seed", "--batch-size", "--no-progress"):
+        assert option in completed.stdout

@@ -1,5 +1,14 @@
 """kgeval: exact, fast and lean rank-based evaluation of knowledge-graph-embedding models.
 
-The public names are :class:`RankBasedEvaluator`, :class:`RankBasedMetricResults` and
-:class:`MetricAccumulator`; see ``DESIGN.md``-style documentation in the README.
+>>> from kgeval import RankBasedEvaluator
+>>> evaluator = RankBasedEvaluator(filtered=True, ks=(1, 3, 5, 10))
 """
+
+from kgeval.accumulators import MetricAccumulator
+from kgeval.evaluator import RankBasedEvaluator
+from kgeval.metrics.summary import UndefinedMetricWarning
+from kgeval.results import RankBasedMetricResults
+
+__version__ = "0.1.0"
+
+__all__ = ["MetricAccumulator", "RankBasedEvaluator", "RankBasedMetricResults", "UndefinedMetricWarning"]

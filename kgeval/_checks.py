@@ -1,0 +1,211 @@
+"""Boundary validation: every user-facing input is checked here, with one clear message per failure.
+
+Internal code trusts its inputs; only ``evaluate``, the accumulator's ``update`` / ``merge`` /
+``load_state_dict``, ``get_metric`` and ``from_json`` call into this module.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from kgeval.keys import TARGETS, Target
+
+if TYPE_CHECKING:
+    from kgeval.accumulators import MetricAccumulator
+
+
+def check_positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
+    """``value`` as an int >= 1 (bools rejected); None passes when ``allow_none``."""
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
+    return int(value)
+
+
+def check_ks(ks: Any) -> tuple[int, ...]:
+    """The hits@k cut-offs as a sorted tuple of distinct positive integers."""
+    if isinstance(ks, int | str) or not isinstance(ks, Iterable):
+        raise ValueError(f"ks must be a sequence of positive integers, got {ks!r}")
+    values = list(ks)
+    bad = [k for k in values if isinstance(k, bool) or not isinstance(k, int) or k < 1]
+    if bad or not values:
+        raise ValueError(f"ks must be a non-empty sequence of positive integers, got {ks!r}")
+    return tuple(sorted(set(values)))
+
+
+def check_targets(targets: Any) -> tuple[Target, ...]:
+    """The ranking sides to evaluate, a non-empty subset of ("head", "tail") in that order."""
+    values = (targets,) if isinstance(targets, str) else tuple(targets)
+    unknown = [t for t in values if t not in TARGETS]
+    if unknown or not values:
+        raise ValueError(f"targets must be a non-empty subset of {TARGETS}, got {targets!r}")
+    return tuple(t for t in TARGETS if t in values)
+
+
+def check_triples(triples: Any, name: str, num_entities: int, num_relations: int | None = None) -> torch.Tensor:
+    """An integer (n, 3) tensor of (h, r, t) ids inside [0, num_entities) (and [0, num_relations)).
+
+    Raises
+    ------
+    TypeError
+        When ``triples`` is not a tensor of an integer dtype.
+    ValueError
+        For a wrong shape, or an id out of range (naming the first offending row).
+    """
+    if not isinstance(triples, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (n, 3), got {type(triples).__name__}")
+    if triples.dtype.is_floating_point or triples.dtype.is_complex or triples.dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got {triples.dtype}")
+    if triples.dim() != 2 or triples.shape[1] != 3:
+        raise ValueError(f"{name} must have shape (n, 3), got {tuple(triples.shape)}")
+    triples = triples.long()
+    entity_ids = triples[:, [0, 2]]
+    bad = ((entity_ids < 0) | (entity_ids >= num_entities)).any(dim=1)
+    if num_relations is not None:
+        bad |= (triples[:, 1] < 0) | (triples[:, 1] >= num_relations)
+    else:
+        bad |= triples[:, 1] < 0
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        limits = f"entities in [0, {num_entities})" + (
+            f", relations in [0, {num_relations})" if num_relations is not None else ", relations >= 0"
+        )
+        raise ValueError(f"{name} row {row} = {triples[row].tolist()} has an id out of range ({limits})")
+    return triples
+
+
+def check_filter_triples(filter_triples: Any, num_entities: int) -> list[torch.Tensor]:
+    """``additional_filter_triples`` as a list of checked (m, 3) tensors (None -> empty list)."""
+    if filter_triples is None:
+        return []
+    if isinstance(filter_triples, torch.Tensor):
+        filter_triples = [filter_triples]
+    if not isinstance(filter_triples, Sequence):
+        raise TypeError(
+            "additional_filter_triples must be a tensor, a sequence of tensors or None, "
+            f"got {type(filter_triples).__name__}"
+        )
+    return [check_triples(t, f"additional_filter_triples[{i}]", num_entities) for i, t in enumerate(filter_triples)]
+
+
+def check_num_entities(model: Any, num_entities: int | None) -> int:
+    """The number of entities: the argument, else ``model.num_entities``."""
+    if num_entities is None:
+        num_entities = getattr(model, "num_entities", None)
+        if num_entities is None:
+            raise ValueError("num_entities is not given and the model has no num_entities attribute")
+    if isinstance(num_entities, torch.Tensor):
+        num_entities = int(num_entities)
+    return check_positive_int(num_entities, "num_entities")  # type: ignore[return-value]
+
+
+def check_model(model: Any, targets: Sequence[Target]) -> None:
+    """The model exposes the scoring method of every requested target."""
+    for target in targets:
+        method = "score_t" if target == "tail" else "score_h"
+        if not callable(getattr(model, method, None)):
+            raise TypeError(f"the model must have a callable {method}(batch) to rank {target}s")
+
+
+def accepts_keyword(function: Any, keyword: str) -> bool:
+    """Whether ``function`` can be called with ``keyword=...`` (explicitly or through ``**kwargs``)."""
+    try:
+        parameters = inspect.signature(function).parameters
+    except (TypeError, ValueError):
+        return False
+    return keyword in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+
+
+def check_scores(scores: Any, expected_shape: tuple[int, int], method: str) -> torch.Tensor:
+    """A model's score output: a floating tensor of exactly ``expected_shape``."""
+    if not isinstance(scores, torch.Tensor) or not scores.dtype.is_floating_point:
+        kind = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
+        raise TypeError(f"model.{method} must return a floating-point tensor, got {kind}")
+    if tuple(scores.shape) != expected_shape:
+        raise ValueError(f"model.{method} returned shape {tuple(scores.shape)}, expected {expected_shape}")
+    return scores
+
+
+def check_entity_ids(ids: Any, name: str, num_entities: int) -> torch.Tensor:
+    """A candidate whitelist (tensor, list or set of ids) as a sorted, unique LongTensor inside range."""
+    if isinstance(ids, torch.Tensor):
+        tensor = ids
+    else:
+        try:
+            tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
+        except (TypeError, ValueError) as error:
+            raise TypeError(f"{name} must be a tensor, list or set of entity ids, got {type(ids).__name__}") from error
+    if tensor.dtype.is_floating_point or tensor.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids, got dtype {tensor.dtype}")
+    tensor = tensor.reshape(-1).long().cpu()
+    if tensor.numel() == 0:
+        raise ValueError(f"{name} must not be empty")
+    out_of_range = (tensor < 0) | (tensor >= num_entities)
+    if bool(out_of_range.any()):
+        raise ValueError(f"{name} holds id {int(tensor[out_of_range][0])} outside [0, {num_entities})")
+    return torch.unique(tensor)
+
+
+def check_rank_batch(
+    optimistic: Any,
+    pessimistic: Any,
+    num_candidates: Any,
+    triples: Any = None,
+    task_index: Any = None,
+) -> None:
+    """Inputs of :meth:`MetricAccumulator.update`: aligned 1-D integer tensors, 1 <= opt <= pess <= C."""
+    named = {"optimistic": optimistic, "pessimistic": pessimistic, "num_candidates": num_candidates}
+    for name, value in named.items():
+        if not isinstance(value, torch.Tensor) or value.dtype.is_floating_point or value.dtype == torch.bool:
+            raise TypeError(f"{name} must be an integer tensor, got {getattr(value, 'dtype', type(value).__name__)}")
+        if value.dim() != 1 or value.shape != optimistic.shape:
+            raise ValueError(
+                f"{name} must have shape (n,) like optimistic {tuple(optimistic.shape)}, got {tuple(value.shape)}"
+            )
+    if triples is not None and (not isinstance(triples, torch.Tensor) or tuple(triples.shape) != (len(optimistic), 3)):
+        raise ValueError(f"triples must have shape ({len(optimistic)}, 3), got {tuple(getattr(triples, 'shape', ()))}")
+    if task_index is not None and (
+        not isinstance(task_index, torch.Tensor) or tuple(task_index.shape) != tuple(optimistic.shape)
+    ):
+        raise ValueError(
+            f"task_index must have shape ({len(optimistic)},), got {tuple(getattr(task_index, 'shape', ()))}"
+        )
+    if not bool(((optimistic >= 1) & (optimistic <= pessimistic) & (pessimistic <= num_candidates)).all()):
+        raise ValueError("ranks must satisfy 1 <= optimistic <= pessimistic <= num_candidates for every task")
+
+
+def check_mergeable(receiver: MetricAccumulator, other: Any) -> None:
+    """``other`` is an accumulator with the same ks as ``receiver``."""
+    from kgeval.accumulators import MetricAccumulator
+
+    if not isinstance(other, MetricAccumulator):
+        raise TypeError(f"can only merge a MetricAccumulator, got {type(other).__name__}")
+    if other.ks != receiver.ks:
+        raise ValueError(f"cannot merge accumulators with different ks: {receiver.ks} and {other.ks}")
+
+
+def check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
+    """``state`` has exactly the sum states of an accumulator with its ks, and consistent records."""
+    from kgeval.accumulators import RECORD_STATES, MetricAccumulator
+
+    if not isinstance(state, dict) or "meta:ks" not in state or "meta:keep_records" not in state:
+        raise ValueError("state must be a dict produced by MetricAccumulator.state_dict()")
+    template = MetricAccumulator(ks=check_ks(state["meta:ks"].tolist()), keep_records=False)
+    expected = {f"sum:{name}" for name in template._sums}
+    present = {name for name in state if name.startswith("sum:")}
+    if present != expected:
+        raise ValueError(
+            f"state sums do not match: missing {sorted(expected - present)}, extra {sorted(present - expected)}"
+        )
+    if bool(state["meta:keep_records"].item()):
+        missing = [name for name in RECORD_STATES if f"cat:{name}" not in state]
+        if missing:
+            raise ValueError(f"state keeps records but lacks {missing}")
+        lengths = {int(state[f"cat:{name}"].shape[0]) for name in RECORD_STATES}
+        if len(lengths) != 1 or lengths != {int(state["sum:count"].item())}:
+            raise ValueError("state records have inconsistent lengths")

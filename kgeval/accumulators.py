@@ -1,0 +1,273 @@
+"""MetricAccumulator: mergeable state for the ranking tasks of one side.
+
+The accumulator receives batches of ranks (optimistic and pessimistic, realistic being their mean) with each
+task's num_candidates, and keeps two kinds of state, each declared with the rule that merges it:
+
+- ``"sum"`` states: float64 running sums and int64 counts per rank type (:func:`rank_statistics`) and the
+  null-model sums over num_candidates (:func:`candidate_statistics`). Merging adds them.
+- ``"cat"`` states: the per-task records (ranks, num_candidates, the (h, r, t) triple and its index in the
+  evaluated triples). Merging concatenates them. They serve median, MAD, variance, GMR's null model, rank export,
+  per-relation, stratified and paired statistics; ``keep_records=False`` drops them to save memory.
+
+``merge`` is the building block of distributed synchronisation: gather the state dicts, then merge.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+
+from kgeval._checks import check_ks
+from kgeval.keys import RANK_TYPES, RankType
+from kgeval.metrics.null_model import candidate_statistics
+from kgeval.metrics.registry import reported_keys
+from kgeval.metrics.summary import RankSummary, rank_statistics
+
+StateKind = Literal["sum", "cat"]
+
+#: per-task record states and their dtype / trailing shape
+RECORD_STATES: dict[str, tuple[torch.dtype, tuple[int, ...]]] = {
+    "optimistic": (torch.int64, ()),
+    "pessimistic": (torch.int64, ()),
+    "num_candidates": (torch.int64, ()),
+    "triples": (torch.int64, (3,)),
+    "task_index": (torch.int64, ()),
+}
+
+
+def realistic_ranks(optimistic: torch.Tensor, pessimistic: torch.Tensor) -> torch.Tensor:
+    """(optimistic + pessimistic) / 2 in float64 (exact: a half-integer)."""
+    return (optimistic.to(torch.float64) + pessimistic.to(torch.float64)) / 2.0
+
+
+def ranks_of_type(rank_type: RankType, optimistic: torch.Tensor, pessimistic: torch.Tensor) -> torch.Tensor:
+    """The float64 ranks of one rank type from the optimistic and pessimistic integer ranks."""
+    if rank_type == "optimistic":
+        return optimistic.to(torch.float64)
+    if rank_type == "pessimistic":
+        return pessimistic.to(torch.float64)
+    return realistic_ranks(optimistic, pessimistic)
+
+
+class MetricAccumulator:
+    """Streams rank batches of one side into mergeable sums and per-task records.
+
+    Parameters
+    ----------
+    ks : sequence of int, default=(1, 3, 5, 10)
+        The k of hits@k (and of the adjusted / z hits metrics).
+    keep_records : bool, default=True
+        Keep one record per task (5 int64 fields plus the triple). Needed by median, MAD, variance, GMR-based
+        null-model metrics and everything that reads ranks per task.
+
+    Examples
+    --------
+    >>> acc = MetricAccumulator(ks=(1,))
+    >>> acc.update(torch.tensor([1, 2]), torch.tensor([2, 2]), torch.tensor([5, 5]))
+    >>> acc.compute("realistic")["hits_at_1"]
+    0.0
+    >>> acc.compute("optimistic")["hits_at_1"]
+    0.5
+    """
+
+    def __init__(self, ks: Sequence[int] = (1, 3, 5, 10), keep_records: bool = True) -> None:
+        self.ks: tuple[int, ...] = check_ks(ks)
+        self.keep_records = bool(keep_records)
+        self._sums: dict[str, torch.Tensor] = {}
+        self._records: dict[str, list[torch.Tensor]] = {}
+        self.reset()
+
+    # -- declared states -------------------------------------------------------------------------------------
+    def _default_sums(self, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
+        empty_ranks = torch.zeros(0, dtype=torch.float64, device=device)
+        sums = {"count": torch.zeros((), dtype=torch.int64, device=device)}
+        for rank_type in RANK_TYPES:
+            for name, value in rank_statistics(empty_ranks, self.ks).items():
+                if name != "count":
+                    sums[f"{rank_type}/{name}"] = value
+        for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64, device=device), self.ks).items():
+            sums[f"candidates/{name}"] = value
+        return sums
+
+    @property
+    def state_kinds(self) -> dict[str, StateKind]:
+        """Every state name with its merge rule."""
+        kinds: dict[str, StateKind] = dict.fromkeys(self._sums, "sum")
+        kinds.update(dict.fromkeys(self._records, "cat"))
+        return kinds
+
+    def _map_states(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
+        """Apply ``fn`` to every state tensor in place (serves ``to`` and ``clone``)."""
+        self._sums = {name: fn(value) for name, value in self._sums.items()}
+        self._records = {name: [fn(part) for part in parts] for name, parts in self._records.items()}
+
+    def reset(self) -> None:
+        """Forget every update: sums to zero, records emptied."""
+        self._sums = self._default_sums()
+        self._records = {name: [] for name in RECORD_STATES} if self.keep_records else {}
+
+    def to(self, device: torch.device | str) -> MetricAccumulator:
+        """Move every state to ``device`` (in place); returns self."""
+        self._map_states(lambda tensor: tensor.to(device))
+        return self
+
+    def clone(self) -> MetricAccumulator:
+        """An independent copy."""
+        other = copy.copy(self)
+        other._sums = dict(self._sums)
+        other._records = {name: list(parts) for name, parts in self._records.items()}
+        other._map_states(torch.clone)
+        return other
+
+    @property
+    def count(self) -> int:
+        """Number of tasks seen so far (one host synchronisation)."""
+        return int(self._sums["count"].item())
+
+    # -- update / merge ---------------------------------------------------------------------------------------
+    def update(
+        self,
+        optimistic: torch.Tensor,
+        pessimistic: torch.Tensor,
+        num_candidates: torch.Tensor,
+        triples: torch.Tensor | None = None,
+        task_index: torch.Tensor | None = None,
+    ) -> None:
+        """Add a batch of ranking tasks.
+
+        Parameters
+        ----------
+        optimistic, pessimistic : LongTensor of shape (n,)
+            1-based integer ranks with 1 <= optimistic <= pessimistic <= num_candidates.
+        num_candidates : LongTensor of shape (n,)
+            C of each task (METRICS.md, Ranking tasks).
+        triples : LongTensor of shape (n, 3), optional
+            The (h, r, t) of each task (records only; -1 when not given).
+        task_index : LongTensor of shape (n,), optional
+            Index of each task's triple in the evaluated triples (records only; -1 when not given).
+        """
+        from kgeval._checks import check_rank_batch
+
+        check_rank_batch(optimistic, pessimistic, num_candidates, triples, task_index)
+        self.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
+
+    def update_unchecked(
+        self,
+        optimistic: torch.Tensor,
+        pessimistic: torch.Tensor,
+        num_candidates: torch.Tensor,
+        triples: torch.Tensor | None = None,
+        task_index: torch.Tensor | None = None,
+    ) -> None:
+        """:meth:`update` without validation, for trusted callers (the evaluator); no host synchronisation."""
+        device = optimistic.device
+        if self._sums["count"].device != device:
+            self.to(device)
+        batch: dict[str, torch.Tensor] = {}
+        for rank_type in RANK_TYPES:
+            stats = rank_statistics(ranks_of_type(rank_type, optimistic, pessimistic), self.ks)
+            batch["count"] = stats.pop("count")
+            batch.update({f"{rank_type}/{name}": value for name, value in stats.items()})
+        batch.update({f"candidates/{n}": v for n, v in candidate_statistics(num_candidates, self.ks).items()})
+        self._sums = {name: value + batch[name] for name, value in self._sums.items()}
+        if self.keep_records:
+            n = optimistic.shape[0]
+            missing = torch.full((n,), -1, dtype=torch.int64, device=device)
+            fields = {
+                "optimistic": optimistic,
+                "pessimistic": pessimistic,
+                "num_candidates": num_candidates,
+                "triples": triples if triples is not None else missing.unsqueeze(1).expand(n, 3),
+                "task_index": task_index if task_index is not None else missing,
+            }
+            for name, value in fields.items():
+                self._records[name].append(value.to(torch.int64))
+
+    def merge(self, *others: MetricAccumulator) -> MetricAccumulator:
+        """Add the states of ``others`` into this accumulator (in place); returns self. Inputs are unchanged.
+
+        Sums are added, records concatenated in argument order; ``update`` and ``compute`` keep working. Records
+        are kept only if every merged accumulator kept them.
+        """
+        from kgeval._checks import check_mergeable
+
+        for other in others:
+            check_mergeable(self, other)
+            device = self._sums["count"].device
+            self._sums = {name: value + other._sums[name].to(device) for name, value in self._sums.items()}
+            if self.keep_records and other.keep_records:
+                for name, parts in self._records.items():
+                    parts.extend(part.to(device) for part in other._records[name])
+            elif self.keep_records:
+                self.keep_records = False
+                self._records = {}
+        return self
+
+    # -- records and state dicts ------------------------------------------------------------------------------
+    def records(self) -> dict[str, torch.Tensor]:
+        """The per-task records, concatenated (each of length n; ``triples`` of shape (n, 3))."""
+        if not self.keep_records:
+            raise ValueError("this accumulator keeps no per-task records (keep_records=False)")
+        out = {}
+        for name, (dtype, trailing) in RECORD_STATES.items():
+            parts = self._records[name]
+            device = self._sums["count"].device
+            out[name] = torch.cat(parts) if parts else torch.zeros((0, *trailing), dtype=dtype, device=device)
+        self._records = {name: [value] for name, value in out.items()}  # concatenate once
+        return out
+
+    def state_dict(self) -> dict[str, torch.Tensor]:
+        """Every state as one tensor (records concatenated), plus ``ks`` and ``keep_records`` as tensors."""
+        state = {f"sum:{name}": value for name, value in self._sums.items()}
+        if self.keep_records:
+            state.update({f"cat:{name}": value for name, value in self.records().items()})
+        state["meta:ks"] = torch.tensor(self.ks, dtype=torch.int64)
+        state["meta:keep_records"] = torch.tensor(self.keep_records)
+        return state
+
+    def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Replace every state by the ones in ``state`` (as produced by :meth:`state_dict`)."""
+        from kgeval._checks import check_state_dict
+
+        check_state_dict(self, state)
+        self.ks = tuple(int(k) for k in state["meta:ks"].tolist())
+        self.keep_records = bool(state["meta:keep_records"].item())
+        self._sums = {name[len("sum:") :]: value.clone() for name, value in state.items() if name.startswith("sum:")}
+        self._records = {
+            name[len("cat:") :]: [value.clone()] for name, value in state.items() if name.startswith("cat:")
+        }
+
+    @classmethod
+    def from_state_dict(cls, state: dict[str, torch.Tensor]) -> MetricAccumulator:
+        """A new accumulator holding ``state``."""
+        from kgeval._checks import check_ks
+
+        ks = state.get("meta:ks")
+        acc = cls(ks=check_ks(ks.tolist()) if ks is not None else (1,))
+        acc.load_state_dict(state)
+        return acc
+
+    # -- compute ----------------------------------------------------------------------------------------------
+    def summary(self, rank_type: RankType) -> RankSummary:
+        """The :class:`RankSummary` of one rank type, moved to the CPU."""
+        sums: dict[str, float | np.ndarray] = {}
+        for name, value in self._sums.items():
+            prefix, _, stat = name.partition("/")
+            if name == "count" or prefix == "candidates":
+                sums[stat or name] = value.cpu().numpy() if value.dim() else value.item()
+            elif prefix == rank_type:
+                sums[stat] = value.cpu().numpy() if value.dim() else value.item()
+        if not self.keep_records:
+            return RankSummary(ks=self.ks, sums=sums)
+        records = self.records()
+        ranks = ranks_of_type(rank_type, records["optimistic"], records["pessimistic"]).cpu().numpy()
+        return RankSummary(ks=self.ks, sums=sums, ranks=ranks, num_candidates=records["num_candidates"].cpu().numpy())
+
+    def compute(self, rank_type: RankType = "realistic") -> dict[str, float]:
+        """Every metric supported for ``rank_type`` (metric key -> value); NaN with a warning where undefined."""
+        summary = self.summary(rank_type)
+        return {key: info.function(summary, k) for key, info, k in reported_keys(self.ks, rank_type, self.keep_records)}

@@ -1,0 +1,351 @@
+"""RankBasedEvaluator: wires the data flow of DESIGN.md together.
+
+mapped_triples -> batches -> scores per candidate slice -> counts (>, =) vs true score -> minus filtered
+-> ranks -> accumulators -> results. Each stage lives in its own module; this one validates the inputs, plans
+the batches, runs the loop under ``torch.inference_mode()`` on the model's device and restores
+``model.training`` afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import torch
+from tqdm.auto import tqdm
+
+from kgeval import _checks
+from kgeval.accumulators import MetricAccumulator
+from kgeval.counting import BatchCounts, count_batch, slice_bounds
+from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
+from kgeval.keys import RANK_TYPES, TARGETS, Target
+from kgeval.results import RankBasedMetricResults
+from kgeval.scoring import CandidateScorer, make_scorer, model_device
+
+#: elements of one (batch x candidates) score block when the evaluator chooses sizes itself
+DEFAULT_SCORE_BUDGET = 2**24
+#: candidate slice width for scorers that compute slices separately (keeps a block near cache size)
+DEFAULT_SLICE_SIZE = 4096
+DEFAULT_SLICED_BATCH_SIZE = 1024
+
+#: columns of a triple that form the query, and the column of the true answer, per target
+QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2]}
+ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0}
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One planned batch: task indices (into the evaluated triples) and the slice holding their answers."""
+
+    tasks: torch.Tensor  #: LongTensor (B,)
+    true_slice: int
+    num_excluded: int  #: number of filter-index pairs of these tasks
+
+
+class RankBasedEvaluator:
+    """Filtered rank-based evaluation of any model with ``score_h`` / ``score_t`` (PyKEEN-compatible names).
+
+    Parameters
+    ----------
+    filtered : bool, default=True
+        Remove known triples from the candidates (METRICS.md, Candidates); False gives raw ranks.
+    ks : sequence of int, default=(1, 3, 5, 10)
+        The k of hits@k.
+    batch_size : int, optional
+        Ranking tasks scored at once. None: chosen from the number of candidates.
+    slice_size : int, optional
+        Candidates compared at once. None: all at once for models that score whole rows, otherwise
+        a cache-sized slice.
+    keep_records : bool, default=True
+        Keep one record per ranking task in the results (rank export, median, per-relation views, ...).
+    fast_path : bool, default=True
+        Use a model's query/candidate GEMM form when it has one.
+
+    Examples
+    --------
+    >>> evaluator = RankBasedEvaluator(ks=(1, 10))
+    >>> results = evaluator.evaluate(model, test, additional_filter_triples=[train, valid])  # doctest: +SKIP
+    >>> results.get_metric("both.realistic.hits_at_10")  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        filtered: bool = True,
+        ks: Sequence[int] = (1, 3, 5, 10),
+        batch_size: int | None = None,
+        slice_size: int | None = None,
+        keep_records: bool = True,
+        fast_path: bool = True,
+    ) -> None:
+        self.filtered = bool(filtered)
+        self.ks = _checks.check_ks(ks)
+        self.batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True)
+        self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
+        self.keep_records = bool(keep_records)
+        self.fast_path = bool(fast_path)
+
+    def __repr__(self) -> str:
+        return (
+            f"RankBasedEvaluator(filtered={self.filtered}, ks={self.ks}, batch_size={self.batch_size}, "
+            f"slice_size={self.slice_size})"
+        )
+
+    # -- public entry point -----------------------------------------------------------------------------------
+    def evaluate(
+        self,
+        model: Any,
+        mapped_triples: torch.Tensor,
+        additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
+        num_entities: int | None = None,
+        restrict_entities_to: torch.Tensor | Iterable[int] | None = None,
+        targets: Sequence[Target] = ("head", "tail"),
+        use_tqdm: bool = True,
+        batch_size: int | None = None,
+        slice_size: int | None = None,
+        drop_outside_restriction: bool = False,
+    ) -> RankBasedMetricResults:
+        """Rank the true head and tail of every triple among all candidates and compute every metric.
+
+        Parameters
+        ----------
+        model : object
+            Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
+            accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form of
+            :class:`kgeval.scoring.QueryCandidateModel`. It is evaluated where it lives and never moved.
+        mapped_triples : LongTensor of shape (n, 3)
+            The (head, relation, tail) triples to rank. Always part of the filter set.
+        additional_filter_triples : LongTensor of shape (m, 3), or a sequence of them, optional
+            Further known triples to filter (typically train and valid).
+        num_entities : int, optional
+            Default: ``model.num_entities``.
+        restrict_entities_to : LongTensor, list or set of ids, optional
+            Only these entities are candidates.
+        targets : sequence of {"head", "tail"}, default=("head", "tail")
+        use_tqdm : bool, default=True
+            Show a progress bar over ranking tasks.
+        batch_size, slice_size : int, optional
+            Override the evaluator's sizes for this call.
+        drop_outside_restriction : bool, default=False
+            Drop triples whose head or tail lies outside ``restrict_entities_to`` instead of raising.
+
+        Returns
+        -------
+        RankBasedMetricResults
+        """
+        targets = _checks.check_targets(targets)
+        _checks.check_model(model, targets)
+        num_entities = _checks.check_num_entities(model, num_entities)
+        batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size
+        slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size
+        device = model_device(model)
+        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
+        filter_tensors = [f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)]
+        candidate_ids = None
+        if restrict_entities_to is not None:
+            candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
+            candidate_ids = candidate_ids.to(device)
+        task_index = self._tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction)
+        if task_index.numel() == 0:
+            raise ValueError("mapped_triples is empty: there is nothing to evaluate")
+        index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered else None
+
+        was_training = getattr(model, "training", None)
+        if callable(getattr(model, "eval", None)):
+            model.eval()
+        try:
+            with torch.inference_mode():
+                accumulators = self._rank_all(
+                    model,
+                    triples,
+                    task_index,
+                    targets,
+                    num_entities,
+                    candidate_ids,
+                    index,
+                    batch_size,
+                    slice_size,
+                    use_tqdm,
+                )
+        finally:
+            if was_training is not None and callable(getattr(model, "train", None)):
+                model.train(was_training)
+        return build_results(accumulators, self.ks)
+
+    # -- planning ---------------------------------------------------------------------------------------------
+    @staticmethod
+    def _tasks_inside_restriction(
+        triples: torch.Tensor, candidate_ids: torch.Tensor | None, num_entities: int, drop: bool
+    ) -> torch.Tensor:
+        """Indices of the triples to evaluate: all, or those whose head and tail are allowed candidates."""
+        all_tasks = torch.arange(triples.shape[0], device=triples.device)
+        if candidate_ids is None:
+            return all_tasks
+        allowed = torch.zeros(num_entities, dtype=torch.bool, device=triples.device)
+        allowed[candidate_ids] = True
+        inside = allowed[triples[:, 0]] & allowed[triples[:, 2]]
+        if not drop and not bool(inside.all()):
+            row = int((~inside).nonzero()[0, 0])
+            raise ValueError(
+                f"mapped_triples row {row} = {triples[row].tolist()} has a head or tail outside "
+                "restrict_entities_to; pass drop_outside_restriction=True to skip such triples"
+            )
+        return all_tasks[inside]
+
+    @staticmethod
+    def _sizes(
+        scorer: CandidateScorer, num_tasks: int, batch_size: int | None, slice_size: int | None
+    ) -> tuple[int, int]:
+        """Batch and slice size: the caller's, else bounded by :data:`DEFAULT_SCORE_BUDGET` elements."""
+        num_candidates = scorer.num_candidates
+        if slice_size is None:
+            slice_size = DEFAULT_SLICE_SIZE if scorer.slices_save_work else num_candidates
+        slice_size = min(slice_size, num_candidates)
+        if batch_size is None:
+            if scorer.slices_save_work:
+                batch_size = DEFAULT_SLICED_BATCH_SIZE
+            else:
+                batch_size = max(1, DEFAULT_SCORE_BUDGET // num_candidates)
+        return min(batch_size, num_tasks), slice_size
+
+    @staticmethod
+    def _plan(
+        true_positions: torch.Tensor, excluded_counts: torch.Tensor | None, batch_size: int, slice_size: int
+    ) -> tuple[torch.Tensor, list[Batch]]:
+        """Group tasks by the slice of their true answer, then cut each group into batches.
+
+        Returns the task order (LongTensor (n,), positions into ``true_positions``) and the batches.
+        One host synchronisation, before the loop.
+        """
+        slice_of_task = (true_positions // slice_size).cpu()
+        order = torch.argsort(slice_of_task, stable=True)
+        group_sizes = torch.bincount(slice_of_task[order]).tolist()
+        counts = excluded_counts.cpu()[order] if excluded_counts is not None else torch.zeros_like(order)
+        cumulative = np.concatenate([[0], np.cumsum(counts.numpy())])
+        batches, begin = [], 0
+        for slice_index, size in enumerate(group_sizes):
+            for start in range(begin, begin + size, batch_size):
+                stop = min(start + batch_size, begin + size)
+                num_excluded = int(cumulative[stop] - cumulative[start])
+                batches.append(Batch(order[start:stop].to(true_positions.device), slice_index, num_excluded))
+            begin += size
+        return order.to(true_positions.device), batches
+
+    # -- the loop ---------------------------------------------------------------------------------------------
+    def _rank_all(
+        self,
+        model: Any,
+        triples: torch.Tensor,
+        task_index: torch.Tensor,
+        targets: Sequence[Target],
+        num_entities: int,
+        candidate_ids: torch.Tensor | None,
+        index: FilterIndex | None,
+        batch_size: int | None,
+        slice_size: int | None,
+        use_tqdm: bool,
+    ) -> dict[Target, MetricAccumulator]:
+        position_of = None
+        if candidate_ids is not None:
+            position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=triples.device)
+            position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=triples.device)
+        evaluated = triples[task_index]
+        accumulators = {}
+        with tqdm(
+            total=len(targets) * evaluated.shape[0], unit="task", desc="Evaluating", disable=not use_tqdm, leave=False
+        ) as progress:
+            for target in targets:
+                scorer = make_scorer(model, target, num_entities, candidate_ids, fast_path=self.fast_path)
+                accumulators[target] = self._rank_target(
+                    scorer, evaluated, task_index, target, index, position_of, batch_size, slice_size, progress
+                )
+        return accumulators
+
+    def _rank_target(
+        self,
+        scorer: CandidateScorer,
+        triples: torch.Tensor,
+        task_index: torch.Tensor,
+        target: Target,
+        index: FilterIndex | None,
+        position_of: torch.Tensor | None,
+        batch_size: int | None,
+        slice_size: int | None,
+        progress: tqdm,
+    ) -> MetricAccumulator:
+        """Rank every task of one side and feed the ranks into a fresh accumulator."""
+        queries = triples[:, QUERY_COLUMNS[target]]
+        answers = triples[:, ANSWER_COLUMN[target]]
+        true_positions = position_of[answers] if position_of is not None else answers
+        batch_size, slice_size = self._sizes(scorer, triples.shape[0], batch_size, slice_size)
+        bounds = slice_bounds(scorer.num_candidates, slice_size)
+        starts, lengths = index.lookup(target, queries) if index is not None else (None, None)
+        order, batches = self._plan(true_positions, lengths, batch_size, slice_size)
+
+        collected: list[BatchCounts] = []
+        empty = torch.zeros(0, dtype=torch.int64, device=triples.device)
+        for batch in batches:
+            rows, positions = empty, empty
+            if index is not None:
+                rows, entities = index.sides[target].expand(
+                    starts[batch.tasks],
+                    lengths[batch.tasks],
+                    batch.num_excluded,  # type: ignore[index]
+                )
+                positions = position_of[entities] if position_of is not None else entities
+            collected.append(
+                count_batch(
+                    scorer, queries[batch.tasks], true_positions[batch.tasks], batch.true_slice, bounds, rows, positions
+                )
+            )
+            progress.update(int(batch.tasks.numel()))
+
+        restore = torch.empty_like(order)
+        restore[order] = torch.arange(order.numel(), device=order.device)
+        counts = BatchCounts(
+            *(torch.cat([getattr(part, f.name) for part in collected])[restore] for f in fields(BatchCounts))
+        )
+        self._raise_on_nan(counts.has_nan, triples, task_index, target)
+        optimistic, pessimistic, num_candidates = counts.ranks(scorer.num_candidates, filtered=self.filtered)
+        accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
+        accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
+        return accumulator
+
+    @staticmethod
+    def _raise_on_nan(has_nan: torch.Tensor, triples: torch.Tensor, task_index: torch.Tensor, target: Target) -> None:
+        """One host synchronisation after the loop: a NaN score is a model defect, reported with its triple."""
+        if bool(has_nan.any()):
+            first = int(has_nan.nonzero()[0, 0])
+            raise ValueError(
+                f"the model produced NaN scores for the {target} task of triple {triples[first].tolist()} "
+                f"(row {int(task_index[first])} of mapped_triples); {int(has_nan.sum())} {target} task(s) affected"
+            )
+
+
+def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...]) -> RankBasedMetricResults:
+    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type."""
+    data = {}
+    sides: dict[str, MetricAccumulator] = dict(accumulators)
+    first, *rest = accumulators.values()
+    sides["both"] = first.clone().merge(*rest)
+    for side, accumulator in sides.items():
+        for rank_type in RANK_TYPES:
+            for key, value in accumulator.compute(rank_type).items():
+                data[(side, rank_type, key)] = value
+    records = None
+    if all(acc.keep_records for acc in accumulators.values()):
+        records = _records_table(accumulators)
+    return RankBasedMetricResults(data=data, ks=ks, records=records)
+
+
+def _records_table(accumulators: dict[Target, MetricAccumulator]) -> dict[str, np.ndarray]:
+    """The per-task records of every side as numpy columns (see :data:`kgeval.results.RECORD_COLUMNS`)."""
+    parts = []
+    for target, accumulator in accumulators.items():
+        records = {name: value.cpu().numpy() for name, value in accumulator.records().items()}
+        triples = records.pop("triples")
+        records.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2])
+        records["side"] = np.full(len(triples), TARGETS.index(target), dtype=np.int8)
+        parts.append(records)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}

@@ -1,0 +1,155 @@
+"""FilterIndex: the known triples as sparse CSR structures, one per ranking side.
+
+For the tail side the key is (h, r) and the values are the sorted tails t with (h, r, t) known; for the head
+side the key is (r, t) and the values are the heads. A batch of keys yields the (row, entity) pairs to exclude
+in O(B + nnz), never a dense (batch x filter set) comparison. Indices are cached by the content of the triples
+they were built from, so evaluating the same validation set every epoch builds the index once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from kgeval.keys import Target
+
+#: ids are packed as (first << 32) | second; every id is < 2**31
+_SHIFT = 32
+
+
+def _pack(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    return (first << _SHIFT) | second
+
+
+@dataclass(frozen=True)
+class SideIndex:
+    """CSR of one side: ``keys`` (K,) sorted packed keys, ``offsets`` (K + 1,), ``values`` (nnz,) entity ids."""
+
+    keys: torch.Tensor
+    offsets: torch.Tensor
+    values: torch.Tensor
+
+    @classmethod
+    def build(cls, key_first: torch.Tensor, key_second: torch.Tensor, values: torch.Tensor) -> SideIndex:
+        """Build from parallel (m,) columns of unique triples."""
+        packed = _pack(key_first, key_second)
+        # sort by (key, value): values are < 2**31, so a stable sort by value then by key suffices
+        order = torch.argsort(values, stable=True)
+        order = order[torch.argsort(packed[order], stable=True)]
+        sorted_keys, counts = torch.unique_consecutive(packed[order], return_counts=True)
+        offsets = torch.zeros(sorted_keys.numel() + 1, dtype=torch.int64, device=packed.device)
+        offsets[1:] = torch.cumsum(counts, dim=0)
+        return cls(keys=sorted_keys, offsets=offsets, values=values[order].contiguous())
+
+    def lookup(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Start offsets and lengths (both (B,)) of each query key's value run; length 0 for unknown keys."""
+        packed = _pack(key_first, key_second)
+        position = torch.searchsorted(self.keys, packed)
+        clamped = position.clamp(max=max(self.keys.numel() - 1, 0))
+        found = (
+            (position < self.keys.numel()) & (self.keys[clamped] == packed)
+            if self.keys.numel()
+            else (torch.zeros_like(packed, dtype=torch.bool))
+        )
+        start = torch.where(found, self.offsets[clamped], torch.zeros_like(packed))
+        length = torch.where(found, self.offsets[clamped + 1] - self.offsets[clamped], torch.zeros_like(packed))
+        return start, length
+
+    def expand(self, start: torch.Tensor, length: torch.Tensor, total: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (row, entity) pairs of the runs [start, start + length) of each row; ``total`` = length.sum().
+
+        Returns
+        -------
+        rows : LongTensor of shape (total,)
+        entities : LongTensor of shape (total,)
+        """
+        rows = torch.repeat_interleave(torch.arange(start.numel(), device=start.device), length, output_size=total)
+        run_begin = torch.cumsum(length, dim=0) - length
+        position_in_run = torch.arange(total, device=start.device) - run_begin[rows]
+        return rows, self.values[start[rows] + position_in_run]
+
+
+class FilterIndex:
+    """The filter set (unique known triples) indexed for both ranking sides.
+
+    Parameters
+    ----------
+    triples : LongTensor of shape (m, 3)
+        Known (h, r, t) triples; duplicates are allowed and collapse.
+
+    Examples
+    --------
+    >>> index = FilterIndex(torch.tensor([[0, 0, 1], [0, 0, 2], [3, 0, 2]]))
+    >>> rows, entities = index.excluded("tail", torch.tensor([[0, 0], [1, 0]]))
+    >>> rows.tolist(), entities.tolist()
+    ([0, 0], [1, 2])
+    """
+
+    def __init__(self, triples: torch.Tensor) -> None:
+        unique = torch.unique(triples.long(), dim=0)
+        self.num_triples = int(unique.shape[0])
+        head, relation, tail = unique.unbind(dim=1)
+        self.sides: dict[Target, SideIndex] = {
+            "tail": SideIndex.build(head, relation, tail),
+            "head": SideIndex.build(relation, tail, head),
+        }
+
+    @property
+    def device(self) -> torch.device:
+        return self.sides["tail"].keys.device
+
+    def lookup(self, target: Target, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run start and length (both (B,)) of the known answers of each query in ``batch`` (B, 2).
+
+        For target "tail" a batch row is (h, r); for "head" it is (r, t), as passed to score_t / score_h.
+        """
+        return self.sides[target].lookup(batch[:, 0], batch[:, 1])
+
+    def excluded(self, target: Target, batch: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """All (row, entity) pairs of known answers for the queries in ``batch`` (B, 2); syncs once for nnz."""
+        start, length = self.lookup(target, batch)
+        return self.sides[target].expand(start, length, int(length.sum()))
+
+
+def _content_digest(tensors: Sequence[torch.Tensor]) -> str:
+    digest = hashlib.blake2b(digest_size=16)
+    for tensor in tensors:
+        data = tensor.detach().to("cpu", torch.int64).contiguous()
+        digest.update(str(tuple(data.shape)).encode())
+        digest.update(data.numpy().tobytes())
+    return digest.hexdigest()
+
+
+class FilterIndexCache:
+    """A small LRU cache of :class:`FilterIndex` keyed by the content of the triples and the device."""
+
+    def __init__(self, max_size: int = 4) -> None:
+        self.max_size = max_size
+        self._entries: OrderedDict[tuple[str, str], FilterIndex] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, tensors: Sequence[torch.Tensor], device: torch.device) -> FilterIndex:
+        """The index of the union of ``tensors`` on ``device``, built on a miss."""
+        key = (_content_digest(tensors), str(device))
+        if key in self._entries:
+            self.hits += 1
+            self._entries.move_to_end(key)
+            return self._entries[key]
+        self.misses += 1
+        index = FilterIndex(torch.cat([t.to(device) for t in tensors]))
+        self._entries[key] = index
+        if len(self._entries) > self.max_size:
+            self._entries.popitem(last=False)
+        return index
+
+    def clear(self) -> None:
+        self._entries.clear()
+
+
+#: the process-wide cache used by the evaluator
+FILTER_INDEX_CACHE = FilterIndexCache()

@@ -1,0 +1,21 @@
+"""The metric catalogue: metadata table, pure metric functions and the null model.
+
+>>> from kgeval.metrics import METRICS
+>>> METRICS["inverse_harmonic_mean_rank"].increasing
+True
+"""
+
+from kgeval.metrics.registry import METRICS, MetricInfo, ValueRange, iter_metrics, lookup, reported_keys
+from kgeval.metrics.summary import RankSummary, UndefinedMetricWarning, summarize
+
+__all__ = [
+    "METRICS",
+    "MetricInfo",
+    "RankSummary",
+    "UndefinedMetricWarning",
+    "ValueRange",
+    "iter_metrics",
+    "lookup",
+    "reported_keys",
+    "summarize",
+]

@@ -1,0 +1,121 @@
+"""Sufficient statistics of a set of ranks: what every metric is computed from.
+
+A metric in kgeval is a pure function of a :class:`RankSummary`. The summary holds running sums that merge by
+addition (count, sum of ranks, of reciprocal ranks, of log ranks, hits counts per k) and, when kept, the per-task
+records (ranks and num_candidates) that order statistics and null-model terms need. The same helper,
+:func:`rank_statistics`, produces the per-batch sums for :class:`kgeval.MetricAccumulator` and the one-shot sums of
+:func:`summarize`, so the two can never drift apart.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+
+class UndefinedMetricWarning(UserWarning):
+    """A metric is undefined for the given ranks (no tasks, or a zero denominator); its value is NaN."""
+
+
+def rank_statistics(ranks: torch.Tensor, ks: Sequence[int]) -> dict[str, torch.Tensor]:
+    """Per-batch sufficient statistics of ranks, all additive.
+
+    Parameters
+    ----------
+    ranks : FloatTensor of shape (n,)
+        1-based ranks (half-integers for realistic ranks), float64.
+    ks : sequence of int
+        The k of hits@k.
+
+    Returns
+    -------
+    dict with ``count`` (int64 scalar), ``sum_rank``, ``sum_reciprocal_rank``, ``sum_log_rank`` (float64
+    scalars) and ``hits`` (int64 tensor of shape (len(ks),): number of ranks <= k).
+    """
+    ranks = ranks.to(torch.float64)
+    k_tensor = torch.as_tensor(list(ks), dtype=torch.float64, device=ranks.device)
+    return {
+        "count": torch.tensor(ranks.numel(), dtype=torch.int64, device=ranks.device),
+        "sum_rank": ranks.sum(),
+        "sum_reciprocal_rank": ranks.reciprocal().sum(),
+        "sum_log_rank": ranks.log().sum(),
+        "hits": (ranks.unsqueeze(1) <= k_tensor.unsqueeze(0)).sum(dim=0),
+    }
+
+
+@dataclass(frozen=True)
+class RankSummary:
+    """Everything the metrics of one (side, rank type) need, on the CPU.
+
+    ``sums`` holds the additive statistics of :func:`rank_statistics` (plus the null-model sums of
+    :mod:`kgeval.metrics.null_model` when present) as Python numbers / numpy arrays; ``ks`` names the entries of
+    ``sums["hits"]``. ``ranks`` and ``num_candidates`` are the per-task records, or None when not kept.
+    """
+
+    ks: tuple[int, ...]
+    sums: Mapping[str, float | np.ndarray]
+    ranks: np.ndarray | None = None  #: float64, shape (n,)
+    num_candidates: np.ndarray | None = None  #: int64, shape (n,)
+    extra: Mapping[str, object] = field(default_factory=dict)
+
+    @property
+    def count(self) -> int:
+        """Number of ranking tasks n."""
+        return int(self.sums["count"])
+
+    def hits(self, k: int) -> int:
+        """Number of ranks <= k (from the sums when k was tracked, else from the records)."""
+        if k in self.ks:
+            return int(np.asarray(self.sums["hits"])[self.ks.index(k)])
+        return int(np.count_nonzero(self.require_ranks(f"hits_at_{k}") <= k))
+
+    def require_ranks(self, metric: str) -> np.ndarray:
+        """The per-task ranks; a clear error when the accumulator did not keep records."""
+        if self.ranks is None:
+            raise ValueError(f"{metric} needs the per-task rank records, which were not kept (keep_records=False)")
+        return self.ranks
+
+    def require_num_candidates(self, metric: str) -> np.ndarray:
+        """The per-task num_candidates; a clear error when the accumulator did not keep records."""
+        if self.num_candidates is None:
+            raise ValueError(
+                f"{metric} needs the per-task num_candidates records, which were not kept (keep_records=False)"
+            )
+        return self.num_candidates
+
+
+def summarize(
+    ranks: torch.Tensor | np.ndarray | Sequence[float],
+    num_candidates: torch.Tensor | np.ndarray | Sequence[int] | None = None,
+    ks: Sequence[int] = (1, 3, 5, 10),
+) -> RankSummary:
+    """Build a :class:`RankSummary` from one array of ranks (and optionally num_candidates), keeping records.
+
+    This is the functional entry point: ``metric(summarize(ranks, num_candidates))``.
+    """
+    from kgeval.metrics.null_model import candidate_statistics
+
+    rank_tensor = torch.as_tensor(np.asarray(ranks, dtype=np.float64))
+    sums: dict[str, float | np.ndarray] = {
+        name: value.numpy() if value.dim() else value.item() for name, value in rank_statistics(rank_tensor, ks).items()
+    }
+    candidates = None
+    if num_candidates is not None:
+        candidates = np.asarray(num_candidates, dtype=np.int64)
+        candidate_sums = candidate_statistics(torch.as_tensor(candidates), ks)
+        sums.update({name: value.numpy() if value.dim() else value.item() for name, value in candidate_sums.items()})
+    return RankSummary(ks=tuple(ks), sums=sums, ranks=rank_tensor.numpy(), num_candidates=candidates)
+
+
+def safe_ratio(numerator: float, denominator: float, metric: str) -> float:
+    """numerator / denominator, or NaN with an :class:`UndefinedMetricWarning` when the denominator is 0 or NaN."""
+    if denominator == 0 or np.isnan(denominator) or np.isnan(numerator):
+        warnings.warn(
+            f"{metric} is undefined here (zero denominator); reporting NaN", UndefinedMetricWarning, stacklevel=3
+        )
+        return float("nan")
+    return float(numerator / denominator)

@@ -1,0 +1,197 @@
+"""RankBasedMetricResults: the reported numbers as plain data, with PyKEEN's key grammar and exports.
+
+Results are a frozen mapping (side, rank_type, metric key) -> float plus, by default, the per-task rank records
+(one row per ranking task: head, relation, tail, side, optimistic, pessimistic, num_candidates, task_index).
+Formatting lives in the export methods; the numbers never change after construction.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
+from kgeval.metrics.registry import lookup
+
+JSON_FORMAT = "kgeval.results/1"
+
+#: columns of the per-task records and their dtypes
+RECORD_COLUMNS: dict[str, str] = {
+    "head": "int64",
+    "relation": "int64",
+    "tail": "int64",
+    "side": "int8",  # 0 = head task, 1 = tail task (index into TARGETS)
+    "optimistic": "int64",
+    "pessimistic": "int64",
+    "num_candidates": "int64",
+    "task_index": "int64",
+}
+
+
+def _check_records(records: Mapping[str, Any]) -> dict[str, np.ndarray]:
+    missing = [name for name in RECORD_COLUMNS if name not in records]
+    if missing:
+        raise ValueError(f"rank records lack the columns {missing}")
+    arrays = {name: np.asarray(records[name], dtype=dtype) for name, dtype in RECORD_COLUMNS.items()}
+    lengths = {array.shape for array in arrays.values()}
+    if len(lengths) != 1 or len(next(iter(lengths))) != 1:
+        raise ValueError(f"rank record columns must be 1-D of one length, got shapes {sorted(lengths)}")
+    return arrays
+
+
+@dataclass(frozen=True, eq=False)
+class RankBasedMetricResults:
+    """The metrics of one evaluation, keyed by (side, rank type, metric key).
+
+    Parameters
+    ----------
+    data : mapping of (side, rank_type, key) -> float
+        Every reported number; keys are canonical (``hits_at_10``, ``inverse_harmonic_mean_rank``).
+    ks : tuple of int
+        The k of the hits@k metrics.
+    records : mapping of column -> ndarray, optional
+        The per-task rank records (columns :data:`RECORD_COLUMNS`), when the evaluator kept them.
+    """
+
+    data: Mapping[tuple[Side, RankType, str], float]
+    ks: tuple[int, ...] = (1, 3, 5, 10)
+    records: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.records is not None:
+            object.__setattr__(self, "records", _check_records(self.records))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, RankBasedMetricResults):
+            return NotImplemented
+        same_data = self.data.keys() == other.data.keys() and all(
+            _same_float(value, other.data[key]) for key, value in self.data.items()
+        )
+        if not same_data or self.ks != other.ks or (self.records is None) != (other.records is None):
+            return False
+        if self.records is None or other.records is None:
+            return True
+        return all(np.array_equal(self.records[name], other.records[name]) for name in RECORD_COLUMNS)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    # -- lookup -----------------------------------------------------------------------------------------------
+    def resolve_key(self, key: str) -> MetricKey:
+        """Parse ``key`` and check that it names a reported number; KeyError listing close matches otherwise."""
+        parsed = parse_key(key)
+        info, _k = lookup(parsed.name)
+        if parsed.rank_type not in info.rank_types:
+            raise KeyError(
+                f"{info.name} is defined for {', '.join(info.rank_types)} ranks only, not {parsed.rank_type} "
+                f"(key {key!r})"
+            )
+        if (parsed.side, parsed.rank_type, parsed.name) not in self.data:
+            reported = sorted({name for (_s, _r, name) in self.data})
+            hint = close_matches(parsed.name, reported)
+            extra = f"; reported names close to it: {', '.join(hint)}" if hint else ""
+            raise KeyError(f"{format_key(parsed)} was not reported by this evaluation{extra}")
+        return parsed
+
+    def get_metric(self, key: str) -> float:
+        """The value of a metric key such as ``"both.realistic.hits_at_10"``, ``"mrr"`` or ``"tail.best.mr"``.
+
+        Raises
+        ------
+        KeyError
+            For an unknown or unreported key, with close matches.
+        """
+        return self.data[tuple(self.resolve_key(key))]  # type: ignore[index]
+
+    def __getitem__(self, key: str) -> float:
+        return self.get_metric(key)
+
+    # -- exports ----------------------------------------------------------------------------------------------
+    def to_flat_dict(self, prefix: str | None = None) -> dict[str, float]:
+        """``"side.rank_type.metric" -> value`` (``"prefix.side.rank_type.metric"`` with a prefix)."""
+        head = f"{prefix}." if prefix else ""
+        return {f"{head}{side}.{rank_type}.{key}": value for (side, rank_type, key), value in self.data.items()}
+
+    def to_dict(self) -> dict[str, dict[str, dict[str, float]]]:
+        """Nested ``side -> rank_type -> metric -> value``."""
+        out: dict[str, dict[str, dict[str, float]]] = {}
+        for (side, rank_type, key), value in self.data.items():
+            out.setdefault(side, {}).setdefault(rank_type, {})[key] = value
+        return out
+
+    def to_df(self) -> pd.DataFrame:
+        """A long table with columns side, rank_type, metric, value."""
+        rows = [(side, rank_type, key, value) for (side, rank_type, key), value in self.data.items()]
+        return pd.DataFrame(rows, columns=["side", "rank_type", "metric", "value"])
+
+    def to_json(self, include_records: bool = True) -> str:
+        """A JSON document that :meth:`from_json` turns back into equal results (floats round-trip exactly)."""
+        document: dict[str, Any] = {
+            "format": JSON_FORMAT,
+            "ks": list(self.ks),
+            "metrics": [[side, rank_type, key, value] for (side, rank_type, key), value in self.data.items()],
+        }
+        if include_records and self.records is not None:
+            document["records"] = {name: self.records[name].tolist() for name in RECORD_COLUMNS}
+        return json.dumps(document)
+
+    @classmethod
+    def from_json(cls, text: str) -> RankBasedMetricResults:
+        """Results from :meth:`to_json` output; ValueError for anything else."""
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise ValueError(f"not a kgeval results JSON document: {error}") from error
+        if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
+            raise ValueError(f"not a kgeval results JSON document: expected format {JSON_FORMAT!r}")
+        data: dict[tuple[Side, RankType, str], float] = {}
+        for entry in document.get("metrics", []):
+            if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
+                raise ValueError(f"malformed metric entry in results JSON: {entry!r}")
+            data[(entry[0], entry[1], str(entry[2]))] = float(entry[3])
+        return cls(data=data, ks=tuple(int(k) for k in document.get("ks", ())), records=document.get("records"))
+
+    # -- display ----------------------------------------------------------------------------------------------
+    def table(self) -> pd.DataFrame:
+        """Wide table: one row per metric, one column per (side, rank type) that was reported."""
+        frame = self.to_df()
+        wide = frame.pivot_table(
+            index="metric", columns=["side", "rank_type"], values="value", sort=False, dropna=False
+        )
+        return wide
+
+    def __str__(self) -> str:
+        frame = self.to_df()
+        if frame.empty:
+            return "RankBasedMetricResults(no metrics)"
+        realistic = frame[frame.rank_type == "realistic"].pivot(index="metric", columns="side", values="value")
+        sides = [side for side in SIDES if side in realistic.columns]
+        realistic = realistic.reindex(index=list(dict.fromkeys(frame[frame.rank_type == "realistic"].metric)))
+        both = frame[frame.side == "both"].pivot(index="metric", columns="rank_type", values="value")
+        table = realistic[sides].copy()
+        table.columns = [f"{side} (realistic)" for side in sides]
+        for rank_type in ("optimistic", "pessimistic"):
+            if rank_type in both.columns:
+                table[f"both ({rank_type})"] = both[rank_type].reindex(table.index)
+        n = self.data.get(("both", "realistic", "count"), math.nan)
+        header = f"Rank-based metrics over {int(n) if not math.isnan(n) else '?'} ranking tasks"
+        return header + "\n" + table.to_string(float_format=lambda x: f"{x:.4f}", na_rep="-")
+
+    def __repr__(self) -> str:
+        n = self.data.get(("both", "realistic", "count"), math.nan)
+        mrr = self.data.get(("both", "realistic", "inverse_harmonic_mean_rank"), math.nan)
+        return f"RankBasedMetricResults(tasks={n:g}, mrr={mrr:.4f}, ks={self.ks}, metrics={len(self.data)})"
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """The ranking sides that were evaluated."""
+        return tuple(t for t in TARGETS if any(side == t for (side, _r, _k) in self.data))
+
+
+def _same_float(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))

@@ -9,39 +9,26 @@ the batches, runs the loop under ``torch.inference_mode()`` on the model's devic
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import torch
 from tqdm.auto import tqdm
 
-from kgeval import _checks
+from kgeval import _checks, batching
 from kgeval.accumulators import MetricAccumulator
-from kgeval.counting import BatchCounts, count_batch, slice_bounds
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
 from kgeval.keys import RANK_TYPES, TARGETS, Target
+from kgeval.ranking import rank_side
 from kgeval.results import RankBasedMetricResults
 from kgeval.scoring import CandidateScorer, make_scorer, model_device
-
-#: elements of one (batch x candidates) score block when the evaluator chooses sizes itself
-DEFAULT_SCORE_BUDGET = 2**24
-#: candidate slice width for scorers that compute slices separately (keeps a block near cache size)
-DEFAULT_SLICE_SIZE = 4096
-DEFAULT_SLICED_BATCH_SIZE = 1024
 
 #: columns of a triple that form the query, and the column of the true answer, per target
 QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2]}
 ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0}
 
-
-@dataclass(frozen=True)
-class Batch:
-    """One planned batch: task indices (into the evaluated triples) and the slice holding their answers."""
-
-    tasks: torch.Tensor  #: LongTensor (B,)
-    true_slice: int
-    num_excluded: int  #: number of filter-index pairs of these tasks
+#: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
+FilterMode = bool | Literal["both"]
 
 
 class RankBasedEvaluator:
@@ -49,15 +36,16 @@ class RankBasedEvaluator:
 
     Parameters
     ----------
-    filtered : bool, default=True
-        Remove known triples from the candidates (METRICS.md, Candidates); False gives raw ranks.
+    filtered : bool or "both", default=True
+        Remove known triples from the candidates (METRICS.md, Candidates); False gives raw ranks. "both"
+        reports the filtered metrics with the raw ones from the same pass in ``results.raw``.
     ks : sequence of int, default=(1, 3, 5, 10)
         The k of hits@k.
     batch_size : int, optional
-        Ranking tasks scored at once. None: chosen from the number of candidates.
+        Ranking tasks scored at once. None: chosen from the device's memory (kgeval.batching), and a batch
+        that runs out of memory is halved and retried.
     slice_size : int, optional
-        Candidates compared at once. None: all at once for models that score whole rows, otherwise
-        a cache-sized slice.
+        Candidates scored per model call / GEMM. None: all when they fit the memory budget, otherwise slices.
     keep_records : bool, default=True
         Keep one record per ranking task in the results (rank export, median, per-relation views, ...).
     fast_path : bool, default=True
@@ -72,14 +60,16 @@ class RankBasedEvaluator:
 
     def __init__(
         self,
-        filtered: bool = True,
+        filtered: FilterMode = True,
         ks: Sequence[int] = (1, 3, 5, 10),
         batch_size: int | None = None,
         slice_size: int | None = None,
         keep_records: bool = True,
         fast_path: bool = True,
     ) -> None:
-        self.filtered = bool(filtered)
+        if filtered not in (True, False, "both"):
+            raise ValueError(f"filtered must be True, False or 'both', got {filtered!r}")
+        self.filtered: FilterMode = filtered if filtered == "both" else bool(filtered)
         self.ks = _checks.check_ks(ks)
         self.batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True)
         self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
@@ -133,6 +123,7 @@ class RankBasedEvaluator:
         Returns
         -------
         RankBasedMetricResults
+            With ``filtered="both"``, the filtered results whose ``raw`` attribute holds the raw ones.
         """
         targets = _checks.check_targets(targets)
         _checks.check_model(model, targets)
@@ -149,7 +140,7 @@ class RankBasedEvaluator:
         task_index = self._tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction)
         if task_index.numel() == 0:
             raise ValueError("mapped_triples is empty: there is nothing to evaluate")
-        index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered else None
+        index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered is not False else None
 
         was_training = getattr(model, "training", None)
         if callable(getattr(model, "eval", None)):
@@ -171,7 +162,10 @@ class RankBasedEvaluator:
         finally:
             if was_training is not None and callable(getattr(model, "train", None)):
                 model.train(was_training)
-        return build_results(accumulators, self.ks)
+        if self.filtered == "both":
+            raw = build_results({t: pair[1] for t, pair in accumulators.items()}, self.ks)
+            return build_results({t: pair[0] for t, pair in accumulators.items()}, self.ks, raw=raw)
+        return build_results({t: pair[0] for t, pair in accumulators.items()}, self.ks)
 
     # -- planning ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -193,45 +187,6 @@ class RankBasedEvaluator:
             )
         return all_tasks[inside]
 
-    @staticmethod
-    def _sizes(
-        scorer: CandidateScorer, num_tasks: int, batch_size: int | None, slice_size: int | None
-    ) -> tuple[int, int]:
-        """Batch and slice size: the caller's, else bounded by :data:`DEFAULT_SCORE_BUDGET` elements."""
-        num_candidates = scorer.num_candidates
-        if slice_size is None:
-            slice_size = DEFAULT_SLICE_SIZE if scorer.slices_save_work else num_candidates
-        slice_size = min(slice_size, num_candidates)
-        if batch_size is None:
-            if scorer.slices_save_work:
-                batch_size = DEFAULT_SLICED_BATCH_SIZE
-            else:
-                batch_size = max(1, DEFAULT_SCORE_BUDGET // num_candidates)
-        return min(batch_size, num_tasks), slice_size
-
-    @staticmethod
-    def _plan(
-        true_positions: torch.Tensor, excluded_counts: torch.Tensor | None, batch_size: int, slice_size: int
-    ) -> tuple[torch.Tensor, list[Batch]]:
-        """Group tasks by the slice of their true answer, then cut each group into batches.
-
-        Returns the task order (LongTensor (n,), positions into ``true_positions``) and the batches.
-        One host synchronisation, before the loop.
-        """
-        slice_of_task = (true_positions // slice_size).cpu()
-        order = torch.argsort(slice_of_task, stable=True)
-        group_sizes = torch.bincount(slice_of_task[order]).tolist()
-        counts = excluded_counts.cpu()[order] if excluded_counts is not None else torch.zeros_like(order)
-        cumulative = np.concatenate([[0], np.cumsum(counts.numpy())])
-        batches, begin = [], 0
-        for slice_index, size in enumerate(group_sizes):
-            for start in range(begin, begin + size, batch_size):
-                stop = min(start + batch_size, begin + size)
-                num_excluded = int(cumulative[stop] - cumulative[start])
-                batches.append(Batch(order[start:stop].to(true_positions.device), slice_index, num_excluded))
-            begin += size
-        return order.to(true_positions.device), batches
-
     # -- the loop ---------------------------------------------------------------------------------------------
     def _rank_all(
         self,
@@ -245,7 +200,7 @@ class RankBasedEvaluator:
         batch_size: int | None,
         slice_size: int | None,
         use_tqdm: bool,
-    ) -> dict[Target, MetricAccumulator]:
+    ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
         position_of = None
         if candidate_ids is not None:
             position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=triples.device)
@@ -273,44 +228,23 @@ class RankBasedEvaluator:
         batch_size: int | None,
         slice_size: int | None,
         progress: tqdm,
-    ) -> MetricAccumulator:
-        """Rank every task of one side and feed the ranks into a fresh accumulator."""
+    ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
+        """Rank every task of one side; the accumulators of the filtered (or raw) ranks and, for "both", raw."""
         queries = triples[:, QUERY_COLUMNS[target]]
         answers = triples[:, ANSWER_COLUMN[target]]
         true_positions = position_of[answers] if position_of is not None else answers
-        batch_size, slice_size = self._sizes(scorer, triples.shape[0], batch_size, slice_size)
-        bounds = slice_bounds(scorer.num_candidates, slice_size)
-        starts, lengths = index.lookup(target, queries) if index is not None else (None, None)
-        order, batches = self._plan(true_positions, lengths, batch_size, slice_size)
-
-        collected: list[BatchCounts] = []
-        empty = torch.zeros(0, dtype=torch.int64, device=triples.device)
-        for batch in batches:
-            rows, positions = empty, empty
-            if index is not None:
-                rows, entities = index.sides[target].expand(
-                    starts[batch.tasks],
-                    lengths[batch.tasks],
-                    batch.num_excluded,  # type: ignore[index]
-                )
-                positions = position_of[entities] if position_of is not None else entities
-            collected.append(
-                count_batch(
-                    scorer, queries[batch.tasks], true_positions[batch.tasks], batch.true_slice, bounds, rows, positions
-                )
-            )
-            progress.update(int(batch.tasks.numel()))
-
-        restore = torch.empty_like(order)
-        restore[order] = torch.arange(order.numel(), device=order.device)
-        counts = BatchCounts(
-            *(torch.cat([getattr(part, f.name) for part in collected])[restore] for f in fields(BatchCounts))
-        )
+        sizes = batching.choose_sizes(scorer, triples.shape[0], triples.device, batch_size, slice_size)
+        side_index = index.sides[target] if index is not None else None
+        counts = rank_side(scorer, queries, true_positions, side_index, position_of, sizes, progress)
         self._raise_on_nan(counts.has_nan, triples, task_index, target)
-        optimistic, pessimistic, num_candidates = counts.ranks(scorer.num_candidates, filtered=self.filtered)
-        accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
-        accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
-        return accumulator
+        modes = [True, False] if self.filtered == "both" else [self.filtered]
+        accumulators = []
+        for filtered in modes:
+            optimistic, pessimistic, num_candidates = counts.ranks(scorer.num_candidates, filtered=filtered)
+            accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
+            accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
+            accumulators.append(accumulator)
+        return accumulators[0], accumulators[1] if len(accumulators) > 1 else None
 
     @staticmethod
     def _raise_on_nan(has_nan: torch.Tensor, triples: torch.Tensor, task_index: torch.Tensor, target: Target) -> None:
@@ -323,7 +257,9 @@ class RankBasedEvaluator:
             )
 
 
-def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...]) -> RankBasedMetricResults:
+def build_results(
+    accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...], raw: RankBasedMetricResults | None = None
+) -> RankBasedMetricResults:
     """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type."""
     data = {}
     sides: dict[str, MetricAccumulator] = dict(accumulators)
@@ -336,7 +272,7 @@ def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, 
     records = None
     if all(acc.keep_records for acc in accumulators.values()):
         records = _records_table(accumulators)
-    return RankBasedMetricResults(data=data, ks=ks, records=records)
+    return RankBasedMetricResults(data=data, ks=ks, records=records, raw=raw)
 
 
 def _records_table(accumulators: dict[Target, MetricAccumulator]) -> dict[str, np.ndarray]:

@@ -57,11 +57,14 @@ class RankBasedMetricResults:
         The k of the hits@k metrics.
     records : mapping of column -> ndarray, optional
         The per-task rank records (columns :data:`RECORD_COLUMNS`), when the evaluator kept them.
+    raw : RankBasedMetricResults, optional
+        The raw (unfiltered) results of the same pass, when evaluated with ``filtered="both"``.
     """
 
     data: Mapping[tuple[Side, RankType, str], float]
     ks: tuple[int, ...] = (1, 3, 5, 10)
     records: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
+    raw: RankBasedMetricResults | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.records is not None:
@@ -74,6 +77,8 @@ class RankBasedMetricResults:
             _same_float(value, other.data[key]) for key, value in self.data.items()
         )
         if not same_data or self.ks != other.ks or (self.records is None) != (other.records is None):
+            return False
+        if self.raw != other.raw:
             return False
         if self.records is None or other.records is None:
             return True
@@ -138,6 +143,8 @@ class RankBasedMetricResults:
         }
         if include_records and self.records is not None:
             document["records"] = {name: self.records[name].tolist() for name in RECORD_COLUMNS}
+        if self.raw is not None:
+            document["raw"] = json.loads(self.raw.to_json(include_records))
         return json.dumps(document)
 
     @classmethod
@@ -154,7 +161,9 @@ class RankBasedMetricResults:
             if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
                 raise ValueError(f"malformed metric entry in results JSON: {entry!r}")
             data[(entry[0], entry[1], str(entry[2]))] = float(entry[3])
-        return cls(data=data, ks=tuple(int(k) for k in document.get("ks", ())), records=document.get("records"))
+        raw = cls.from_json(json.dumps(document["raw"])) if "raw" in document else None
+        ks = tuple(int(k) for k in document.get("ks", ()))
+        return cls(data=data, ks=ks, records=document.get("records"), raw=raw)
 
     # -- display ----------------------------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Scoring: the model protocol, and scorers that produce the scores of one candidate slice at a time.
+"""Scoring: the model protocol, and scorers that produce the scores of one (rows x candidate slice) tile.
 
 The model protocol (DESIGN.md, The model protocol)::
 
@@ -7,10 +7,15 @@ The model protocol (DESIGN.md, The model protocol)::
 
 A model whose ``score_t`` / ``score_h`` accept ``tails=`` / ``heads=`` (PyKEEN's signature: a LongTensor of
 candidate ids, returning only those columns) is scored slice by slice. A model with the query/candidate form
-(:class:`QueryCandidateModel`) is scored by one GEMM per slice and never calls a per-candidate interaction.
+(:class:`QueryCandidateModel`) -- or one that :mod:`kgeval.integrations` recognises, such as a PyKEEN DistMult --
+is scored by one GEMM per tile and never calls a per-candidate interaction.
 
 Candidates are addressed by *position*: 0 .. num_candidates - 1 index ``candidate_ids`` (all entities, or the
-sorted whitelist of ``restrict_entities_to``).
+sorted whitelist of ``restrict_entities_to``). A scorer is driven as::
+
+    scorer.begin(queries)              # once per batch: the (U, 2) distinct queries of the batch
+    scorer.start_slice(start, stop)    # once per candidate slice
+    scorer.block(row_start, row_stop)  # (rows, stop - start) scores of some query rows, one tile at a time
 """
 
 from __future__ import annotations
@@ -25,6 +30,9 @@ from kgeval.keys import Target
 SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h"}
 CANDIDATE_KEYWORD: dict[Target, str] = {"tail": "tails", "head": "heads"}
 
+#: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
+SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
+
 
 @runtime_checkable
 class QueryCandidateModel(Protocol):
@@ -32,7 +40,9 @@ class QueryCandidateModel(Protocol):
 
     ``kgeval_query(batch, target)`` maps a (B, 2) batch ((h, r) for target "tail", (r, t) for "head") to
     queries of shape (B, d); ``kgeval_candidates(target)`` is the (num_entities, d) candidate matrix;
-    ``kgeval_similarity`` names the similarity ("dot": score = query @ candidates.T).
+    ``kgeval_similarity`` names the similarity: ``"dot"`` (score = query @ candidates.T), ``"l2"`` (the model's
+    scores are a decreasing function of the Euclidean distance, e.g. -||q - c||), ``"l1"`` (likewise for the
+    Manhattan distance). Only the order of the scores matters for ranks.
     """
 
     kgeval_similarity: str
@@ -43,14 +53,12 @@ class QueryCandidateModel(Protocol):
 
 
 class CandidateScorer:
-    """Scores of one batch of queries against candidate slices, for one target side.
+    """Scores of one batch of queries against candidate slices, for one target side."""
 
-    Use: ``scorer.begin(batch)`` once per batch, then ``scorer.scores(start, stop)`` for each slice of candidate
-    positions; the result has shape (B, stop - start), dtype float.
-    """
-
-    #: whether computing a slice costs work proportional to its size (False: the whole row is computed at begin)
+    #: whether computing a slice costs work proportional to its width (False: whole rows are computed at begin)
     slices_save_work: bool = True
+    #: whether :meth:`block` returns a fresh tensor the caller may overwrite
+    owns_blocks: bool = False
 
     def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
         self.model = model
@@ -58,12 +66,19 @@ class CandidateScorer:
         self.num_entities = num_entities
         self.candidate_ids = candidate_ids  #: None means all entities, in id order
         self.num_candidates = num_entities if candidate_ids is None else int(candidate_ids.numel())
-        self._batch: torch.Tensor | None = None
+        self._queries: torch.Tensor | None = None
+        self._start, self._stop = 0, self.num_candidates
 
-    def begin(self, batch: torch.Tensor) -> None:
-        self._batch = batch
+    def begin(self, queries: torch.Tensor) -> None:
+        """Start a batch of (U, 2) queries (the layout of score_t / score_h)."""
+        self._queries = queries
 
-    def scores(self, start: int, stop: int) -> torch.Tensor:
+    def start_slice(self, start: int, stop: int) -> None:
+        """Select the candidate positions [start, stop) for the following :meth:`block` calls."""
+        self._start, self._stop = start, stop
+
+    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
+        """Scores of query rows [row_start, row_stop) against the current slice: (rows, stop - start)."""
         raise NotImplementedError
 
     def _ids(self, start: int, stop: int) -> torch.Tensor | None:
@@ -71,65 +86,132 @@ class CandidateScorer:
         if self.candidate_ids is None:
             if start == 0 and stop == self.num_entities:
                 return None
-            return torch.arange(start, stop, device=self._batch.device)  # type: ignore[union-attr]
+            return torch.arange(start, stop, device=self._queries.device)  # type: ignore[union-attr]
         return self.candidate_ids[start:stop]
 
 
 class FullRowScorer(CandidateScorer):
-    """For models that only score all entities at once: one call per batch, slices are views."""
+    """For models that only score all entities at once: one call per batch, tiles are views."""
 
     slices_save_work = False
 
-    def begin(self, batch: torch.Tensor) -> None:
+    def begin(self, queries: torch.Tensor) -> None:
+        super().begin(queries)
         method = SCORE_METHOD[self.target]
-        scores = check_scores(getattr(self.model, method)(batch), (batch.shape[0], self.num_entities), method)
+        scores = check_scores(getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method)
         if self.candidate_ids is not None:
             scores = scores.index_select(1, self.candidate_ids)
         self._row = scores
 
-    def scores(self, start: int, stop: int) -> torch.Tensor:
-        return self._row[:, start:stop]
+    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
+        return self._row[row_start:row_stop, self._start : self._stop]
 
 
 class SlicedScorer(CandidateScorer):
     """For models accepting ``tails=`` / ``heads=``: one call per slice with that slice's candidate ids."""
 
-    def scores(self, start: int, stop: int) -> torch.Tensor:
+    def start_slice(self, start: int, stop: int) -> None:
+        super().start_slice(start, stop)
         method = SCORE_METHOD[self.target]
         ids = self._ids(start, stop)
+        queries = self._queries
         if ids is None:
-            raw = getattr(self.model, method)(self._batch)
+            raw = getattr(self.model, method)(queries)
         else:
-            raw = getattr(self.model, method)(self._batch, **{CANDIDATE_KEYWORD[self.target]: ids})
-        return check_scores(raw, (self._batch.shape[0], stop - start), method)  # type: ignore[union-attr]
+            raw = getattr(self.model, method)(queries, **{CANDIDATE_KEYWORD[self.target]: ids})
+        self._slab = check_scores(raw, (queries.shape[0], stop - start), method)  # type: ignore[union-attr]
+
+    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
+        return self._slab[row_start:row_stop]
 
 
 class GemmScorer(CandidateScorer):
-    """For :class:`QueryCandidateModel` with dot similarity: queries once per batch, one GEMM per slice."""
+    """Query/candidate models with ``"dot"`` or ``"l2"`` similarity: one GEMM per tile, into a reused buffer.
+
+    For ``"l2"`` the distance is expanded, ||q - c||^2 = ||q||^2 + ||c||^2 - 2 q.c, and the per-row constant
+    ||q||^2 dropped: the scores 2 q.c - ||c||^2 = [2q, -1] . [c, ||c||^2] order the candidates like -||q - c||
+    and are one GEMM with one extra column.
+    """
+
+    owns_blocks = True
 
     def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
         super().__init__(model, target, num_entities, candidate_ids)
-        candidates = model.kgeval_candidates(target)
+        self.similarity = model.kgeval_similarity
+        candidates = _check_vectors(model.kgeval_candidates(target), (num_entities, None), "kgeval_candidates")
         if candidate_ids is not None:
             candidates = candidates.index_select(0, candidate_ids)
+        if self.similarity == "l2":
+            candidates = torch.cat([candidates, (candidates * candidates).sum(dim=1, keepdim=True)], dim=1)
         self._candidates = candidates
+        self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
 
-    def begin(self, batch: torch.Tensor) -> None:
-        self._queries = self.model.kgeval_query(batch, self.target)
+    def begin(self, queries: torch.Tensor) -> None:
+        super().begin(queries)
+        width = self._candidates.shape[1] - (1 if self.similarity == "l2" else 0)
+        vectors = _check_vectors(
+            self.model.kgeval_query(queries, self.target), (queries.shape[0], width), "kgeval_query"
+        )
+        if self.similarity == "l2":
+            vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
+        self._vectors = vectors.to(self._candidates.dtype)
 
-    def scores(self, start: int, stop: int) -> torch.Tensor:
-        return self._queries @ self._candidates[start:stop].T
+    def start_slice(self, start: int, stop: int) -> None:
+        super().start_slice(start, stop)
+        self._slice = self._candidates[start:stop]
+
+    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
+        size = (row_stop - row_start) * (self._stop - self._start)
+        if self._buffer.numel() < size:
+            self._buffer = torch.empty(size, dtype=self._candidates.dtype, device=self._candidates.device)
+        out = self._buffer[:size].view(row_stop - row_start, self._stop - self._start)
+        return torch.matmul(self._vectors[row_start:row_stop], self._slice.T, out=out)
+
+
+class L1Scorer(GemmScorer):
+    """Query/candidate models with ``"l1"`` similarity: -||q - c||_1 per tile by ``torch.cdist``.
+
+    cdist computes the pairwise distances directly, so no (B, E, d) temporary is ever built.
+    """
+
+    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
+        return torch.cdist(self._vectors[row_start:row_stop], self._slice, p=1).neg_()
+
+
+def query_candidate_form(model: Any) -> Any | None:
+    """The object exposing the query/candidate form for ``model``: itself, an integration adapter, or None."""
+    if isinstance(model, QueryCandidateModel):
+        similarity = model.kgeval_similarity
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {similarity!r}")
+        return model
+    from kgeval.integrations import adapt
+
+    return adapt(model)
 
 
 def make_scorer(
     model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None, fast_path: bool = True
 ) -> CandidateScorer:
-    """The fastest scorer the model supports: GEMM, then per-slice calls, then whole rows."""
-    if fast_path and isinstance(model, QueryCandidateModel) and model.kgeval_similarity == "dot":
-        return GemmScorer(model, target, num_entities, candidate_ids)
+    """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows."""
+    form = query_candidate_form(model) if fast_path else None
+    if form is not None:
+        scorer = L1Scorer if form.kgeval_similarity == "l1" else GemmScorer
+        return scorer(form, target, num_entities, candidate_ids)
     if accepts_keyword(getattr(model, SCORE_METHOD[target]), CANDIDATE_KEYWORD[target]):
         return SlicedScorer(model, target, num_entities, candidate_ids)
     return FullRowScorer(model, target, num_entities, candidate_ids)
+
+
+def _check_vectors(vectors: Any, shape: tuple[int, int | None], method: str) -> torch.Tensor:
+    """A query/candidate matrix: a floating tensor of ``shape`` (None: any width)."""
+    if not isinstance(vectors, torch.Tensor) or not vectors.dtype.is_floating_point or vectors.dim() != 2:
+        got = f"{vectors.dtype} {tuple(vectors.shape)}" if isinstance(vectors, torch.Tensor) else type(vectors)
+        raise TypeError(f"model.{method} must return a 2-d floating-point tensor, got {got}")
+    if vectors.shape[0] != shape[0] or (shape[1] is not None and vectors.shape[1] != shape[1]):
+        expected = (shape[0], "d" if shape[1] is None else shape[1])
+        raise ValueError(f"model.{method} returned shape {tuple(vectors.shape)}, expected {expected}")
+    return vectors
 
 
 def model_device(model: Any) -> torch.device:

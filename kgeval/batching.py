@@ -1,0 +1,157 @@
+"""Automatic batch sizing: batch, slice and tile sizes from the device's memory, and out-of-memory retries.
+
+Three sizes shape the work (DESIGN.md, Data flow):
+
+- **slice size**: candidates scored per model call / GEMM; the whole candidate set when it fits the budget;
+- **batch size**: ranking tasks per batch (one plan, one filter lookup, one scorer ``begin``);
+- **tile size**: score elements compared at once -- small enough to stay in cache on a CPU, the whole batch on
+  an accelerator.
+
+With ``batch_size=None`` the sizes come from a memory budget: on CUDA a fraction of
+``torch.cuda.mem_get_info``'s free memory, on CPU fixed sizes (:data:`CPU_SCORE_BUDGET` score elements per
+model call). A ``torch.OutOfMemoryError`` during a batch halves the batch and retries that batch only; the size
+that worked is remembered for later calls with the same shapes (:data:`WORKING_BATCH_SIZES`). On a CPU the
+budget is what keeps memory bounded -- nothing relies on catching an allocation failure there -- but the retry
+path is device-agnostic, so it is tested on CPU with an injected error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import TypeVar
+
+import torch
+
+from kgeval.scoring import CandidateScorer, FullRowScorer, SlicedScorer
+
+#: score elements one model call may produce on CPU (16 MiB of float32)
+CPU_SCORE_BUDGET = 2**22
+#: score elements compared at once on CPU: a tile that stays in the L2 caches
+CPU_TILE_ELEMENTS = 2**19
+#: ranking tasks per batch for GEMM scorers on CPU (tiles bound the memory, batches amortise the planning)
+CPU_GEMM_BATCH = 1024
+#: tile rows below which a GEMM loses efficiency: wider candidate sets are sliced instead
+MIN_TILE_ROWS = 32
+#: filtered pairs per batch (each costs ~40 bytes while the batch runs)
+MAX_PAIRS = 2**21
+#: fraction of the free accelerator memory one batch may use, and bytes per score element budgeted
+DEVICE_MEMORY_FRACTION = 0.5
+DEVICE_BYTES_PER_SCORE = 16
+
+#: batch sizes that worked after an out-of-memory retry, by shape key
+WORKING_BATCH_SIZES: dict[Hashable, int] = {}
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """The sizes of one side's loop."""
+
+    batch_size: int  #: ranking tasks per batch
+    slice_size: int  #: candidates per slice
+    tile_rows: int  #: task rows per tile
+    max_pairs: int  #: filtered pairs per batch (beyond a batch's first task)
+    automatic: bool  #: batch size chosen here (then out-of-memory errors are retried)
+
+
+def score_budget(device: torch.device) -> int:
+    """Score elements one batch may hold: a fraction of the free memory on CUDA, a fixed budget on CPU."""
+    if device.type == "cuda":
+        free, _total = torch.cuda.mem_get_info(device)
+        return max(1, int(free * DEVICE_MEMORY_FRACTION) // DEVICE_BYTES_PER_SCORE)
+    return CPU_SCORE_BUDGET
+
+
+def choose_sizes(
+    scorer: CandidateScorer,
+    num_tasks: int,
+    device: torch.device,
+    batch_size: int | None = None,
+    slice_size: int | None = None,
+) -> Sizes:
+    """Batch, slice and tile sizes for one side; the caller's ``batch_size`` / ``slice_size`` win."""
+    budget = score_budget(device)
+    on_cpu = device.type == "cpu"
+    tile = CPU_TILE_ELEMENTS if on_cpu else budget
+    num_candidates = scorer.num_candidates
+    if slice_size is None:
+        if isinstance(scorer, FullRowScorer):
+            slice_size = num_candidates
+        elif isinstance(scorer, SlicedScorer):
+            slice_size = min(num_candidates, max(1, budget // 256))
+        else:  # GEMM: one slice if a tile of MIN_TILE_ROWS full rows fits, else cache-sized slices
+            fits = num_candidates * MIN_TILE_ROWS <= tile
+            slice_size = num_candidates if fits else max(1, tile // (2 * MIN_TILE_ROWS))
+    slice_size = min(slice_size, num_candidates)
+    automatic = batch_size is None
+    if batch_size is None:
+        if isinstance(scorer, FullRowScorer | SlicedScorer) or not on_cpu:
+            batch_size = max(1, budget // slice_size)
+        else:
+            batch_size = CPU_GEMM_BATCH
+    batch_size = max(1, min(batch_size, num_tasks))
+    tile_rows = max(1, min(batch_size, tile // slice_size))
+    max_pairs = MAX_PAIRS if on_cpu else max(MAX_PAIRS, budget // 4)
+    return Sizes(batch_size, slice_size, tile_rows, max_pairs, automatic)
+
+
+def shape_key(scorer: CandidateScorer, sizes: Sizes, device: torch.device) -> Hashable:
+    """What makes two calls "the same shapes" for :data:`WORKING_BATCH_SIZES`."""
+    return (str(device), type(scorer).__name__, type(scorer.model).__qualname__, scorer.target,
+            scorer.num_candidates, sizes.slice_size, sizes.tile_rows)  # fmt: skip
+
+
+def run_with_retry(
+    ranges: Iterable[tuple[int, int]],
+    run: Callable[[int, int], T],
+    key: Hashable,
+    retry: bool,
+    device: torch.device,
+) -> list[T]:
+    """``run(begin, end)`` over every range, in order; on out-of-memory halve the range and retry it.
+
+    Parameters
+    ----------
+    ranges : iterable of (begin, end)
+        The planned batches.
+    run : callable
+        Processes tasks [begin, end) and returns their result; must not keep state from a failed call.
+    key : hashable
+        Shape key under which a reduced batch size is remembered.
+    retry : bool
+        False re-raises out-of-memory errors (the caller fixed the batch size).
+    device : torch.device
+        Its cache is emptied after an out-of-memory error (CUDA).
+
+    Returns
+    -------
+    list
+        The results, one per processed range (a retried range yields the results of its parts).
+    """
+    limit = WORKING_BATCH_SIZES.get(key) if retry else None
+    results: list[T] = []
+    for begin, end in ranges:
+        pending = [(begin, end)]
+        while pending:
+            start, stop = pending.pop(0)
+            if limit is not None and stop - start > limit:
+                pending[:0] = [(start, start + limit), (start + limit, stop)]
+                continue
+            try:
+                results.append(run(start, stop))
+            except torch.OutOfMemoryError:
+                if not retry or stop - start == 1:
+                    raise
+                _release(device)
+                limit = (stop - start) // 2
+                WORKING_BATCH_SIZES[key] = limit
+                pending.insert(0, (start, stop))
+    return results
+
+
+def _release(device: torch.device) -> None:
+    """Return cached blocks to the device after an out-of-memory error."""
+    if device.type == "cuda":
+        torch.cuda.empty_cache()

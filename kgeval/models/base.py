@@ -1,0 +1,156 @@
+"""The shared machinery of the built-in models: a query/candidate decomposition of the score function.
+
+Every built-in model scores (h, r, t) as a similarity between a *query* built from two of the three ids and a
+*candidate* vector of the third:
+
+- tail prediction: query q(h, r), candidates c(e) for every entity e;
+- head prediction: query q'(r, t), candidates c'(e);
+- similarity ``"dot"`` (score = q . c), ``"l2"`` (score = -||q - c||_2) or ``"l1"`` (score = -||q - c||_1).
+
+A subclass implements :meth:`QueryCandidateModule._query` (and, if its candidates are not the entity embedding
+matrix, :meth:`QueryCandidateModule._candidate_matrix`); this base class turns that into PyKEEN's scoring methods
+(``score_hrt``, ``score_t``, ``score_h``, with the optional ``tails=`` / ``heads=`` candidate ids) and into
+kgeval's GEMM fast-path protocol (``kgeval_similarity``, ``kgeval_query``, ``kgeval_candidates``). Its
+``score_t`` / ``score_h`` are the best hand-written forms: one GEMM for "dot", ``torch.cdist`` (no (B, E, d)
+temporary) for the distances.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import torch
+from torch import nn
+from torch.nn import functional
+
+Target = Literal["head", "tail"]
+
+
+class QueryCandidateModule(nn.Module):
+    """Base class of the built-in models (see the module docstring).
+
+    Parameters
+    ----------
+    num_entities, num_relations : int
+        Numbers of entities and relations (ids ``0 .. n - 1``).
+    dim : int
+        Embedding dimension (complex dimension for complex models).
+    """
+
+    #: how query and candidates combine: "dot", "l2" or "l1"
+    kgeval_similarity: str = "dot"
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int) -> None:
+        super().__init__()
+        sizes = {"num_entities": num_entities, "num_relations": num_relations, "dim": dim}
+        for arg_name, value in sizes.items():
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{arg_name} must be a positive int, got {value!r}")
+        self.num_entities = num_entities
+        self.num_relations = num_relations
+        self.dim = dim
+
+    # -- to implement ----------------------------------------------------------------------------------------
+    def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
+        """(B, d') query vectors from id columns: (h, r) for target "tail", (r, t) for "head"."""
+        raise NotImplementedError
+
+    def _candidate_matrix(self) -> torch.Tensor:
+        """(E, d') candidate vectors (the same for both targets)."""
+        return self.entity_embeddings.weight  # type: ignore[attr-defined]
+
+    # -- GEMM fast-path protocol -----------------------------------------------------------------------------
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        """Query vectors of shape (B, d') for a (B, 2) batch: (h, r) pairs for ``target="tail"``, (r, t) for
+        ``target="head"`` (the layouts of score_t / score_h)."""
+        _check_target(target)
+        _check_batch(batch, 2, "hr_batch" if target == "tail" else "rt_batch")
+        return self._query(batch[:, 0], batch[:, 1], target)
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
+        """Candidate vectors of shape (E, d'); row e belongs to entity e."""
+        _check_target(target)
+        return self._candidate_matrix()
+
+    # -- scoring protocol ------------------------------------------------------------------------------------
+    def score_hrt(self, hrt_batch: torch.Tensor) -> torch.Tensor:
+        """Scores of triples: LongTensor (B, 3) of (head, relation, tail) ids -> FloatTensor (B,)."""
+        _check_batch(hrt_batch, 3, "hrt_batch")
+        query = self._query(hrt_batch[:, 0], hrt_batch[:, 1], "tail")
+        # an embedding lookup, not indexing: its backward is deterministic (training must be reproducible)
+        candidates = functional.embedding(hrt_batch[:, 2], self._candidate_matrix())
+        return self._rowwise(query, candidates)
+
+    def score_t(self, hr_batch: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores of (h, r, e) for every candidate tail e.
+
+        Parameters
+        ----------
+        hr_batch : LongTensor of shape (B, 2)
+            (head, relation) ids.
+        tails : LongTensor of shape (k,) or (B, k), default=None
+            Candidate tail ids: shared by all rows (1-d) or one list per row (2-d). None means all entities.
+
+        Returns
+        -------
+        FloatTensor of shape (B, E), or (B, k) when ``tails`` is given.
+        """
+        return self._score_all(self.kgeval_query(hr_batch, "tail"), tails)
+
+    def score_h(self, rt_batch: torch.Tensor, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores of (e, r, t) for every candidate head e; ``rt_batch`` (B, 2) holds (relation, tail) ids and
+        ``heads`` works like ``tails`` of :meth:`score_t`."""
+        return self._score_all(self.kgeval_query(rt_batch, "head"), heads)
+
+    def _score_all(self, query: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
+        """Scores of (B, d') queries against all candidates, shared ids (k,) or per-row ids (B, k)."""
+        matrix = self._candidate_matrix()
+        if ids is None or ids.ndim == 1:
+            candidates = matrix if ids is None else functional.embedding(ids, matrix)
+            if self.kgeval_similarity == "dot":
+                return query @ candidates.T
+            return -torch.cdist(query, candidates, p=1.0 if self.kgeval_similarity == "l1" else 2.0)
+        if ids.ndim == 2 and ids.shape[0] == query.shape[0]:
+            return self._rowwise(query.unsqueeze(1), functional.embedding(ids, matrix))
+        raise ValueError(f"candidate ids must have shape (k,) or ({query.shape[0]}, k), got {tuple(ids.shape)}")
+
+    def _rowwise(self, query: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        """Similarity along the last dimension of broadcastable query and candidate tensors."""
+        if self.kgeval_similarity == "dot":
+            return (query * candidates).sum(dim=-1)
+        return -torch.linalg.vector_norm(query - candidates, ord=1 if self.kgeval_similarity == "l1" else 2, dim=-1)
+
+    def extra_repr(self) -> str:
+        return f"num_entities={self.num_entities}, num_relations={self.num_relations}, dim={self.dim}"
+
+
+def xavier_uniform_(weight: torch.Tensor, generator: torch.Generator | None) -> None:
+    """Xavier-uniform initialisation in place (no autograd)."""
+    with torch.no_grad():
+        nn.init.xavier_uniform_(weight, generator=generator)
+
+
+def make_generator(seed: int | None) -> torch.Generator | None:
+    """A seeded CPU generator, or None for the global one."""
+    return None if seed is None else torch.Generator().manual_seed(seed)
+
+
+def as_complex(weight: torch.Tensor) -> torch.Tensor:
+    """A (n, 2d) real tensor of interleaved (real, imaginary) parts viewed as (n, d) complex."""
+    return torch.view_as_complex(weight.reshape(*weight.shape[:-1], -1, 2))
+
+
+def as_real(values: torch.Tensor) -> torch.Tensor:
+    """The inverse of :func:`as_complex`: (n, d) complex -> (n, 2d) interleaved real."""
+    return torch.view_as_real(values).flatten(start_dim=-2)
+
+
+def _check_batch(batch: torch.Tensor, width: int, name: str) -> None:
+    """Raise ValueError unless ``batch`` is a 2-d tensor with ``width`` columns."""
+    if batch.ndim != 2 or batch.shape[1] != width:
+        raise ValueError(f"{name} must have shape (B, {width}), got {tuple(batch.shape)}")
+
+
+def _check_target(target: str) -> None:
+    if target not in ("head", "tail"):
+        raise ValueError(f"target must be 'head' or 'tail', got {target!r}")

@@ -1,0 +1,145 @@
+"""Bilinear models: DistMult, ComplEx, RESCAL -- scores are dot products of a query and an entity vector."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from kgeval.models.base import QueryCandidateModule, Target, as_complex, as_real, make_generator, xavier_uniform_
+
+
+class DistMult(QueryCandidateModule):
+    """DistMult (Yang et al., 2015): score(h, r, t) = Σ_i h_i · r_i · t_i.
+
+    Parameters
+    ----------
+    num_entities : int
+        Number of entities E (ids ``0 .. E - 1``).
+    num_relations : int
+        Number of relations R (ids ``0 .. R - 1``).
+    dim : int, default=64
+        Embedding dimension d.
+    seed : int, default=None
+        Seed of the Xavier-uniform initialisation; None draws from the global torch generator.
+
+    Attributes
+    ----------
+    entity_embeddings : nn.Embedding of shape (E, d)
+    relation_embeddings : nn.Embedding of shape (R, d)
+
+    Notes
+    -----
+    Fast path: tail query h ∘ r, head query r ∘ t, candidates the entity embeddings, similarity "dot", so
+    ``kgeval_query(hr, "tail") @ kgeval_candidates("tail").T == score_t(hr)``.
+
+    Examples
+    --------
+    >>> model = DistMult(num_entities=5, num_relations=2, dim=8, seed=0)
+    >>> model.score_t(torch.tensor([[0, 1], [3, 0]])).shape
+    torch.Size([2, 5])
+    >>> model.score_t(torch.tensor([[0, 1]]), tails=torch.tensor([4, 2])).shape
+    torch.Size([1, 2])
+    """
+
+    kgeval_similarity = "dot"
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int = 64, seed: int | None = None) -> None:
+        super().__init__(num_entities, num_relations, dim)
+        self.entity_embeddings = nn.Embedding(num_entities, dim)
+        self.relation_embeddings = nn.Embedding(num_relations, dim)
+        self.reset_parameters(generator=make_generator(seed))
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Re-initialise both embedding matrices with Xavier-uniform values."""
+        xavier_uniform_(self.entity_embeddings.weight, generator)
+        xavier_uniform_(self.relation_embeddings.weight, generator)
+
+    def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
+        if target == "tail":
+            return self.entity_embeddings(first) * self.relation_embeddings(second)
+        return self.relation_embeddings(first) * self.entity_embeddings(second)
+
+
+class ComplEx(QueryCandidateModule):
+    """ComplEx (Trouillon et al., 2016): score(h, r, t) = Re(Σ_i h_i · r_i · conj(t_i)), complex embeddings.
+
+    Parameters
+    ----------
+    num_entities, num_relations : int
+    dim : int, default=32
+        Complex dimension d; stored as 2d interleaved (real, imaginary) reals.
+    seed : int, default=None
+
+    Attributes
+    ----------
+    entity_embeddings : nn.Embedding of shape (E, 2d)
+    relation_embeddings : nn.Embedding of shape (R, 2d)
+
+    Notes
+    -----
+    Fast path ("dot" on the real views): tail query h ∘ r, head query conj(r) ∘ t, since
+    Re(h r conj(t)) = Re((h r) conj(t)) = Re(h conj(conj(r) t)) and Re(a conj(b)) is the real dot product of the
+    (real, imaginary) views of a and b.
+    """
+
+    kgeval_similarity = "dot"
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int = 32, seed: int | None = None) -> None:
+        super().__init__(num_entities, num_relations, dim)
+        self.entity_embeddings = nn.Embedding(num_entities, 2 * dim)
+        self.relation_embeddings = nn.Embedding(num_relations, 2 * dim)
+        self.reset_parameters(generator=make_generator(seed))
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Re-initialise both embedding matrices with Xavier-uniform values."""
+        xavier_uniform_(self.entity_embeddings.weight, generator)
+        xavier_uniform_(self.relation_embeddings.weight, generator)
+
+    def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
+        if target == "tail":
+            head, relation = as_complex(self.entity_embeddings(first)), as_complex(self.relation_embeddings(second))
+            return as_real(head * relation)
+        relation, tail = as_complex(self.relation_embeddings(first)), as_complex(self.entity_embeddings(second))
+        return as_real(relation.conj() * tail)
+
+
+class RESCAL(QueryCandidateModule):
+    """RESCAL (Nickel et al., 2011): score(h, r, t) = h^T M_r t with a full (d, d) matrix per relation.
+
+    Parameters
+    ----------
+    num_entities, num_relations : int
+    dim : int, default=32
+    seed : int, default=None
+
+    Attributes
+    ----------
+    entity_embeddings : nn.Embedding of shape (E, d)
+    relation_embeddings : nn.Embedding of shape (R, d * d)
+        Row r is M_r flattened row-major.
+
+    Notes
+    -----
+    Fast path ("dot"): tail query h^T M_r, head query M_r t.
+    """
+
+    kgeval_similarity = "dot"
+
+    def __init__(self, num_entities: int, num_relations: int, dim: int = 32, seed: int | None = None) -> None:
+        super().__init__(num_entities, num_relations, dim)
+        self.entity_embeddings = nn.Embedding(num_entities, dim)
+        self.relation_embeddings = nn.Embedding(num_relations, dim * dim)
+        self.reset_parameters(generator=make_generator(seed))
+
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Re-initialise entities and relation matrices with Xavier-uniform values."""
+        xavier_uniform_(self.entity_embeddings.weight, generator)
+        xavier_uniform_(self.relation_embeddings.weight, generator)
+
+    def _matrices(self, relations: torch.Tensor) -> torch.Tensor:
+        return self.relation_embeddings(relations).view(-1, self.dim, self.dim)
+
+    def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
+        if target == "tail":
+            return torch.bmm(self.entity_embeddings(first).unsqueeze(1), self._matrices(second)).squeeze(1)
+        return torch.bmm(self._matrices(first), self.entity_embeddings(second).unsqueeze(2)).squeeze(2)

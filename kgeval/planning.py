@@ -1,0 +1,105 @@
+"""Planning one ranking side: the order of the tasks, their batches and the score tiles of each batch.
+
+Tasks are grouped by the candidate slice that holds their true answer (so a batch's true scores all come from
+one tile, scored first) and, inside a group, sorted by query: tasks that share a query -- (h, r) for tails,
+(r, t) for heads, frequent in 1-N relations -- then sit side by side and the query is scored once per batch.
+Everything the loop needs on the host (group boundaries, distinct-query ids, pair counts) is read in one
+synchronisation here, before the loop.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from kgeval.counting import RowBlock
+
+
+@dataclass(frozen=True)
+class PlannedBatch:
+    """One batch, ready to count: tasks [begin, end) of the plan's order."""
+
+    begin: int
+    end: int
+    tasks: torch.Tensor  #: LongTensor (B,): positions into the side's tasks
+    queries: torch.Tensor  #: LongTensor (U, 2): the distinct queries of the batch
+    true_slice: int
+    num_pairs: int  #: filtered pairs of the batch (host-known)
+    blocks: tuple[RowBlock, ...]
+
+
+class SidePlan:
+    """Task order and batches of one side.
+
+    Parameters
+    ----------
+    queries : LongTensor of shape (n, 2)
+        The query of every task (layout of score_t / score_h).
+    true_positions : LongTensor of shape (n,)
+        Candidate position of every task's true answer.
+    slice_size : int
+        Width of the candidate slices.
+    pair_counts : LongTensor of shape (n,), optional
+        Filtered pairs of every task (None: unfiltered).
+    """
+
+    def __init__(
+        self,
+        queries: torch.Tensor,
+        true_positions: torch.Tensor,
+        slice_size: int,
+        pair_counts: torch.Tensor | None = None,
+    ) -> None:
+        keys = (queries[:, 0] << 32) | queries[:, 1]
+        slice_of_task = true_positions // slice_size
+        order = torch.argsort(keys, stable=True)
+        order = order[torch.argsort(slice_of_task[order], stable=True)]
+        sorted_keys, sorted_slices = keys[order], slice_of_task[order]
+        new_query = torch.ones_like(sorted_keys, dtype=torch.bool)
+        new_query[1:] = (sorted_keys[1:] != sorted_keys[:-1]) | (sorted_slices[1:] != sorted_slices[:-1])
+        self.order = order
+        self.query_id = torch.cumsum(new_query, dim=0) - 1  #: distinct-query id of each task, in plan order
+        self.distinct_queries = queries[order[new_query]]
+        self.num_tasks = int(order.numel())
+        # the single host synchronisation of the plan
+        self._query_id = self.query_id.cpu().numpy()
+        self._slices = sorted_slices.cpu().numpy()
+        counts = pair_counts[order].cpu().numpy() if pair_counts is not None else np.zeros(self.num_tasks, np.int64)
+        self._pairs_before = np.concatenate([[0], np.cumsum(counts)])
+
+    def ranges(self, batch_size: int, max_pairs: int) -> Iterator[tuple[int, int]]:
+        """Batches as [begin, end) ranges of the order: at most ``batch_size`` tasks and, beyond a first task,
+        at most ``max_pairs`` filtered pairs; never across a slice group."""
+        boundaries = np.flatnonzero(np.diff(self._slices)) + 1
+        for group_begin, group_end in zip([0, *boundaries], [*boundaries, self.num_tasks], strict=True):
+            begin = int(group_begin)
+            while begin < group_end:
+                limit = int(np.searchsorted(self._pairs_before, self._pairs_before[begin] + max_pairs, side="right"))
+                end = min(begin + batch_size, int(group_end), max(limit - 1, begin + 1))
+                yield begin, end
+                begin = end
+
+    def batch(self, begin: int, end: int, tile_rows: int) -> PlannedBatch:
+        """Materialise tasks [begin, end) with row blocks of at most ``tile_rows`` tasks."""
+        ids = self._query_id[begin:end]
+        first = int(ids[0])
+        blocks = []
+        for row_start in range(0, end - begin, tile_rows):
+            row_stop = min(row_start + tile_rows, end - begin)
+            query_start, query_stop = int(ids[row_start]) - first, int(ids[row_stop - 1]) - first + 1
+            query_rows = None
+            if query_stop - query_start != row_stop - row_start:
+                query_rows = self.query_id[begin + row_start : begin + row_stop] - (first + query_start)
+            blocks.append(RowBlock(row_start, row_stop, query_start, query_stop, query_rows))
+        return PlannedBatch(
+            begin=begin,
+            end=end,
+            tasks=self.order[begin:end],
+            queries=self.distinct_queries[first : int(ids[-1]) + 1],
+            true_slice=int(self._slices[begin]),
+            num_pairs=int(self._pairs_before[end] - self._pairs_before[begin]),
+            blocks=tuple(blocks),
+        )

@@ -1,0 +1,105 @@
+"""The loop of one ranking side: plan the batches, score and count each one, put the counts in task order.
+
+The stages each live in their own module -- kgeval.planning (task order, batches, tiles), kgeval.batching
+(sizes, out-of-memory retries), kgeval.pairs (filtered pairs), kgeval.counting (the rank rule) -- and this
+module strings them together. Nothing here moves data to the host inside the loop: the plan is read once
+before it, and the counts stay on the device until the evaluator needs them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import torch
+
+from kgeval import batching
+from kgeval.counting import BatchCounts, Workspace, count_batch, slice_bounds
+from kgeval.filtering import SideIndex
+from kgeval.pairs import BatchPairs, expand_pairs, pair_tiles
+from kgeval.planning import PlannedBatch, SidePlan
+from kgeval.scoring import CandidateScorer
+
+
+def default_kernel(device: torch.device) -> str:
+    """The counting kernel for a device: "sign" on CPU, "compare" elsewhere (kgeval.counting)."""
+    return "sign" if device.type == "cpu" else "compare"
+
+
+def default_layout(device: torch.device) -> str:
+    """The pair layout for a device: "sorted" on CPU, "masked" elsewhere (kgeval.pairs)."""
+    return "sorted" if device.type == "cpu" else "masked"
+
+
+def rank_side(
+    scorer: CandidateScorer,
+    queries: torch.Tensor,
+    true_positions: torch.Tensor,
+    side_index: SideIndex | None,
+    position_of: torch.Tensor | None,
+    sizes: batching.Sizes,
+    progress: object | None = None,
+) -> BatchCounts:
+    """Counts of every task of one side, in the order of ``queries``.
+
+    Parameters
+    ----------
+    scorer : CandidateScorer
+    queries : LongTensor of shape (n, 2)
+        Each task's query, as passed to score_t / score_h.
+    true_positions : LongTensor of shape (n,)
+        Candidate position of each task's true answer.
+    side_index : SideIndex, optional
+        The filter index of this side (None: unfiltered).
+    position_of : LongTensor of shape (num_entities,), optional
+        Candidate position of each entity (-1: not a candidate); None when all entities are candidates.
+    sizes : batching.Sizes
+    progress : tqdm-like, optional
+        Receives ``update(number of tasks)`` after each batch.
+    """
+    device = queries.device
+    starts = lengths = None
+    if side_index is not None:
+        starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
+    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths)
+    bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
+    layout, kernel = default_layout(device), default_kernel(device)
+    workspace = Workspace()
+
+    def run(begin: int, end: int) -> BatchCounts:
+        batch = plan.batch(begin, end, sizes.tile_rows)
+        batch_true = true_positions[batch.tasks]
+        tiles = num_filtered = None
+        if side_index is not None:
+            pairs = _pairs(side_index, batch, starts, lengths, batch_true, position_of)  # type: ignore[arg-type]
+            row_starts = [block.row_start for block in batch.blocks] + [end - begin]
+            tiles = pair_tiles(pairs, row_starts, sizes.slice_size, len(bounds), layout)
+            num_filtered = pairs.num_filtered
+        counts = count_batch(
+            scorer, batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered,
+            kernel, workspace,
+        )  # fmt: skip
+        if progress is not None:
+            progress.update(end - begin)  # type: ignore[attr-defined]
+        return counts
+
+    key = batching.shape_key(scorer, sizes, device)
+    parts = batching.run_with_retry(plan.ranges(sizes.batch_size, sizes.max_pairs), run, key, sizes.automatic, device)
+    restore = torch.empty_like(plan.order)
+    restore[plan.order] = torch.arange(plan.num_tasks, device=device)
+    return BatchCounts(*(torch.cat([getattr(part, f.name) for part in parts])[restore] for f in fields(BatchCounts)))
+
+
+def _pairs(
+    side_index: SideIndex,
+    batch: PlannedBatch,
+    starts: torch.Tensor,
+    lengths: torch.Tensor,
+    true_positions: torch.Tensor,
+    position_of: torch.Tensor | None,
+) -> BatchPairs:
+    """The filtered pairs of one batch (kgeval.pairs.expand_pairs on the batch's runs)."""
+    if batch.num_pairs == 0:
+        return BatchPairs.empty(batch.tasks.numel(), true_positions.device)
+    return expand_pairs(
+        side_index, starts[batch.tasks], lengths[batch.tasks], batch.num_pairs, true_positions, position_of
+    )

@@ -27,8 +27,8 @@ from kgeval.scoring import CandidateScorer, FullRowScorer, SlicedScorer
 
 #: score elements one model call may produce on CPU (16 MiB of float32)
 CPU_SCORE_BUDGET = 2**22
-#: score elements compared at once on CPU: a tile that stays in the L2 caches
-CPU_TILE_ELEMENTS = 2**19
+#: score elements compared at once on CPU: 8 MiB of float32, a last-level-cache tile (best of 2**18 .. 2**22)
+CPU_TILE_ELEMENTS = 2**21
 #: ranking tasks per batch for GEMM scorers on CPU (tiles bound the memory, batches amortise the planning)
 CPU_GEMM_BATCH = 1024
 #: tile rows below which a GEMM loses efficiency: wider candidate sets are sliced instead

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import torch
 
 from kgeval.pairs import PairTiles
-from kgeval.scoring import CandidateScorer
+from kgeval.scoring import CandidateScorer, Workspace
 
 KERNELS: tuple[str, ...] = ("sign", "compare")
 
@@ -97,20 +97,6 @@ class RowBlock:
     query_rows: torch.Tensor | None = None
 
 
-class Workspace:
-    """A reusable scratch buffer for code tiles (one per evaluation side)."""
-
-    def __init__(self) -> None:
-        self._buffer: torch.Tensor | None = None
-
-    def tile(self, rows: int, width: int, like: torch.Tensor) -> torch.Tensor:
-        size = rows * width
-        buffer = self._buffer
-        if buffer is None or buffer.numel() < size or buffer.dtype != like.dtype or buffer.device != like.device:
-            buffer = self._buffer = torch.empty(size, dtype=like.dtype, device=like.device)
-        return buffer[:size].view(rows, width)
-
-
 def slice_bounds(num_candidates: int, slice_size: int) -> list[tuple[int, int]]:
     """Half-open [start, stop) position ranges covering the candidates in slices of ``slice_size``."""
     return [(start, min(start + slice_size, num_candidates)) for start in range(0, num_candidates, slice_size)]
@@ -162,17 +148,14 @@ def count_batch(
         scorer.start_slice(start, stop)
         for index, block in enumerate(blocks):
             rows = slice(block.row_start, block.row_stop)
-            tile, owned = scorer.block(block.query_start, block.query_stop), scorer.owns_blocks
-            if block.query_rows is not None:  # repeated queries: one score row serves several tasks
-                copy = workspace.tile(len(block.query_rows), tile.shape[1], tile)
-                tile, owned = torch.index_select(tile, 0, block.query_rows, out=copy), True
+            tile, owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
             if j == true_slice:
                 if true_scores is None:
                     true_scores = torch.empty(size, dtype=tile.dtype, device=device)
                 true_scores[rows] = tile.gather(1, (true_positions[rows] - start).unsqueeze(1)).squeeze(1)
             codes, nan_rows = _codes(tile, true_scores[rows], owned, kernel, workspace)  # type: ignore[index]
             if pairs is not None:
-                pairs.gather_(codes, index, j, start)
+                pairs.gather_(codes, index, j)
             above_minus_below = codes.sum(dim=1, dtype=_sum_dtype(codes))
             if nan_rows is not None:
                 above_minus_below = torch.where(nan_rows, torch.nan, above_minus_below)
@@ -212,8 +195,7 @@ def _batch_counts(
     zeros = torch.zeros_like(greater)
     if pairs is None or num_filtered is None:
         return BatchCounts(greater, equal, zeros, zeros.clone(), zeros.clone(), has_nan)
-    filtered_sum, filtered_abs = pairs.sums(greater.numel())
-    filtered_sum, filtered_abs = torch.nan_to_num(filtered_sum), torch.nan_to_num(filtered_abs)
-    filtered_greater = ((filtered_sum + filtered_abs) / 2).to(torch.int64)
-    filtered_equal = num_filtered - filtered_abs.to(torch.int64)
+    filtered_sum, filtered_abs = (torch.nan_to_num(part).to(torch.int64) for part in pairs.sums(greater.numel()))
+    filtered_greater = (filtered_sum + filtered_abs) // 2
+    filtered_equal = num_filtered - filtered_abs
     return BatchCounts(greater, equal, filtered_greater, filtered_equal, num_filtered, has_nan)

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import torch
 
-from kgeval.filtering import SideIndex
+from kgeval.filtering import SideIndex, stable_argsort
 
 
 @dataclass
@@ -72,82 +72,114 @@ def expand_pairs(
 
 
 class PairTiles:
-    """Per-tile gathers of pair codes, then per-row sums of the codes and of their absolute values."""
+    """Per-tile gathers of pair codes, then per-row sums of the codes and of their absolute values.
 
-    def __init__(self, pairs: BatchPairs, row_starts: Sequence[int], slice_size: int, num_slices: int) -> None:
+    Parameters
+    ----------
+    pairs : BatchPairs
+    row_starts : sequence of int
+        First task row of each row block, then the batch size.
+    pair_offsets : sequence of int
+        Index of the first pair of each row block, then the number of pairs (pairs are sorted by row).
+    bounds : sequence of (start, stop)
+        The candidate slices.
+    """
+
+    def __init__(
+        self,
+        pairs: BatchPairs,
+        row_starts: Sequence[int],
+        pair_offsets: Sequence[int],
+        bounds: Sequence[tuple[int, int]],
+    ) -> None:
         self.pairs = pairs
-        self.row_starts = list(row_starts)  #: first row of each row block, then the batch size
-        self.slice_size = slice_size
-        self.num_slices = num_slices
+        self.row_starts = list(row_starts)
+        self.pair_offsets = list(pair_offsets)
+        self.bounds = list(bounds)
         self.codes = torch.zeros(pairs.rows.numel(), dtype=torch.float32, device=pairs.rows.device)
+        self._rows = pairs.rows
+
+    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+        """Read the codes of the pairs inside ``tile`` (the rows of ``block`` x the slice ``slice_index``)."""
+        raise NotImplementedError
+
+    def sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-row (sum of codes, sum of |codes|) of shape (size,); exact integers (NaN for a NaN code)."""
+        zeros = torch.zeros(size, dtype=self.codes.dtype, device=self.codes.device)
+        return zeros.index_add(0, self._rows, self.codes), zeros.index_add(0, self._rows, self.codes.abs())
 
     def _codes_like(self, tile: torch.Tensor) -> torch.Tensor:
-        """The code buffer, in the dtype of the score tiles (allocated on first use)."""
+        """The code buffer, in the dtype of the score tiles."""
         if self.codes.dtype != tile.dtype:
             self.codes = self.codes.to(tile.dtype)
         return self.codes
 
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int, start: int) -> None:
-        """Read the codes of the pairs inside ``tile`` (rows of ``block``, candidates from ``start``)."""
-        raise NotImplementedError
-
-    def sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-row (sum of codes, sum of |codes|), float64 of shape (size,)."""
-        zeros = torch.zeros(size, dtype=torch.float64, device=self.codes.device)
-        codes = self.codes.to(torch.float64)
-        return zeros.index_add(0, self._rows, codes), zeros.index_add(0, self._rows, codes.abs())
-
 
 class SortedPairs(PairTiles):
-    """Pairs grouped by (slice, row block) with host-side offsets: each tile gathers one contiguous segment."""
+    """Pairs grouped by (slice, row block) with host-side offsets: each tile gathers one contiguous segment.
 
-    def __init__(self, pairs: BatchPairs, row_starts: Sequence[int], slice_size: int, num_slices: int) -> None:
-        super().__init__(pairs, row_starts, slice_size, num_slices)
+    With a single slice the pairs are already grouped (they are sorted by row) and the offsets come from the
+    plan; with several slices one stable sort per batch groups them.
+    """
+
+    def __init__(
+        self,
+        pairs: BatchPairs,
+        row_starts: Sequence[int],
+        pair_offsets: Sequence[int],
+        bounds: Sequence[tuple[int, int]],
+    ) -> None:
+        super().__init__(pairs, row_starts, pair_offsets, bounds)
         rows, positions = pairs.rows, pairs.positions
+        if len(self.bounds) == 1:
+            self.segments = self.pair_offsets
+            self._flat = rows * self.bounds[0][1] + positions
+            return
         num_blocks = len(self.row_starts) - 1
-        bounds = torch.tensor(self.row_starts[1:-1], dtype=torch.int64, device=rows.device)
-        block = torch.bucketize(rows, bounds, right=True)
-        key = block
-        if num_slices > 1:  # rows are sorted; slices are not: one stable sort by (slice, block)
-            key = (positions // slice_size) * num_blocks + block
-            order = torch.argsort(key, stable=True)
-            rows, positions, key = rows[order], positions[order], key[order]
-        counts = torch.bincount(key, minlength=num_slices * num_blocks)
-        self.offsets = [0, *torch.cumsum(counts, dim=0).tolist()]
-        self._rows, self._positions = rows, positions
+        block_sizes = torch.tensor(self.pair_offsets, device=rows.device).diff()
+        block = torch.repeat_interleave(torch.arange(num_blocks, device=rows.device), block_sizes)
+        slice_size = self.bounds[0][1] - self.bounds[0][0]
+        key = (positions // slice_size) * num_blocks + block
+        order = stable_argsort(key)
+        self._rows, self._positions = rows[order], positions[order]
+        self.segments = [0, *torch.cumsum(torch.bincount(key, minlength=len(bounds) * num_blocks), 0).tolist()]
 
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int, start: int) -> None:
+    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
         segment = slice_index * (len(self.row_starts) - 1) + block
-        lo, hi = self.offsets[segment], self.offsets[segment + 1]
+        lo, hi = self.segments[segment], self.segments[segment + 1]
         if lo == hi:
             return
-        width = tile.shape[1]
-        flat = (self._rows[lo:hi] - self.row_starts[block]) * width + (self._positions[lo:hi] - start)
+        first_row, (start, _stop) = self.row_starts[block], self.bounds[slice_index]
+        if len(self.bounds) == 1:
+            flat = self._flat[lo:hi] - first_row * tile.shape[1]
+        else:
+            flat = (self._rows[lo:hi] - first_row) * tile.shape[1] + (self._positions[lo:hi] - start)
         torch.take(tile, flat, out=self._codes_like(tile)[lo:hi])
 
 
 class MaskedPairs(PairTiles):
     """Pairs in their original order, masked per tile: no host offsets, so no device synchronisation."""
 
-    def __init__(self, pairs: BatchPairs, row_starts: Sequence[int], slice_size: int, num_slices: int) -> None:
-        super().__init__(pairs, row_starts, slice_size, num_slices)
-        self._rows = pairs.rows
-
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int, start: int) -> None:
+    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
         if self.codes.numel() == 0:
             return
         rows, positions = self.pairs.rows, self.pairs.positions
-        first_row, width = self.row_starts[block], tile.shape[1]
+        first_row, (start, _stop) = self.row_starts[block], self.bounds[slice_index]
         local_row, local_column = rows - first_row, positions - start
-        inside = (local_row >= 0) & (local_row < tile.shape[0]) & (local_column >= 0) & (local_column < width)
-        flat = (local_row * width + local_column).clamp_(0, tile.numel() - 1)
+        inside = (local_row >= 0) & (local_row < tile.shape[0]) & (local_column >= 0)
+        inside &= local_column < tile.shape[1]
+        flat = (local_row * tile.shape[1] + local_column).clamp_(0, tile.numel() - 1)
         values = torch.take(tile, flat)
         self._codes_like(tile).add_(torch.where(inside, values, torch.zeros_like(values)))
 
 
 def pair_tiles(
-    pairs: BatchPairs, row_starts: Sequence[int], slice_size: int, num_slices: int, layout: str
+    pairs: BatchPairs,
+    row_starts: Sequence[int],
+    pair_offsets: Sequence[int],
+    bounds: Sequence[tuple[int, int]],
+    layout: str,
 ) -> PairTiles:
     """The pair layout by name: ``"sorted"`` (CPU) or ``"masked"`` (devices, no synchronisation)."""
     kind = SortedPairs if layout == "sorted" else MaskedPairs
-    return kind(pairs, row_starts, slice_size, num_slices)
+    return kind(pairs, row_starts, pair_offsets, bounds)

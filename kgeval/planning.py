@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from kgeval.counting import RowBlock
+from kgeval.filtering import stable_argsort
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,8 @@ class PlannedBatch:
     true_slice: int
     num_pairs: int  #: filtered pairs of the batch (host-known)
     blocks: tuple[RowBlock, ...]
+    #: index of the first filtered pair of each row block, then ``num_pairs`` (pairs are sorted by task row)
+    pair_offsets: tuple[int, ...]
 
 
 class SidePlan:
@@ -55,8 +58,8 @@ class SidePlan:
     ) -> None:
         keys = (queries[:, 0] << 32) | queries[:, 1]
         slice_of_task = true_positions // slice_size
-        order = torch.argsort(keys, stable=True)
-        order = order[torch.argsort(slice_of_task[order], stable=True)]
+        order = stable_argsort(keys)
+        order = order[stable_argsort(slice_of_task[order])]
         sorted_keys, sorted_slices = keys[order], slice_of_task[order]
         new_query = torch.ones_like(sorted_keys, dtype=torch.bool)
         new_query[1:] = (sorted_keys[1:] != sorted_keys[:-1]) | (sorted_slices[1:] != sorted_slices[:-1])
@@ -94,12 +97,15 @@ class SidePlan:
             if query_stop - query_start != row_stop - row_start:
                 query_rows = self.query_id[begin + row_start : begin + row_stop] - (first + query_start)
             blocks.append(RowBlock(row_start, row_stop, query_start, query_stop, query_rows))
+        before = self._pairs_before
+        pair_offsets = tuple(int(before[begin + block.row_start] - before[begin]) for block in blocks)
         return PlannedBatch(
             begin=begin,
             end=end,
             tasks=self.order[begin:end],
             queries=self.distinct_queries[first : int(ids[-1]) + 1],
             true_slice=int(self._slices[begin]),
-            num_pairs=int(self._pairs_before[end] - self._pairs_before[begin]),
+            num_pairs=int(before[end] - before[begin]),
             blocks=tuple(blocks),
+            pair_offsets=(*pair_offsets, int(before[end] - before[begin])),
         )

@@ -72,7 +72,7 @@ def rank_side(
         if side_index is not None:
             pairs = _pairs(side_index, batch, starts, lengths, batch_true, position_of)  # type: ignore[arg-type]
             row_starts = [block.row_start for block in batch.blocks] + [end - begin]
-            tiles = pair_tiles(pairs, row_starts, sizes.slice_size, len(bounds), layout)
+            tiles = pair_tiles(pairs, row_starts, batch.pair_offsets, bounds, layout)
             num_filtered = pairs.num_filtered
         counts = count_batch(
             scorer, batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered,

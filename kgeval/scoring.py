@@ -13,9 +13,9 @@ is scored by one GEMM per tile and never calls a per-candidate interaction.
 Candidates are addressed by *position*: 0 .. num_candidates - 1 index ``candidate_ids`` (all entities, or the
 sorted whitelist of ``restrict_entities_to``). A scorer is driven as::
 
-    scorer.begin(queries)              # once per batch: the (U, 2) distinct queries of the batch
-    scorer.start_slice(start, stop)    # once per candidate slice
-    scorer.block(row_start, row_stop)  # (rows, stop - start) scores of some query rows, one tile at a time
+    scorer.begin(queries)                                  # once per batch: its (U, 2) distinct queries
+    scorer.start_slice(start, stop)                        # once per candidate slice
+    scorer.block(query_start, query_stop, rows, workspace) # one tile: (task rows, stop - start) scores
 """
 
 from __future__ import annotations
@@ -32,6 +32,24 @@ CANDIDATE_KEYWORD: dict[Target, str] = {"tail": "tails", "head": "heads"}
 
 #: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
 SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
+
+#: copying a score row costs about as much as this many query dimensions of a GEMM row (measured on CPU)
+ROW_COPY_COST_IN_DIMS = 16
+
+
+class Workspace:
+    """A reusable scratch buffer for score and code tiles (one per evaluation side)."""
+
+    def __init__(self) -> None:
+        self._buffer: torch.Tensor | None = None
+
+    def tile(self, rows: int, width: int, like: torch.Tensor) -> torch.Tensor:
+        """A contiguous (rows, width) tensor with the dtype and device of ``like``; reused, never zeroed."""
+        size = rows * width
+        buffer = self._buffer
+        if buffer is None or buffer.numel() < size or buffer.dtype != like.dtype or buffer.device != like.device:
+            buffer = self._buffer = torch.empty(size, dtype=like.dtype, device=like.device)
+        return buffer[:size].view(rows, width)
 
 
 @runtime_checkable
@@ -77,8 +95,32 @@ class CandidateScorer:
         """Select the candidate positions [start, stop) for the following :meth:`block` calls."""
         self._start, self._stop = start, stop
 
-    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
-        """Scores of query rows [row_start, row_stop) against the current slice: (rows, stop - start)."""
+    def block(
+        self, query_start: int, query_stop: int, query_rows: torch.Tensor | None, workspace: Workspace
+    ) -> tuple[torch.Tensor, bool]:
+        """The scores of a tile of task rows against the current slice, and whether the caller may overwrite it.
+
+        Parameters
+        ----------
+        query_start, query_stop : int
+            The distinct-query rows the tile's tasks use.
+        query_rows : LongTensor of shape (rows,), optional
+            The query row (minus ``query_start``) of each task row; None when it is the identity.
+        workspace : Workspace
+
+        Returns
+        -------
+        tile : FloatTensor of shape (rows, stop - start)
+        owned : bool
+        """
+        tile = self._query_block(query_start, query_stop)
+        if query_rows is None:
+            return tile, self.owns_blocks
+        copy = workspace.tile(query_rows.numel(), tile.shape[1], tile)
+        return torch.index_select(tile, 0, query_rows, out=copy), True
+
+    def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
+        """Scores of distinct-query rows [query_start, query_stop) against the current slice."""
         raise NotImplementedError
 
     def _ids(self, start: int, stop: int) -> torch.Tensor | None:
@@ -103,8 +145,8 @@ class FullRowScorer(CandidateScorer):
             scores = scores.index_select(1, self.candidate_ids)
         self._row = scores
 
-    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
-        return self._row[row_start:row_stop, self._start : self._stop]
+    def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
+        return self._row[query_start:query_stop, self._start : self._stop]
 
 
 class SlicedScorer(CandidateScorer):
@@ -121,8 +163,8 @@ class SlicedScorer(CandidateScorer):
             raw = getattr(self.model, method)(queries, **{CANDIDATE_KEYWORD[self.target]: ids})
         self._slab = check_scores(raw, (queries.shape[0], stop - start), method)  # type: ignore[union-attr]
 
-    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
-        return self._slab[row_start:row_stop]
+    def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
+        return self._slab[query_start:query_stop]
 
 
 class GemmScorer(CandidateScorer):
@@ -160,12 +202,25 @@ class GemmScorer(CandidateScorer):
         super().start_slice(start, stop)
         self._slice = self._candidates[start:stop]
 
-    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
-        size = (row_stop - row_start) * (self._stop - self._start)
+    def block(
+        self, query_start: int, query_stop: int, query_rows: torch.Tensor | None, workspace: Workspace
+    ) -> tuple[torch.Tensor, bool]:
+        """Repeated queries: recompute their rows when that is cheaper than scoring once and copying rows."""
+        if query_rows is not None:
+            repeats = query_rows.numel() - (query_stop - query_start)
+            if repeats * self._vectors.shape[1] < query_rows.numel() * ROW_COPY_COST_IN_DIMS:
+                return self._scores(self._vectors[query_start:query_stop].index_select(0, query_rows)), True
+        return super().block(query_start, query_stop, query_rows, workspace)
+
+    def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
+        return self._scores(self._vectors[query_start:query_stop])
+
+    def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
+        size = vectors.shape[0] * (self._stop - self._start)
         if self._buffer.numel() < size:
             self._buffer = torch.empty(size, dtype=self._candidates.dtype, device=self._candidates.device)
-        out = self._buffer[:size].view(row_stop - row_start, self._stop - self._start)
-        return torch.matmul(self._vectors[row_start:row_stop], self._slice.T, out=out)
+        out = self._buffer[:size].view(vectors.shape[0], self._stop - self._start)
+        return torch.matmul(vectors, self._slice.T, out=out)
 
 
 class L1Scorer(GemmScorer):
@@ -174,8 +229,8 @@ class L1Scorer(GemmScorer):
     cdist computes the pairwise distances directly, so no (B, E, d) temporary is ever built.
     """
 
-    def block(self, row_start: int, row_stop: int) -> torch.Tensor:
-        return torch.cdist(self._vectors[row_start:row_stop], self._slice, p=1).neg_()
+    def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
+        return torch.cdist(vectors, self._slice, p=1).neg_()
 
 
 def query_candidate_form(model: Any) -> Any | None:

@@ -28,7 +28,7 @@ use ``"compare"``.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import torch
 
@@ -64,25 +64,29 @@ def comparison_codes(scores: torch.Tensor, true_scores: torch.Tensor) -> torch.T
 
 @dataclass
 class BatchCounts:
-    """Counts of one batch of tasks (all tensors of shape (B,), int64 unless stated)."""
+    """Counts of a batch of tasks against their candidates (tensors of shape (B,), int64 unless stated)."""
 
-    greater: torch.Tensor  #: raw #{e != true : s_e > s*}
-    equal: torch.Tensor  #: raw #{e != true : s_e == s*}
-    filtered_greater: torch.Tensor  #: of the above, how many are filtered candidates
-    filtered_equal: torch.Tensor
-    num_filtered: torch.Tensor  #: filtered candidates other than the true answer
+    greater: torch.Tensor  #: #{candidates e != true : s_e > s*}
+    equal: torch.Tensor  #: #{candidates e != true : s_e == s*}
+    num_candidates: torch.Tensor  #: C = 1 + #{candidates e != true}
     has_nan: torch.Tensor  #: bool: a NaN among the task's scores
 
-    def ranks(self, num_candidates: int, filtered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(optimistic, pessimistic, num_candidates) per task, filtered or raw, by the rule of this module."""
-        greater, equal = self.greater, self.equal
-        count = torch.full_like(greater, num_candidates)
-        if filtered:
-            greater = greater - self.filtered_greater
-            equal = equal - self.filtered_equal
-            count = count - self.num_filtered
-        optimistic = 1 + greater
-        return optimistic, optimistic + equal, count
+    def ranks(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(optimistic, pessimistic, num_candidates) per task, by the rule of this module."""
+        optimistic = 1 + self.greater
+        return optimistic, optimistic + self.equal, self.num_candidates
+
+    @classmethod
+    def from_sums(cls, sums: torch.Tensor, num_candidates: torch.Tensor) -> BatchCounts:
+        """Counts from the per-task sums of codes and of |codes| (rows of ``sums``, shape (2, B))."""
+        has_nan = torch.isnan(sums[0])
+        total, absolute = torch.nan_to_num(sums, nan=0.0).to(torch.int64)
+        return cls((total + absolute) // 2, num_candidates - 1 - absolute, num_candidates, has_nan)
+
+    @classmethod
+    def cat(cls, parts: Sequence[BatchCounts], order: torch.Tensor) -> BatchCounts:
+        """The parts concatenated, then indexed by ``order``."""
+        return cls(*(torch.cat([getattr(part, f.name) for part in parts])[order] for f in fields(cls)))
 
 
 @dataclass(frozen=True)
@@ -109,11 +113,12 @@ def count_batch(
     true_slice: int,
     bounds: Sequence[tuple[int, int]],
     blocks: Sequence[RowBlock],
-    pairs: PairTiles | None,
-    num_filtered: torch.Tensor | None,
+    pairs: PairTiles | None = None,
+    num_filtered: torch.Tensor | None = None,
+    raw_too: bool = False,
     kernel: str = "sign",
     workspace: Workspace | None = None,
-) -> BatchCounts:
+) -> tuple[BatchCounts, BatchCounts | None]:
     """Count one batch over every (candidate slice, row block) tile, the slice holding the true answers first.
 
     Parameters
@@ -130,17 +135,25 @@ def count_batch(
     blocks : sequence of RowBlock
         The task rows in tiles, covering 0 .. B - 1 in order.
     pairs : PairTiles, optional
-        The filtered pairs (None: unfiltered).
+        The filtered pairs; None ranks against every candidate (raw).
     num_filtered : LongTensor of shape (B,), optional
         Filtered candidates other than the true answer (with ``pairs``).
+    raw_too : bool, default=False
+        With ``pairs``, also count against every candidate (the filtered codes are read before they are zeroed).
     kernel : {"sign", "compare"}, default="sign"
     workspace : Workspace, optional
         Scratch memory reused across batches.
+
+    Returns
+    -------
+    counts : BatchCounts
+        Filtered counts with ``pairs``, raw counts without.
+    raw : BatchCounts or None
+        Raw counts when ``pairs`` and ``raw_too``.
     """
     workspace = workspace or Workspace()
     size = true_positions.numel()
-    device = true_positions.device
-    sums = torch.zeros(2, size, dtype=torch.float64, device=device)
+    sums = torch.zeros(2, size, dtype=torch.float64, device=true_positions.device)
     true_scores: torch.Tensor | None = None
     scorer.begin(queries)
     for j in [true_slice, *(j for j in range(len(bounds)) if j != true_slice)]:
@@ -151,17 +164,23 @@ def count_batch(
             tile, owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
             if j == true_slice:
                 if true_scores is None:
-                    true_scores = torch.empty(size, dtype=tile.dtype, device=device)
+                    true_scores = torch.empty(size, dtype=tile.dtype, device=tile.device)
                 true_scores[rows] = tile.gather(1, (true_positions[rows] - start).unsqueeze(1)).squeeze(1)
-            codes, nan_rows = _codes(tile, true_scores[rows], owned, kernel, workspace)  # type: ignore[index]
+            codes, nan_rows = _codes(tile, true_scores[rows], owned, kernel, workspace, scorer.nan_free)  # type: ignore[index]
             if pairs is not None:
-                pairs.gather_(codes, index, j)
-            above_minus_below = codes.sum(dim=1, dtype=_sum_dtype(codes))
-            if nan_rows is not None:
-                above_minus_below = torch.where(nan_rows, torch.nan, above_minus_below)
-            sums[0, rows] += above_minus_below
+                if raw_too:
+                    pairs.gather_(codes, index, j)
+                pairs.zero_(codes, index, j)
+            total = codes.sum(dim=1, dtype=_sum_dtype(codes))
+            sums[0, rows] += total if nan_rows is None else torch.where(nan_rows, torch.nan, total)
             sums[1, rows] += codes.abs_().sum(dim=1, dtype=_sum_dtype(codes))
-    return _batch_counts(sums, pairs, num_filtered, scorer.num_candidates)
+    everything = torch.full((size,), scorer.num_candidates, dtype=torch.int64, device=sums.device)
+    if pairs is None or num_filtered is None:
+        return BatchCounts.from_sums(sums, everything), None
+    counts = BatchCounts.from_sums(sums, everything - num_filtered)
+    if not raw_too:
+        return counts, None
+    return counts, BatchCounts.from_sums(sums + torch.stack(pairs.sums(size)), everything)
 
 
 def _sum_dtype(codes: torch.Tensor) -> torch.dtype:
@@ -170,32 +189,23 @@ def _sum_dtype(codes: torch.Tensor) -> torch.dtype:
 
 
 def _codes(
-    tile: torch.Tensor, true_scores: torch.Tensor, owned: bool, kernel: str, workspace: Workspace
+    tile: torch.Tensor, true_scores: torch.Tensor, owned: bool, kernel: str, workspace: Workspace, nan_free: bool
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The comparison codes of a tile (see :func:`comparison_codes`) and, for "compare", its NaN rows."""
+    """The comparison codes of a tile (see :func:`comparison_codes`) and its NaN rows (None: no NaN).
+
+    ``torch.sign`` maps NaN to 0, so the "sign" kernel finds NaN rows through the row sums of s - s* (NaN when
+    a NaN is present -- or +inf and -inf both are, which an exact check then rules out), unless the scorer
+    knows its scores are NaN-free. Its host checks are free on CPU, the only device it runs on.
+    """
     true_column = true_scores.unsqueeze(1)
     if kernel == "sign" and not bool(torch.isinf(true_scores).any()):
         codes = tile.sub_(true_column) if owned else torch.sub(tile, true_column, out=workspace.tile(*tile.shape, tile))
-        return codes.sign_(), None
+        nan_rows = None
+        if not nan_free and bool(torch.isnan(codes.sum(dim=1)).any()):
+            nan_rows = torch.isnan(codes).any(dim=1)
+        return codes.sign_(), nan_rows
     nan_rows = torch.isnan(tile).any(dim=1) | torch.isnan(true_scores)
     below = tile < true_column
     codes = tile if owned else workspace.tile(*tile.shape, tile)
     torch.gt(tile, true_column, out=codes)
     return codes.sub_(below.to(codes.dtype)), nan_rows
-
-
-def _batch_counts(
-    sums: torch.Tensor, pairs: PairTiles | None, num_filtered: torch.Tensor | None, num_candidates: int
-) -> BatchCounts:
-    """Integer counts from the code sums: above = (sum + |sum|) / 2, below = (|sum| - sum) / 2."""
-    has_nan = torch.isnan(sums[0])
-    sums = torch.nan_to_num(sums, nan=0.0)
-    greater = ((sums[0] + sums[1]) / 2).to(torch.int64)
-    equal = num_candidates - 1 - sums[1].to(torch.int64)
-    zeros = torch.zeros_like(greater)
-    if pairs is None or num_filtered is None:
-        return BatchCounts(greater, equal, zeros, zeros.clone(), zeros.clone(), has_nan)
-    filtered_sum, filtered_abs = (torch.nan_to_num(part).to(torch.int64) for part in pairs.sums(greater.numel()))
-    filtered_greater = (filtered_sum + filtered_abs) // 2
-    filtered_equal = num_filtered - filtered_abs
-    return BatchCounts(greater, equal, filtered_greater, filtered_equal, num_filtered, has_nan)

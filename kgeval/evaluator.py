@@ -235,14 +235,13 @@ class RankBasedEvaluator:
         true_positions = position_of[answers] if position_of is not None else answers
         sizes = batching.choose_sizes(scorer, triples.shape[0], triples.device, batch_size, slice_size)
         side_index = index.sides[target] if index is not None else None
-        counts = rank_side(scorer, queries, true_positions, side_index, position_of, sizes, progress)
-        self._raise_on_nan(counts.has_nan, triples, task_index, target)
-        modes = [True, False] if self.filtered == "both" else [self.filtered]
+        both = self.filtered == "both"
+        counts = rank_side(scorer, queries, true_positions, side_index, position_of, sizes, progress, raw_too=both)
+        self._raise_on_nan(counts[0].has_nan, triples, task_index, target)
         accumulators = []
-        for filtered in modes:
-            optimistic, pessimistic, num_candidates = counts.ranks(scorer.num_candidates, filtered=filtered)
+        for part in counts if both else counts[:1]:
             accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
-            accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
+            accumulator.update_unchecked(*part.ranks(), triples, task_index)  # type: ignore[union-attr]
             accumulators.append(accumulator)
         return accumulators[0], accumulators[1] if len(accumulators) > 1 else None
 

@@ -103,6 +103,10 @@ class PairTiles:
         """Read the codes of the pairs inside ``tile`` (the rows of ``block`` x the slice ``slice_index``)."""
         raise NotImplementedError
 
+    def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+        """Set the codes of the pairs inside ``tile`` to 0: filtered candidates then count as nothing."""
+        raise NotImplementedError
+
     def sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-row (sum of codes, sum of |codes|) of shape (size,); exact integers (NaN for a NaN code)."""
         zeros = torch.zeros(size, dtype=self.codes.dtype, device=self.codes.device)
@@ -144,25 +148,31 @@ class SortedPairs(PairTiles):
         self._rows, self._positions = rows[order], positions[order]
         self.segments = [0, *torch.cumsum(torch.bincount(key, minlength=len(bounds) * num_blocks), 0).tolist()]
 
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+    def _segment(self, tile: torch.Tensor, block: int, slice_index: int) -> tuple[int, int, torch.Tensor]:
+        """The pair range [lo, hi) of a tile and the pairs' flat indices into it."""
         segment = slice_index * (len(self.row_starts) - 1) + block
         lo, hi = self.segments[segment], self.segments[segment + 1]
-        if lo == hi:
-            return
         first_row, (start, _stop) = self.row_starts[block], self.bounds[slice_index]
         if len(self.bounds) == 1:
-            flat = self._flat[lo:hi] - first_row * tile.shape[1]
-        else:
-            flat = (self._rows[lo:hi] - first_row) * tile.shape[1] + (self._positions[lo:hi] - start)
-        torch.take(tile, flat, out=self._codes_like(tile)[lo:hi])
+            return lo, hi, self._flat[lo:hi] - first_row * tile.shape[1]
+        return lo, hi, (self._rows[lo:hi] - first_row) * tile.shape[1] + (self._positions[lo:hi] - start)
+
+    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+        lo, hi, flat = self._segment(tile, block, slice_index)
+        if hi > lo:
+            torch.take(tile, flat, out=self._codes_like(tile)[lo:hi])
+
+    def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+        lo, hi, flat = self._segment(tile, block, slice_index)
+        if hi > lo:
+            tile.view(-1).index_fill_(0, flat, 0)
 
 
 class MaskedPairs(PairTiles):
     """Pairs in their original order, masked per tile: no host offsets, so no device synchronisation."""
 
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        if self.codes.numel() == 0:
-            return
+    def _inside(self, tile: torch.Tensor, block: int, slice_index: int) -> tuple[torch.Tensor, ...]:
+        """For every pair: whether it lies in the tile, its (clamped) flat index, and its code there (0 outside)."""
         rows, positions = self.pairs.rows, self.pairs.positions
         first_row, (start, _stop) = self.row_starts[block], self.bounds[slice_index]
         local_row, local_column = rows - first_row, positions - start
@@ -170,7 +180,16 @@ class MaskedPairs(PairTiles):
         inside &= local_column < tile.shape[1]
         flat = (local_row * tile.shape[1] + local_column).clamp_(0, tile.numel() - 1)
         values = torch.take(tile, flat)
-        self._codes_like(tile).add_(torch.where(inside, values, torch.zeros_like(values)))
+        return inside, flat, torch.where(inside, values, torch.zeros_like(values))
+
+    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+        if self.codes.numel():
+            self._codes_like(tile).add_(self._inside(tile, block, slice_index)[2])
+
+    def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
+        if self.codes.numel():  # adding -code inside the tile, 0 elsewhere: no write races on clamped indices
+            _inside, flat, values = self._inside(tile, block, slice_index)
+            tile.view(-1).index_put_((flat,), values.neg_(), accumulate=True)
 
 
 def pair_tiles(

@@ -8,8 +8,6 @@ before it, and the counts stay on the device until the evaluator needs them.
 
 from __future__ import annotations
 
-from dataclasses import fields
-
 import torch
 
 from kgeval import batching
@@ -38,8 +36,10 @@ def rank_side(
     position_of: torch.Tensor | None,
     sizes: batching.Sizes,
     progress: object | None = None,
-) -> BatchCounts:
-    """Counts of every task of one side, in the order of ``queries``.
+    raw_too: bool = False,
+) -> tuple[BatchCounts, BatchCounts | None]:
+    """Counts of every task of one side, in the order of ``queries``: filtered (raw without ``side_index``),
+    and raw as well when ``raw_too``.
 
     Parameters
     ----------
@@ -55,6 +55,8 @@ def rank_side(
     sizes : batching.Sizes
     progress : tqdm-like, optional
         Receives ``update(number of tasks)`` after each batch.
+    raw_too : bool, default=False
+        With ``side_index``, also return the raw counts of the same pass.
     """
     device = queries.device
     starts = lengths = None
@@ -65,7 +67,7 @@ def rank_side(
     layout, kernel = default_layout(device), default_kernel(device)
     workspace = Workspace()
 
-    def run(begin: int, end: int) -> BatchCounts:
+    def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:
         batch = plan.batch(begin, end, sizes.tile_rows)
         batch_true = true_positions[batch.tasks]
         tiles = num_filtered = None
@@ -76,7 +78,7 @@ def rank_side(
             num_filtered = pairs.num_filtered
         counts = count_batch(
             scorer, batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered,
-            kernel, workspace,
+            raw_too, kernel, workspace,
         )  # fmt: skip
         if progress is not None:
             progress.update(end - begin)  # type: ignore[attr-defined]
@@ -86,7 +88,10 @@ def rank_side(
     parts = batching.run_with_retry(plan.ranges(sizes.batch_size, sizes.max_pairs), run, key, sizes.automatic, device)
     restore = torch.empty_like(plan.order)
     restore[plan.order] = torch.arange(plan.num_tasks, device=device)
-    return BatchCounts(*(torch.cat([getattr(part, f.name) for part in parts])[restore] for f in fields(BatchCounts)))
+    counts = BatchCounts.cat([part[0] for part in parts], restore)
+    if side_index is None or not raw_too:
+        return counts, None
+    return counts, BatchCounts.cat([part[1] for part in parts], restore)  # type: ignore[misc]
 
 
 def _pairs(

@@ -20,6 +20,7 @@ sorted whitelist of ``restrict_entities_to``). A scorer is driven as::
 
 from __future__ import annotations
 
+import math
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -32,6 +33,9 @@ CANDIDATE_KEYWORD: dict[Target, str] = {"tail": "tails", "head": "heads"}
 
 #: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
 SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
+
+#: scores are finite when |q . c| (or ||q - c||_1) is provably below this (float32 overflows at ~2**128)
+FINITE_BOUND = 2.0**100
 
 #: copying a score row costs about as much as this many query dimensions of a GEMM row (measured on CPU)
 ROW_COPY_COST_IN_DIMS = 16
@@ -77,6 +81,8 @@ class CandidateScorer:
     slices_save_work: bool = True
     #: whether :meth:`block` returns a fresh tensor the caller may overwrite
     owns_blocks: bool = False
+    #: whether the current scores are known to hold no NaN (then counting skips its NaN checks)
+    nan_free: bool = False
 
     def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
         self.model = model
@@ -144,6 +150,7 @@ class FullRowScorer(CandidateScorer):
         if self.candidate_ids is not None:
             scores = scores.index_select(1, self.candidate_ids)
         self._row = scores
+        self.nan_free = _nan_free(scores)
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         return self._row[query_start:query_stop, self._start : self._stop]
@@ -162,6 +169,7 @@ class SlicedScorer(CandidateScorer):
         else:
             raw = getattr(self.model, method)(queries, **{CANDIDATE_KEYWORD[self.target]: ids})
         self._slab = check_scores(raw, (queries.shape[0], stop - start), method)  # type: ignore[union-attr]
+        self.nan_free = _nan_free(self._slab)
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         return self._slab[query_start:query_stop]
@@ -187,6 +195,7 @@ class GemmScorer(CandidateScorer):
             candidates = torch.cat([candidates, (candidates * candidates).sum(dim=1, keepdim=True)], dim=1)
         self._candidates = candidates
         self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
+        self._largest = _largest(candidates)
 
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
@@ -197,6 +206,12 @@ class GemmScorer(CandidateScorer):
         if self.similarity == "l2":
             vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
         self._vectors = vectors.to(self._candidates.dtype)
+        self.nan_free = self._bounded(_largest(self._vectors))
+
+    def _bounded(self, largest_query: float) -> bool:
+        """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
+        bound = self._vectors.shape[1] * largest_query * self._largest
+        return self._vectors.device.type == "cpu" and bound < FINITE_BOUND
 
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
@@ -229,6 +244,10 @@ class L1Scorer(GemmScorer):
     cdist computes the pairwise distances directly, so no (B, E, d) temporary is ever built.
     """
 
+    def _bounded(self, largest_query: float) -> bool:
+        bound = self._vectors.shape[1] * (largest_query + self._largest)
+        return self._vectors.device.type == "cpu" and bound < FINITE_BOUND
+
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         return torch.cdist(vectors, self._slice, p=1).neg_()
 
@@ -256,6 +275,20 @@ def make_scorer(
     if accepts_keyword(getattr(model, SCORE_METHOD[target]), CANDIDATE_KEYWORD[target]):
         return SlicedScorer(model, target, num_entities, candidate_ids)
     return FullRowScorer(model, target, num_entities, candidate_ids)
+
+
+def _nan_free(scores: torch.Tensor) -> bool:
+    """Whether a CPU score block holds no NaN, by one row-sum pass (+inf and -inf in one row answer "unknown": False).
+    Always False on other devices, where the check would synchronise (their counting kernel checks anyway)."""
+    return scores.device.type == "cpu" and not bool(torch.isnan(scores.sum(dim=1)).any())
+
+
+def _largest(vectors: torch.Tensor) -> float:
+    """max |v| over a matrix (inf for NaN / inf entries or on non-CPU devices, where it would synchronise)."""
+    if vectors.device.type != "cpu" or vectors.numel() == 0:
+        return math.inf if vectors.numel() else 0.0
+    largest = float(vectors.abs().max())
+    return largest if math.isfinite(largest) else math.inf
 
 
 def _check_vectors(vectors: Any, shape: tuple[int, int | None], method: str) -> torch.Tensor:

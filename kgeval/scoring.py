@@ -287,7 +287,7 @@ def _largest(vectors: torch.Tensor) -> float:
     """max |v| over a matrix (inf for NaN / inf entries or on non-CPU devices, where it would synchronise)."""
     if vectors.device.type != "cpu" or vectors.numel() == 0:
         return math.inf if vectors.numel() else 0.0
-    largest = float(vectors.abs().max())
+    largest = float(vectors.detach().abs().max())
     return largest if math.isfinite(largest) else math.inf
 
 

@@ -37,7 +37,7 @@ class TransE(QueryCandidateModule):
         self, num_entities: int, num_relations: int, dim: int = 64, p: int = 2, seed: int | None = None
     ) -> None:
         super().__init__(num_entities, num_relations, dim)
-        if p not in (1, 2) or isinstance(p, bool):
+        if isinstance(p, bool) or not isinstance(p, int) or p not in (1, 2):
             raise ValueError(f"p must be 1 or 2, got {p!r}")
         self.p = p
         self.kgeval_similarity = "l1" if p == 1 else "l2"

@@ -80,13 +80,11 @@ class SideIndex:
     def lookup(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start offsets and lengths (both (B,)) of each query key's value run; length 0 for unknown keys."""
         packed = _pack(key_first, key_second)
+        if self.keys.numel() == 0:
+            return torch.zeros_like(packed), torch.zeros_like(packed)
         position = torch.searchsorted(self.keys, packed)
-        clamped = position.clamp(max=max(self.keys.numel() - 1, 0))
-        found = (
-            (position < self.keys.numel()) & (self.keys[clamped] == packed)
-            if self.keys.numel()
-            else (torch.zeros_like(packed, dtype=torch.bool))
-        )
+        clamped = position.clamp(max=self.keys.numel() - 1)
+        found = (position < self.keys.numel()) & (self.keys[clamped] == packed)
         start = torch.where(found, self.offsets[clamped], torch.zeros_like(packed))
         length = torch.where(found, self.offsets[clamped + 1] - self.offsets[clamped], torch.zeros_like(packed))
         return start, length

@@ -1,0 +1,69 @@
+"""kgeval.filtering: the CSR filter index against brute force, its build paths and its content cache."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval.filtering import FilterIndex, FilterIndexCache, stable_argsort
+
+
+def _brute_force(known: set, target: str, queries: list, num_entities: int) -> list[tuple[int, int]]:
+    pairs = []
+    for row, (a, b) in enumerate(queries):
+        for e in range(num_entities):
+            if ((a, b, e) if target == "tail" else (e, a, b)) in known:
+                pairs.append((row, e))
+    return pairs
+
+
+@pytest.mark.parametrize("scale", [1, 2**22])  # 2**22: ids too large to pack into one int64
+@pytest.mark.parametrize("seed", range(4))
+def test_excluded_pairs_match_brute_force(seed: int, scale: int) -> None:
+    rng = np.random.default_rng(seed)
+    ids = rng.integers(0, 6, size=(60, 3))
+    triples = torch.from_numpy(ids * np.array([scale, 1, scale]))  # entities spaced by `scale`
+    index = FilterIndex(triples)
+    assert index.num_triples == len({tuple(row) for row in ids.tolist()})
+    known = {tuple(row) for row in triples.tolist()}
+    for target in ("tail", "head"):
+        queries = rng.integers(0, 6, size=(25, 2)) * (
+            np.array([scale, 1]) if target == "tail" else np.array([1, scale])
+        )
+        rows, entities = index.excluded(target, torch.from_numpy(queries))
+        entity_ids = sorted({row[0] for row in known} | {row[2] for row in known})
+        expected = [
+            (row, e)
+            for row, (a, b) in enumerate(queries.tolist())
+            for e in entity_ids
+            if ((a, b, e) if target == "tail" else (e, a, b)) in known
+        ]
+        assert list(zip(rows.tolist(), entities.tolist(), strict=True)) == expected
+
+
+def test_duplicates_and_empty_index() -> None:
+    index = FilterIndex(torch.tensor([[0, 0, 1], [0, 0, 1], [2, 1, 0]]))
+    assert index.num_triples == 2
+    rows, entities = index.excluded("head", torch.tensor([[0, 1], [1, 0]]))
+    assert (rows.tolist(), entities.tolist()) == ([0, 1], [0, 2])
+    empty = FilterIndex(torch.zeros(0, 3, dtype=torch.long))
+    rows, entities = empty.excluded("tail", torch.tensor([[0, 0]]))
+    assert rows.numel() == entities.numel() == 0
+
+
+def test_cache_is_keyed_by_content() -> None:
+    cache = FilterIndexCache(max_size=2)
+    first = torch.tensor([[0, 0, 1], [1, 0, 2]])
+    index = cache.get([first], torch.device("cpu"))
+    assert cache.get([first.clone()], torch.device("cpu")) is index
+    assert (cache.hits, cache.misses) == (1, 1)
+    assert cache.get([first[:1], first[1:]], torch.device("cpu")) is not index  # other tensor boundaries
+    cache.get([first + 1], torch.device("cpu"))
+    cache.get([first.flip(0)], torch.device("cpu"))
+    assert cache.get([first], torch.device("cpu")) is not index  # evicted (least recently used)
+
+
+def test_stable_argsort_matches_torch() -> None:
+    values = torch.from_numpy(np.random.default_rng(0).integers(0, 5, size=200))
+    assert torch.equal(stable_argsort(values), torch.argsort(values, stable=True))

@@ -1,0 +1,75 @@
+"""kgeval.planning: task order, distinct queries, batch ranges and row blocks of one side."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval.planning import SidePlan
+
+
+def _plan(seed: int, slice_size: int = 4, with_pairs: bool = True):
+    rng = np.random.default_rng(seed)
+    queries = torch.from_numpy(rng.integers(0, 4, size=(40, 2)))
+    true_positions = torch.from_numpy(rng.integers(0, 10, size=40))
+    pair_counts = torch.from_numpy(rng.integers(1, 6, size=40)) if with_pairs else None
+    return queries, true_positions, pair_counts, SidePlan(queries, true_positions, slice_size, pair_counts)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_order_groups_by_true_slice_then_query(seed: int) -> None:
+    queries, true_positions, _counts, plan = _plan(seed)
+    order = plan.order
+    assert sorted(order.tolist()) == list(range(40))
+    keys = [(int(p) // 4, *queries[i].tolist()) for i, p in zip(order.tolist(), true_positions[order], strict=True)]
+    assert keys == sorted(keys)
+    for position, task in enumerate(order.tolist()):
+        assert plan.distinct_queries[plan.query_id[position]].tolist() == queries[task].tolist()
+    assert len(plan.distinct_queries) == len(set(keys))
+
+
+@pytest.mark.parametrize(("batch_size", "max_pairs"), [(7, 1000), (40, 12), (1, 1), (100, 1)])
+def test_ranges_respect_sizes_and_groups(batch_size: int, max_pairs: int) -> None:
+    _queries, true_positions, counts, plan = _plan(0)
+    ranges = list(plan.ranges(batch_size, max_pairs))
+    assert [begin for begin, _ in ranges] == [0, *(end for _, end in ranges[:-1])]
+    assert ranges[-1][1] == 40
+    sorted_counts = counts[plan.order]
+    sorted_slices = (true_positions[plan.order] // 4).tolist()
+    for begin, end in ranges:
+        assert 1 <= end - begin <= batch_size
+        assert end - begin == 1 or int(sorted_counts[begin:end].sum()) <= max_pairs
+        assert len(set(sorted_slices[begin:end])) == 1
+
+
+@pytest.mark.parametrize("tile_rows", [1, 3, 16])
+def test_batch_blocks_map_task_rows_to_distinct_queries(tile_rows: int) -> None:
+    queries, true_positions, counts, plan = _plan(1)
+    for begin, end in plan.ranges(12, 10**6):
+        batch = plan.batch(begin, end, tile_rows)
+        assert torch.equal(batch.tasks, plan.order[begin:end])
+        assert batch.true_slice == int(true_positions[batch.tasks[0]]) // 4
+        assert batch.num_pairs == int(counts[batch.tasks].sum())
+        covered = []
+        for block in batch.blocks:
+            assert block.row_stop - block.row_start <= tile_rows
+            rows = range(block.row_start, block.row_stop)
+            local = list(rows) if block.query_rows is None else block.query_rows.tolist()
+            if block.query_rows is None:
+                local = [r - block.row_start for r in rows]
+            for row, query_row in zip(rows, local, strict=True):
+                query = batch.queries[block.query_start + query_row]
+                assert query.tolist() == queries[batch.tasks[row]].tolist()
+            covered.extend(rows)
+        assert covered == list(range(end - begin))
+        per_task = counts[batch.tasks].tolist()
+        expected_offsets = [sum(per_task[: block.row_start]) for block in batch.blocks] + [sum(per_task)]
+        assert list(batch.pair_offsets) == expected_offsets
+
+
+def test_unfiltered_plan_has_no_pairs() -> None:
+    _queries, _true, _counts, plan = _plan(2, with_pairs=False)
+    batch = plan.batch(0, 5, 2)
+    assert batch.num_pairs == 0
+    assert set(batch.pair_offsets) == {0}

@@ -71,6 +71,32 @@ def expand_pairs(
     return BatchPairs(rows, positions, lengths - 1 - num_outside)
 
 
+@dataclass
+class QueryGroup:
+    """Task rows [row_start, row_stop) of a batch that share a query and so their filtered candidates."""
+
+    row_start: int
+    row_stop: int
+    positions: torch.Tensor  #: (m,) sorted candidate positions of the known answers (the true answers included)
+
+    @property
+    def num_filtered(self) -> int:
+        """Filtered candidates other than the true answer (which every run holds)."""
+        return int(self.positions.numel()) - 1
+
+
+def query_groups(side: SideIndex, plans: Sequence, position_of: torch.Tensor | None) -> list[QueryGroup]:
+    """The :class:`QueryGroup` of each planned group (kgeval.planning.QueryGroupPlan); CPU only (masks)."""
+    groups = []
+    for plan in plans:
+        positions = side.values[plan.run_start : plan.run_start + plan.run_length]
+        if position_of is not None:
+            positions = position_of[positions]
+            positions = positions[positions >= 0]
+        groups.append(QueryGroup(plan.row_start, plan.row_stop, positions))
+    return groups
+
+
 class PairTiles:
     """Per-tile gathers of pair codes, then per-row sums of the codes and of their absolute values.
 
@@ -123,7 +149,8 @@ class SortedPairs(PairTiles):
     """Pairs grouped by (slice, row block) with host-side offsets: each tile gathers one contiguous segment.
 
     With a single slice the pairs are already grouped (they are sorted by row) and the offsets come from the
-    plan; with several slices one stable sort per batch groups them.
+    plan; with several slices one stable sort per batch groups them. :class:`QueryGroup` rows are handled as
+    blocks: one ``index_fill_`` / ``index_select`` over their rows and their shared positions per tile.
     """
 
     def __init__(
@@ -132,8 +159,11 @@ class SortedPairs(PairTiles):
         row_starts: Sequence[int],
         pair_offsets: Sequence[int],
         bounds: Sequence[tuple[int, int]],
+        groups: Sequence[QueryGroup] = (),
     ) -> None:
         super().__init__(pairs, row_starts, pair_offsets, bounds)
+        self._groups_of_block = self._place_groups(groups)
+        self._group_sums = torch.zeros(2, self.row_starts[-1], dtype=torch.float64, device=pairs.rows.device)
         rows, positions = pairs.rows, pairs.positions
         if len(self.bounds) == 1:
             self.segments = self.pair_offsets
@@ -157,15 +187,47 @@ class SortedPairs(PairTiles):
             return lo, hi, self._flat[lo:hi] - first_row * tile.shape[1]
         return lo, hi, (self._rows[lo:hi] - first_row) * tile.shape[1] + (self._positions[lo:hi] - start)
 
+    def _place_groups(self, groups: Sequence[QueryGroup]) -> list[list[tuple[int, int, torch.Tensor, list[int]]]]:
+        """Per row block: (first row, last row + 1, positions, per-slice offsets into positions) of its groups."""
+        starts = torch.tensor([start for start, _stop in self.bounds])
+        placed: list[list] = [[] for _ in self.row_starts[:-1]]
+        for group in groups:
+            offsets = [0, group.positions.numel()]
+            if len(self.bounds) > 1:
+                offsets = [*torch.searchsorted(group.positions.cpu(), starts).tolist(), group.positions.numel()]
+            for block, (first, last) in enumerate(zip(self.row_starts[:-1], self.row_starts[1:], strict=True)):
+                lo, hi = max(group.row_start, first), min(group.row_stop, last)
+                if lo < hi:
+                    placed[block].append((lo, hi, group.positions, offsets))
+        return placed
+
+    def _group_columns(self, block: int, slice_index: int):
+        """(local rows slice, batch rows slice, columns in the tile) of the groups inside a tile."""
+        first, start = self.row_starts[block], self.bounds[slice_index][0]
+        for lo, hi, positions, offsets in self._groups_of_block[block]:
+            a, b = (offsets[slice_index], offsets[slice_index + 1]) if len(self.bounds) > 1 else (0, offsets[-1])
+            if b > a:
+                yield slice(lo - first, hi - first), slice(lo, hi), positions[a:b] - start
+
     def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
         lo, hi, flat = self._segment(tile, block, slice_index)
         if hi > lo:
             torch.take(tile, flat, out=self._codes_like(tile)[lo:hi])
+        for local, rows, columns in self._group_columns(block, slice_index):
+            codes = tile[local].index_select(1, columns)
+            self._group_sums[0, rows] += codes.sum(dim=1)
+            self._group_sums[1, rows] += codes.abs_().sum(dim=1)
 
     def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
         lo, hi, flat = self._segment(tile, block, slice_index)
         if hi > lo:
             tile.view(-1).index_fill_(0, flat, 0)
+        for local, _rows, columns in self._group_columns(block, slice_index):
+            tile[local].index_fill_(1, columns, 0)
+
+    def sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        total, absolute = super().sums(size)
+        return total + self._group_sums[0], absolute + self._group_sums[1]
 
 
 class MaskedPairs(PairTiles):
@@ -198,7 +260,12 @@ def pair_tiles(
     pair_offsets: Sequence[int],
     bounds: Sequence[tuple[int, int]],
     layout: str,
+    groups: Sequence[QueryGroup] = (),
 ) -> PairTiles:
-    """The pair layout by name: ``"sorted"`` (CPU) or ``"masked"`` (devices, no synchronisation)."""
-    kind = SortedPairs if layout == "sorted" else MaskedPairs
-    return kind(pairs, row_starts, pair_offsets, bounds)
+    """The pair layout by name: ``"sorted"`` (CPU; may take query groups) or ``"masked"`` (devices, no
+    synchronisation; groups must be expanded into pairs instead)."""
+    if layout == "sorted":
+        return SortedPairs(pairs, row_starts, pair_offsets, bounds, groups)
+    if groups:
+        raise ValueError("query groups need the 'sorted' pair layout")
+    return MaskedPairs(pairs, row_starts, pair_offsets, bounds)

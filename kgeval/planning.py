@@ -32,6 +32,21 @@ class PlannedBatch:
     blocks: tuple[RowBlock, ...]
     #: index of the first filtered pair of each row block, then ``num_pairs`` (pairs are sorted by task row)
     pair_offsets: tuple[int, ...]
+    #: repeated queries whose filtered candidates are handled as a block (kgeval.pairs.QueryGroup)
+    groups: tuple[QueryGroupPlan, ...] = ()
+    #: LongTensor (B,): filtered pairs to expand per task (0 for the tasks of ``groups``)
+    pair_counts: torch.Tensor | None = None
+
+
+@dataclass(frozen=True)
+class QueryGroupPlan:
+    """Task rows [row_start, row_stop) of a batch sharing one query, whose known answers are the index run
+    [run_start, run_start + run_length)."""
+
+    row_start: int
+    row_stop: int
+    run_start: int
+    run_length: int
 
 
 class SidePlan:
@@ -45,8 +60,12 @@ class SidePlan:
         Candidate position of every task's true answer.
     slice_size : int
         Width of the candidate slices.
-    pair_counts : LongTensor of shape (n,), optional
-        Filtered pairs of every task (None: unfiltered).
+    pair_counts, pair_starts : LongTensor of shape (n,), optional
+        Length and start of every task's run in the filter index (None: unfiltered).
+    group_min_pairs : int, optional
+        A query shared by several tasks whose runs hold at least this many pairs in total becomes a group:
+        its filtered candidates are removed with one block operation per tile instead of pair by pair
+        (kgeval.pairs). None: no groups.
     """
 
     def __init__(
@@ -55,6 +74,8 @@ class SidePlan:
         true_positions: torch.Tensor,
         slice_size: int,
         pair_counts: torch.Tensor | None = None,
+        pair_starts: torch.Tensor | None = None,
+        group_min_pairs: int | None = None,
     ) -> None:
         keys = (queries[:, 0] << 32) | queries[:, 1]
         slice_of_task = true_positions // slice_size
@@ -71,7 +92,15 @@ class SidePlan:
         self._query_id = self.query_id.cpu().numpy()
         self._slices = sorted_slices.cpu().numpy()
         counts = pair_counts[order].cpu().numpy() if pair_counts is not None else np.zeros(self.num_tasks, np.int64)
-        self._pairs_before = np.concatenate([[0], np.cumsum(counts)])
+        self._run_lengths = counts
+        self._grouped = np.zeros(self.num_tasks, dtype=bool)
+        if group_min_pairs is not None and pair_starts is not None and self.num_tasks:
+            multiplicity = np.bincount(self._query_id)[self._query_id]
+            self._grouped = (multiplicity >= 2) & (multiplicity * counts >= group_min_pairs)
+            self._run_starts = pair_starts[order].cpu().numpy()
+        expanded = np.where(self._grouped, 0, counts)
+        self._pairs_before = np.concatenate([[0], np.cumsum(expanded)])
+        self._expanded = torch.from_numpy(expanded).to(order.device)
 
     def ranges(self, batch_size: int, max_pairs: int) -> Iterator[tuple[int, int]]:
         """Batches as [begin, end) ranges of the order: at most ``batch_size`` tasks and, beyond a first task,
@@ -100,6 +129,8 @@ class SidePlan:
         before = self._pairs_before
         pair_offsets = tuple(int(before[begin + block.row_start] - before[begin]) for block in blocks)
         return PlannedBatch(
+            groups=self._groups(begin, end),
+            pair_counts=self._expanded[begin:end],
             begin=begin,
             end=end,
             tasks=self.order[begin:end],
@@ -109,3 +140,19 @@ class SidePlan:
             blocks=tuple(blocks),
             pair_offsets=(*pair_offsets, int(before[end] - before[begin])),
         )
+
+    def _groups(self, begin: int, end: int) -> tuple[QueryGroupPlan, ...]:
+        """The grouped tasks of [begin, end), one entry per query (rows relative to ``begin``)."""
+        rows = np.flatnonzero(self._grouped[begin:end])
+        if rows.size == 0:
+            return ()
+        ids = self._query_id[begin + rows]
+        firsts = np.flatnonzero(np.diff(ids, prepend=-1))
+        lasts = [*(firsts[1:] - 1), rows.size - 1]
+        return tuple(
+            QueryGroupPlan(
+                int(rows[a]), int(rows[b]) + 1, int(self._run_starts[begin + rows[a]]),
+                int(self._run_lengths[begin + rows[a]]),
+            )
+            for a, b in zip(firsts, lasts, strict=True)
+        )  # fmt: skip

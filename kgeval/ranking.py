@@ -13,9 +13,12 @@ import torch
 from kgeval import batching
 from kgeval.counting import BatchCounts, Workspace, count_batch, slice_bounds
 from kgeval.filtering import SideIndex
-from kgeval.pairs import BatchPairs, expand_pairs, pair_tiles
+from kgeval.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval.planning import PlannedBatch, SidePlan
 from kgeval.scoring import CandidateScorer
+
+#: a query shared by several tasks whose known answers add up to this many pairs is filtered as one block
+GROUP_MIN_PAIRS = 2048
 
 
 def default_kernel(device: torch.device) -> str:
@@ -62,9 +65,10 @@ def rank_side(
     starts = lengths = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
-    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths)
-    bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     layout, kernel = default_layout(device), default_kernel(device)
+    group_min_pairs = GROUP_MIN_PAIRS if layout == "sorted" else None
+    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs)
+    bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     workspace = Workspace()
 
     def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:
@@ -72,10 +76,13 @@ def rank_side(
         batch_true = true_positions[batch.tasks]
         tiles = num_filtered = None
         if side_index is not None:
-            pairs = _pairs(side_index, batch, starts, lengths, batch_true, position_of)  # type: ignore[arg-type]
+            pairs = _pairs(side_index, batch, starts, batch_true, position_of)  # type: ignore[arg-type]
+            groups = query_groups(side_index, batch.groups, position_of)
             row_starts = [block.row_start for block in batch.blocks] + [end - begin]
-            tiles = pair_tiles(pairs, row_starts, batch.pair_offsets, bounds, layout)
+            tiles = pair_tiles(pairs, row_starts, batch.pair_offsets, bounds, layout, groups)
             num_filtered = pairs.num_filtered
+            for group in groups:
+                num_filtered[group.row_start : group.row_stop] = group.num_filtered
         counts = count_batch(
             scorer, batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered,
             raw_too, kernel, workspace,
@@ -98,13 +105,9 @@ def _pairs(
     side_index: SideIndex,
     batch: PlannedBatch,
     starts: torch.Tensor,
-    lengths: torch.Tensor,
     true_positions: torch.Tensor,
     position_of: torch.Tensor | None,
 ) -> BatchPairs:
-    """The filtered pairs of one batch (kgeval.pairs.expand_pairs on the batch's runs)."""
-    if batch.num_pairs == 0:
-        return BatchPairs.empty(batch.tasks.numel(), true_positions.device)
-    return expand_pairs(
-        side_index, starts[batch.tasks], lengths[batch.tasks], batch.num_pairs, true_positions, position_of
-    )
+    """The filtered pairs of one batch, except its query groups (kgeval.pairs.expand_pairs on its runs)."""
+    lengths = batch.pair_counts
+    return expand_pairs(side_index, starts[batch.tasks], lengths, batch.num_pairs, true_positions, position_of)

@@ -73,3 +73,17 @@ def test_unfiltered_plan_has_no_pairs() -> None:
     batch = plan.batch(0, 5, 2)
     assert batch.num_pairs == 0
     assert set(batch.pair_offsets) == {0}
+
+
+def test_repeated_queries_with_many_pairs_become_groups() -> None:
+    queries = torch.tensor([[0, 0], [1, 0], [0, 0], [2, 0], [0, 0], [1, 0]])
+    pair_counts, pair_starts = torch.tensor([5, 1, 5, 9, 5, 1]), torch.tensor([10, 3, 10, 20, 10, 3])
+    plan = SidePlan(queries, torch.zeros(6, dtype=torch.long), 4, pair_counts, pair_starts, group_min_pairs=10)
+    batch = plan.batch(0, 6, 6)
+    # order: the three (0, 0) tasks (15 pairs: a group), the two (1, 0) tasks (2 pairs), then (2, 0)
+    assert [(g.row_start, g.row_stop, g.run_start, g.run_length) for g in batch.groups] == [(0, 3, 10, 5)]
+    assert batch.pair_counts.tolist() == [0, 0, 0, 1, 1, 9]
+    assert batch.num_pairs == 11
+    split = plan.batch(1, 4, 2)
+    assert [(g.row_start, g.row_stop) for g in split.groups] == [(0, 2)]
+    assert SidePlan(queries, torch.zeros(6, dtype=torch.long), 4, pair_counts, pair_starts).batch(0, 6, 6).groups == ()

@@ -22,17 +22,25 @@ from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
 
 MODELS = {"sliced": TableModel, "full_rows": FullScoreTableModel}
-VARIANTS = [("sign", "sorted"), ("compare", "masked"), ("sign", "masked"), ("compare", "sorted")]
+#: (counting kernel, pair layout, GROUP_MIN_PAIRS): 1 makes every repeated query a block-filtered group
+VARIANTS = [("sign", "sorted", 1), ("sign", "sorted", None), ("compare", "masked", None), ("sign", "masked", None),
+            ("compare", "sorted", 1)]  # fmt: skip
 SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 
 
-@pytest.fixture(params=VARIANTS, ids=["-".join(v) for v in VARIANTS])
-def variant(request, monkeypatch) -> tuple[str, str]:
-    """Force a counting kernel and a pair layout (the defaults depend on the device)."""
-    kernel, layout = request.param
-    monkeypatch.setattr(ranking, "default_kernel", lambda device: kernel)
-    monkeypatch.setattr(ranking, "default_layout", lambda device: layout)
-    return kernel, layout
+def _force(patch, variant) -> None:
+    """Force a counting kernel, a pair layout (the defaults depend on the device) and the group threshold."""
+    kernel, layout, group_min_pairs = variant
+    patch.setattr(ranking, "default_kernel", lambda device: kernel)
+    patch.setattr(ranking, "default_layout", lambda device: layout)
+    if group_min_pairs is not None:
+        patch.setattr(ranking, "GROUP_MIN_PAIRS", group_min_pairs)
+
+
+@pytest.fixture(params=VARIANTS, ids=["-".join(map(str, v)) for v in VARIANTS])
+def variant(request, monkeypatch) -> tuple:
+    _force(monkeypatch, request.param)
+    return request.param
 
 
 def _evaluate(graph, table, model_kind, filtered, batch_size, slice_size, **kwargs) -> RankBasedMetricResults:
@@ -62,10 +70,8 @@ def test_edge_cases_match_reference(case: str, model_kind: str, variant) -> None
 )
 def test_random_graphs_match_reference(data, model_kind, filtered, sizes, variant) -> None:
     graph, table = data
-    kernel, layout = variant
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ranking, "default_kernel", lambda device: kernel)
-        patch.setattr(ranking, "default_layout", lambda device: layout)
+        _force(patch, variant)
         results = _evaluate(graph, table, model_kind, filtered, *sizes)
     expected = reference_ranks(table, graph.triples, graph.filter_triples, filtered=filtered)
     assert_same_ranks(results.records, expected)
@@ -87,10 +93,8 @@ def test_restricted_candidates_match_reference(data, model_kind, filtered, sizes
     keep = [i for i, (h, _, t) in enumerate(graph.triples.tolist()) if h in set(allowed) and t in set(allowed)]
     if not keep:
         return
-    kernel, layout = variant
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(ranking, "default_kernel", lambda device: kernel)
-        patch.setattr(ranking, "default_layout", lambda device: layout)
+        _force(patch, variant)
         results = _evaluate(
             graph, table, model_kind, filtered, *sizes,
             restrict_entities_to=torch.from_numpy(allowed), drop_outside_restriction=True,

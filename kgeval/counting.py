@@ -99,6 +99,8 @@ class RowBlock:
     query_stop: int
     #: LongTensor (rows,): the query row (minus query_start) of each task row; None when it is the identity
     query_rows: torch.Tensor | None = None
+    #: the slices holding the true answers of these rows, when a batch mixes slices (else empty)
+    true_slices: tuple[int, ...] = ()
 
 
 def slice_bounds(num_candidates: int, slice_size: int) -> list[tuple[int, int]]:
@@ -110,7 +112,7 @@ def count_batch(
     scorer: CandidateScorer,
     queries: torch.Tensor,
     true_positions: torch.Tensor,
-    true_slice: int,
+    true_slice: int | None,
     bounds: Sequence[tuple[int, int]],
     blocks: Sequence[RowBlock],
     pairs: PairTiles | None = None,
@@ -128,8 +130,9 @@ def count_batch(
         The distinct queries of the batch, as passed to score_t / score_h.
     true_positions : LongTensor of shape (B,)
         Candidate position of each task's true answer; all inside ``bounds[true_slice]``.
-    true_slice : int
-        Index into ``bounds`` of the slice holding every true answer of the batch.
+    true_slice : int or None
+        Index into ``bounds`` of the slice holding every true answer of the batch. None: the answers lie in
+        several slices (``RowBlock.true_slices``) and a first pass reads the true scores from their tiles.
     bounds : sequence of (start, stop)
         The candidate slices, covering 0 .. num_candidates - 1.
     blocks : sequence of RowBlock
@@ -156,7 +159,13 @@ def count_batch(
     sums = torch.zeros(2, size, dtype=torch.float64, device=true_positions.device)
     true_scores: torch.Tensor | None = None
     scorer.begin(queries)
-    for j in [true_slice, *(j for j in range(len(bounds)) if j != true_slice)]:
+    if true_slice is None:
+        true_scores = _true_scores(scorer, true_positions, bounds, blocks, workspace)
+    for j in (
+        [true_slice, *(j for j in range(len(bounds)) if j != true_slice)]
+        if true_slice is not None
+        else range(len(bounds))
+    ):
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
         for index, block in enumerate(blocks):
@@ -181,6 +190,34 @@ def count_batch(
     if not raw_too:
         return counts, None
     return counts, BatchCounts.from_sums(sums + torch.stack(pairs.sums(size)), everything)
+
+
+def _true_scores(
+    scorer: CandidateScorer,
+    true_positions: torch.Tensor,
+    bounds: Sequence[tuple[int, int]],
+    blocks: Sequence[RowBlock],
+    workspace: Workspace,
+) -> torch.Tensor:
+    """The true scores of a batch whose answers lie in several slices, each read from the tile (of the shape
+    counting uses) that holds it."""
+    width = bounds[0][1] - bounds[0][0]
+    true_slice_of_row = true_positions // width
+    true_scores: torch.Tensor | None = None
+    for j in sorted({j for block in blocks for j in block.true_slices}):
+        start, stop = bounds[j]
+        scorer.start_slice(start, stop)
+        for block in blocks:
+            if j not in block.true_slices:
+                continue
+            rows = slice(block.row_start, block.row_stop)
+            tile, _owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
+            if true_scores is None:
+                true_scores = torch.empty(true_positions.numel(), dtype=tile.dtype, device=tile.device)
+            columns = (true_positions[rows] - start).clamp(0, stop - start - 1).unsqueeze(1)
+            found = tile.gather(1, columns).squeeze(1)
+            true_scores[rows] = torch.where(true_slice_of_row[rows] == j, found, true_scores[rows])
+    return true_scores  # type: ignore[return-value]
 
 
 def _sum_dtype(codes: torch.Tensor) -> torch.dtype:

@@ -27,7 +27,7 @@ class PlannedBatch:
     end: int
     tasks: torch.Tensor  #: LongTensor (B,): positions into the side's tasks
     queries: torch.Tensor  #: LongTensor (U, 2): the distinct queries of the batch
-    true_slice: int
+    true_slice: int | None  #: the slice holding every true answer; None: answers in several slices
     num_pairs: int  #: filtered pairs of the batch (host-known)
     blocks: tuple[RowBlock, ...]
     #: index of the first filtered pair of each row block, then ``num_pairs`` (pairs are sorted by task row)
@@ -66,6 +66,10 @@ class SidePlan:
         A query shared by several tasks whose runs hold at least this many pairs in total becomes a group:
         its filtered candidates are removed with one block operation per tile instead of pair by pair
         (kgeval.pairs). None: no groups.
+    by_true_slice : bool, default=True
+        Group the tasks by the slice of their true answer, so each batch reads its true scores from the tiles
+        it counts. False (few tasks over many slices) mixes the slices in a batch: the true scores then come
+        from a first pass over the true answers' tiles (same tile shapes), at most doubling the scoring.
     """
 
     def __init__(
@@ -76,14 +80,19 @@ class SidePlan:
         pair_counts: torch.Tensor | None = None,
         pair_starts: torch.Tensor | None = None,
         group_min_pairs: int | None = None,
+        by_true_slice: bool = True,
     ) -> None:
         keys = (queries[:, 0] << 32) | queries[:, 1]
         slice_of_task = true_positions // slice_size
+        if not by_true_slice:
+            slice_of_task = torch.zeros_like(slice_of_task)
         order = stable_argsort(keys)
         order = order[stable_argsort(slice_of_task[order])]
         sorted_keys, sorted_slices = keys[order], slice_of_task[order]
         new_query = torch.ones_like(sorted_keys, dtype=torch.bool)
         new_query[1:] = (sorted_keys[1:] != sorted_keys[:-1]) | (sorted_slices[1:] != sorted_slices[:-1])
+        self.by_true_slice = by_true_slice
+        self._true_slices = (true_positions[order] // slice_size).cpu().numpy()
         self.order = order
         self.query_id = torch.cumsum(new_query, dim=0) - 1  #: distinct-query id of each task, in plan order
         self.distinct_queries = queries[order[new_query]]
@@ -125,7 +134,12 @@ class SidePlan:
             query_rows = None
             if query_stop - query_start != row_stop - row_start:
                 query_rows = self.query_id[begin + row_start : begin + row_stop] - (first + query_start)
-            blocks.append(RowBlock(row_start, row_stop, query_start, query_stop, query_rows))
+            true_slices = (
+                ()
+                if self.by_true_slice
+                else tuple(np.unique(self._true_slices[begin + row_start : begin + row_stop]).tolist())
+            )
+            blocks.append(RowBlock(row_start, row_stop, query_start, query_stop, query_rows, true_slices))
         before = self._pairs_before
         pair_offsets = tuple(int(before[begin + block.row_start] - before[begin]) for block in blocks)
         return PlannedBatch(
@@ -135,7 +149,7 @@ class SidePlan:
             end=end,
             tasks=self.order[begin:end],
             queries=self.distinct_queries[first : int(ids[-1]) + 1],
-            true_slice=int(self._slices[begin]),
+            true_slice=int(self._slices[begin]) if self.by_true_slice else None,
             num_pairs=int(before[end] - before[begin]),
             blocks=tuple(blocks),
             pair_offsets=(*pair_offsets, int(before[end] - before[begin])),

@@ -21,6 +21,11 @@ from kgeval.scoring import CandidateScorer
 GROUP_MIN_PAIRS = 2048
 
 
+#: with fewer tasks per candidate slice, batches mix slices (one extra pass for the true scores) instead of
+#: grouping tasks by the slice of their answer: tiny groups would read every candidate for a handful of tasks
+MIN_TASKS_PER_SLICE = 64
+
+
 def default_kernel(device: torch.device) -> str:
     """The counting kernel for a device: "sign" on CPU, "compare" elsewhere (kgeval.counting)."""
     return "sign" if device.type == "cpu" else "compare"
@@ -67,8 +72,9 @@ def rank_side(
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
     layout, kernel = default_layout(device), default_kernel(device)
     group_min_pairs = GROUP_MIN_PAIRS if layout == "sorted" else None
-    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
+    by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * MIN_TASKS_PER_SLICE
+    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
 
     def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:

@@ -87,3 +87,16 @@ def test_repeated_queries_with_many_pairs_become_groups() -> None:
     split = plan.batch(1, 4, 2)
     assert [(g.row_start, g.row_stop) for g in split.groups] == [(0, 2)]
     assert SidePlan(queries, torch.zeros(6, dtype=torch.long), 4, pair_counts, pair_starts).batch(0, 6, 6).groups == ()
+
+
+def test_mixed_slices_order_by_query_only_and_list_each_blocks_true_slices() -> None:
+    queries, true_positions, counts, _ = _plan(3)
+    plan = SidePlan(queries, true_positions, 4, counts, by_true_slice=False)
+    keys = [tuple(queries[i].tolist()) for i in plan.order.tolist()]
+    assert keys == sorted(keys)
+    assert list(plan.ranges(40, 10**6)) == [(0, 40)]
+    batch = plan.batch(0, 40, 7)
+    assert batch.true_slice is None
+    for block in batch.blocks:
+        rows = batch.tasks[block.row_start : block.row_stop]
+        assert block.true_slices == tuple(sorted(set((true_positions[rows] // 4).tolist())))

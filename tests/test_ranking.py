@@ -22,19 +22,22 @@ from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
 
 MODELS = {"sliced": TableModel, "full_rows": FullScoreTableModel}
-#: (counting kernel, pair layout, GROUP_MIN_PAIRS): 1 makes every repeated query a block-filtered group
-VARIANTS = [("sign", "sorted", 1), ("sign", "sorted", None), ("compare", "masked", None), ("sign", "masked", None),
-            ("compare", "sorted", 1)]  # fmt: skip
+#: (counting kernel, pair layout, GROUP_MIN_PAIRS, MIN_TASKS_PER_SLICE): GROUP_MIN_PAIRS = 1 makes every
+#: repeated query a block-filtered group; MIN_TASKS_PER_SLICE = 10**9 makes every multi-slice batch mix slices
+VARIANTS = [("sign", "sorted", 1, None), ("sign", "sorted", None, 10**9), ("compare", "masked", None, None),
+            ("sign", "masked", None, 10**9), ("compare", "sorted", 1, 10**9)]  # fmt: skip
 SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 
 
 def _force(patch, variant) -> None:
-    """Force a counting kernel, a pair layout (the defaults depend on the device) and the group threshold."""
-    kernel, layout, group_min_pairs = variant
+    """Force a counting kernel, a pair layout (the defaults depend on the device) and the planning thresholds."""
+    kernel, layout, group_min_pairs, min_tasks_per_slice = variant
     patch.setattr(ranking, "default_kernel", lambda device: kernel)
     patch.setattr(ranking, "default_layout", lambda device: layout)
     if group_min_pairs is not None:
         patch.setattr(ranking, "GROUP_MIN_PAIRS", group_min_pairs)
+    if min_tasks_per_slice is not None:
+        patch.setattr(ranking, "MIN_TASKS_PER_SLICE", min_tasks_per_slice)
 
 
 @pytest.fixture(params=VARIANTS, ids=["-".join(map(str, v)) for v in VARIANTS])

@@ -1,0 +1,122 @@
+"""Shared benchmark plumbing: contenders run in their own subprocess, timed, with their peak RSS.
+
+A contender is a function ``(args) -> dict`` registered with :func:`contender`. The parent process runs
+``python <script> --worker NAME ...`` once per contender (and per round), so every contender's ``ru_maxrss`` is
+its own; the worker prints one JSON line with the best time of its repeats, its peak RSS and the RSS it had
+before timing started (after loading data and model), whose difference is the contender's extra memory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+
+ROOT = Path(__file__).resolve().parent.parent
+CONTENDERS: dict[str, Callable[[argparse.Namespace], dict[str, Any]]] = {}
+
+
+def contender(name: str) -> Callable:
+    """Register a contender: a function that sets up, then returns ``measure(callable)``'s result."""
+
+    def register(function: Callable) -> Callable:
+        CONTENDERS[name] = function
+        return function
+
+    return register
+
+
+def rss_mib() -> float:
+    """Current resident set size of this process in MiB."""
+    with open("/proc/self/statm") as statm:
+        return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process (``ru_maxrss``) in MiB."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def measure(run: Callable[[], Any], repeats: int, **extra: Any) -> dict[str, Any]:
+    """Best wall time of ``repeats`` calls of ``run`` (the first call included), with RSS figures."""
+    before = rss_mib()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - start)
+    peak = peak_rss_mib()
+    return {"seconds": min(times), "first_seconds": times[0], "peak_rss_mib": peak, "rss_before_mib": before,
+            "extra_rss_mib": peak - before, **extra}  # fmt: skip
+
+
+def run_worker(args: argparse.Namespace) -> None:
+    """Worker mode: run one contender and print its JSON line."""
+    torch.manual_seed(0)
+    result = CONTENDERS[args.worker](args)
+    print("RESULT " + json.dumps(result), flush=True)
+
+
+def run_contender(script: str, name: str, argv: list[str], timeout: float = 3600) -> dict[str, Any]:
+    """Run one contender in a fresh subprocess and parse its JSON line (errors become a "skipped" entry)."""
+    command = [sys.executable, script, "--worker", name, *argv]
+    environment = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=environment, check=False)
+    except subprocess.TimeoutExpired:
+        return {"skipped": f"timed out after {timeout:.0f} s"}
+    for line in done.stdout.splitlines():
+        if line.startswith("RESULT "):
+            return json.loads(line[len("RESULT ") :])
+    reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return {"skipped": reason[:200]}
+
+
+def best_of_rounds(results: list[dict[str, Any]]) -> dict[str, Any]:
+    """The round with the smallest time (peak RSS: the largest seen)."""
+    measured = [r for r in results if "seconds" in r]
+    if not measured:
+        return results[0]
+    best = dict(min(measured, key=lambda r: r["seconds"]))
+    best["peak_rss_mib"] = max(r["peak_rss_mib"] for r in measured)
+    best["extra_rss_mib"] = max(r["extra_rss_mib"] for r in measured)
+    return best
+
+
+def machine() -> str:
+    """One line describing the machine and the software."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next(line.split(":", 1)[1].strip() for line in info if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    return (
+        f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, torch {torch.__version__} "
+        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
+    )
+
+
+def load_average() -> str:
+    try:
+        return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "?"
+
+
+def format_table(rows: list[list[str]], header: list[str]) -> str:
+    """A Markdown table."""
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)

@@ -1,0 +1,316 @@
+"""kgeval against bare scoring, bare GEMMs, the models' own score_t, PyKEEN and TorchKGE, on one dataset.
+
+Usage::
+
+    python benchmarks/compare.py --dataset FB15k-237            # ../shared/data/FB15k-237 (or a folder path)
+    python benchmarks/compare.py --dataset WN18RR --pykeen-triples all
+
+Every contender runs in its own subprocess (so its peak RSS is its own) and reports its best time over
+``--repeats`` calls; with ``--rounds 2`` the whole set runs twice, interleaved, and the faster round counts (the
+machine may be shared). Printed: one table per group and the ratios the project's targets are stated in.
+All evaluations are filtered (train + valid + test), rank both sides and compute every metric.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import (
+    best_of_rounds,
+    contender,
+    format_table,
+    load_average,
+    machine,
+    measure,
+    run_contender,
+    run_worker,
+)
+
+#: the headline model (PyKEEN's comparison in the issue used DistMult, dim 200)
+DIM = 200
+#: fast-path models and their (complex) dimensions, chosen so every query has 200 real components
+FAST_MODELS = {
+    "DistMult": ("DistMult", {"dim": 200}),
+    "ComplEx": ("ComplEx", {"dim": 100}),
+    "RESCAL": ("RESCAL", {"dim": 100}),
+    "TransE-L1": ("TransE", {"dim": 200, "p": 1}),
+    "TransE-L2": ("TransE", {"dim": 200, "p": 2}),
+    "RotatE": ("RotatE", {"dim": 100}),
+}
+
+
+# -- set-up ----------------------------------------------------------------------------------------------------
+def _data(args: argparse.Namespace):
+    from kgeval.datasets import load_dataset, shared_data_dir
+
+    path = Path(args.dataset)
+    if not path.exists():
+        root = shared_data_dir()
+        if root is None:
+            raise SystemExit("no shared data directory: pass --dataset PATH")
+        path = root / args.dataset
+    data = load_dataset(str(path))
+    return data, [data.train, data.valid]
+
+
+def _kgeval_model(name: str, data) -> Any:
+    import kgeval.models
+
+    cls, kwargs = FAST_MODELS[name]
+    return getattr(kgeval.models, cls)(data.num_entities, data.num_relations, seed=0, **kwargs)
+
+
+class ScoresOnly:
+    """Exposes only ``score_t(batch)`` / ``score_h(batch)`` of a model (no candidate ids, no fast path)."""
+
+    def __init__(self, model: Any, record: list | None = None) -> None:
+        self.model, self.num_entities, self.record = model, model.num_entities, record
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        if self.record is not None:
+            self.record.append(("score_t", hr_batch.clone()))
+        return self.model.score_t(hr_batch)
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        if self.record is not None:
+            self.record.append(("score_h", rt_batch.clone()))
+        return self.model.score_h(rt_batch)
+
+
+def _evaluate(model: Any, data, known, triples=None, **kwargs) -> Any:
+    from kgeval import RankBasedEvaluator
+
+    triples = data.test if triples is None else triples
+    return RankBasedEvaluator(**kwargs).evaluate(model, triples, known, use_tqdm=False)
+
+
+def _task_queries(data) -> dict[str, torch.Tensor]:
+    return {"tail": data.test[:, [0, 1]], "head": data.test[:, [1, 2]]}
+
+
+# -- contenders ------------------------------------------------------------------------------------------------
+@contender("kgeval-fast")
+def kgeval_fast(args):
+    data, known = _data(args)
+    model = _kgeval_model(args.model, data)
+    with torch.inference_mode():
+        return measure(lambda: _evaluate(model, data, known), args.repeats)
+
+
+@contender("kgeval-own-score_t")
+def kgeval_own(args):
+    data, known = _data(args)
+    model = _kgeval_model(args.model, data)
+    return measure(lambda: _evaluate(model, data, known, fast_path=False), args.repeats)
+
+
+@contender("bare-gemm-all")
+def bare_gemm_all(args):
+    """The query of every task times all candidates, in kgeval's GEMM batch size: the GEMM of the same shapes."""
+    from kgeval.batching import CPU_GEMM_BATCH
+
+    data, _known = _data(args)
+    model = _kgeval_model(args.model, data)
+    queries = _task_queries(data)
+
+    def run() -> None:
+        with torch.inference_mode():
+            for target, pairs in queries.items():
+                candidates = model.kgeval_candidates(target)
+                for start in range(0, len(pairs), CPU_GEMM_BATCH):
+                    vectors = model.kgeval_query(pairs[start : start + CPU_GEMM_BATCH], target)
+                    if model.kgeval_similarity == "l1":
+                        torch.cdist(vectors, candidates, p=1)
+                    else:
+                        vectors @ candidates.T
+
+    return measure(run, args.repeats)
+
+
+@contender("bare-gemm-distinct")
+def bare_gemm_distinct(args):
+    """Only the distinct queries of each batch (what kgeval's planner multiplies), full candidate width."""
+    from kgeval.batching import CPU_GEMM_BATCH
+    from kgeval.planning import SidePlan
+
+    data, _known = _data(args)
+    model = _kgeval_model(args.model, data)
+    batches = []
+    for target, pairs in _task_queries(data).items():
+        answers = data.test[:, 2 if target == "tail" else 0]
+        plan = SidePlan(pairs, answers, data.num_entities)
+        batches += [(target, plan.batch(b, e, CPU_GEMM_BATCH).queries) for b, e in plan.ranges(CPU_GEMM_BATCH, 2**62)]
+
+    def run() -> None:
+        with torch.inference_mode():
+            for target, distinct in batches:
+                model.kgeval_query(distinct, target) @ model.kgeval_candidates(target).T
+
+    return measure(run, args.repeats, rows=sum(len(q) for _, q in batches), tasks=2 * len(data.test))
+
+
+@contender("kgeval-scores-only")
+def kgeval_scores_only(args):
+    data, known = _data(args)
+    model = ScoresOnly(_kgeval_model(args.model, data))
+    return measure(lambda: _evaluate(model, data, known), args.repeats)
+
+
+@contender("bare-scores-all")
+def bare_scores_all(args):
+    """score_t / score_h of every task's query, in kgeval's batch size for whole-row models."""
+    from kgeval.batching import CPU_SCORE_BUDGET
+
+    data, _known = _data(args)
+    model = ScoresOnly(_kgeval_model(args.model, data))
+    size = max(1, CPU_SCORE_BUDGET // data.num_entities)
+    queries = _task_queries(data)
+
+    def run() -> None:
+        with torch.inference_mode():
+            for target, pairs in queries.items():
+                method = model.score_t if target == "tail" else model.score_h
+                for start in range(0, len(pairs), size):
+                    method(pairs[start : start + size])
+
+    return measure(run, args.repeats)
+
+
+@contender("bare-scores-distinct")
+def bare_scores_distinct(args):
+    """Replays exactly the score_t / score_h calls kgeval made (distinct queries per batch)."""
+    data, known = _data(args)
+    inner = _kgeval_model(args.model, data)
+    calls: list = []
+    _evaluate(ScoresOnly(inner, record=calls), data, known)
+
+    def run() -> None:
+        with torch.inference_mode():
+            for method, batch in calls:
+                getattr(inner, method)(batch)
+
+    return measure(run, args.repeats, calls=len(calls))
+
+
+def _pykeen_model(args, data):
+    from pykeen import models
+    from pykeen.triples import CoreTriplesFactory
+
+    factory = CoreTriplesFactory.create(data.train, num_entities=data.num_entities, num_relations=data.num_relations)
+    return models.DistMult(triples_factory=factory, embedding_dim=DIM, random_seed=0)
+
+
+def _subset(args, data) -> torch.Tensor:
+    return data.test if args.pykeen_triples == "all" else data.test[: int(args.pykeen_triples)]
+
+
+@contender("pykeen")
+def pykeen_evaluator(args):
+    from pykeen.evaluation import RankBasedEvaluator
+
+    data, known = _data(args)
+    model, triples = _pykeen_model(args, data), _subset(args, data)
+    evaluator = RankBasedEvaluator(filtered=True)
+    run = lambda: evaluator.evaluate(model, triples, additional_filter_triples=known, use_tqdm=False)  # noqa: E731
+    return measure(run, 1, triples=len(triples))
+
+
+@contender("kgeval-on-pykeen")
+def kgeval_on_pykeen(args):
+    data, known = _data(args)
+    model, triples = _pykeen_model(args, data), _subset(args, data)
+    return measure(lambda: _evaluate(model, data, known, triples=triples), args.repeats, triples=len(triples))
+
+
+@contender("torchkge")
+def torchkge_evaluator(args):
+    import torchkge  # noqa: F401  (not installed here: the parent reports the contender as skipped)
+
+    raise SystemExit("torchkge is installed but no TorchKGE contender is implemented yet")
+
+
+# -- the parent --------------------------------------------------------------------------------------------------
+def _run_all(names: list[str], argv_of, rounds: int) -> dict[str, dict]:
+    results: dict[str, list[dict]] = {name: [] for name in names}
+    for _ in range(rounds):
+        for name in names:
+            worker, argv = argv_of(name)
+            results[name].append(run_contender(__file__, worker, argv))
+    return {name: best_of_rounds(rounds_) for name, rounds_ in results.items()}
+
+
+def _cell(result: dict, key: str, digits: int = 2) -> str:
+    return f"{result[key]:.{digits}f}" if key in result else "-"
+
+
+def _ratio(results: dict, numerator: str, denominator: str) -> str:
+    a, b = results.get(numerator, {}), results.get(denominator, {})
+    if "seconds" not in a or "seconds" not in b:
+        return "n/a (" + (a.get("skipped") or b.get("skipped") or "missing") + ")"
+    return f"{a['seconds'] / b['seconds']:.2f}x"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="FB15k-237")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--pykeen-triples", default="2000", help="test triples PyKEEN ranks ('all' for every one)")
+    parser.add_argument("--skip-models", action="store_true", help="only the DistMult comparison")
+    parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--model", default="DistMult", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        return run_worker(args)
+
+    common = ["--dataset", args.dataset, "--repeats", str(args.repeats), "--pykeen-triples", args.pykeen_triples]
+    started = time.time()
+    print(f"# kgeval benchmark: {args.dataset}\n\nmachine: {machine()}\nload average before: {load_average()}\n")
+    headline = ["kgeval-fast", "bare-gemm-all", "bare-gemm-distinct", "kgeval-own-score_t", "kgeval-scores-only",
+                "bare-scores-all", "bare-scores-distinct", "kgeval-on-pykeen", "pykeen", "torchkge"]  # fmt: skip
+    main_results = _run_all(headline, lambda name: (name, common), args.rounds)
+    rows = []
+    for name in headline:
+        r = main_results[name]
+        note = r.get("skipped", "") or (f"{r['triples']} test triples" if "triples" in r else "")
+        rows.append([name, _cell(r, "seconds"), _cell(r, "first_seconds"), _cell(r, "peak_rss_mib", 0),
+                     _cell(r, "extra_rss_mib", 0), note])  # fmt: skip
+    print(f"## DistMult (dim {DIM}), filtered, both sides, all metrics\n")
+    print(format_table(rows, ["contender", "best s", "first s", "peak RSS MiB", "extra RSS MiB", "note"]))
+    print("\n## ratios\n")
+    for label, a, b in [
+        ("kgeval (scores only) / bare score_t+score_h of every task", "kgeval-scores-only", "bare-scores-all"),
+        ("kgeval (scores only) / the score calls kgeval makes", "kgeval-scores-only", "bare-scores-distinct"),
+        ("kgeval fast path / bare GEMM of every task", "kgeval-fast", "bare-gemm-all"),
+        ("kgeval fast path / bare GEMM of the distinct queries", "kgeval-fast", "bare-gemm-distinct"),
+        ("kgeval fast path / kgeval through the model's own score_t", "kgeval-fast", "kgeval-own-score_t"),
+        ("PyKEEN / kgeval, same PyKEEN model and triples", "pykeen", "kgeval-on-pykeen"),
+    ]:
+        print(f"- {label}: {_ratio(main_results, a, b)}")
+
+    if not args.skip_models:
+        names = [f"{kind}:{model}" for model in FAST_MODELS for kind in ("kgeval-fast", "kgeval-own-score_t",
+                                                                           "bare-gemm-all")]  # fmt: skip
+        model_results = _run_all(names, lambda n: (n.split(":")[0], [*common, "--model", n.split(":")[1]]), args.rounds)
+        rows = []
+        for model in FAST_MODELS:
+            fast, own, bare = (model_results[f"{k}:{model}"] for k in ("kgeval-fast", "kgeval-own-score_t",
+                                                                           "bare-gemm-all"))  # fmt: skip
+            ratio = lambda a, b: f"{a['seconds'] / b['seconds']:.2f}" if "seconds" in a and "seconds" in b else "-"  # noqa: E731
+            rows.append([model, _cell(fast, "seconds"), _cell(own, "seconds"), _cell(bare, "seconds"),
+                         ratio(fast, own), ratio(fast, bare), _cell(fast, "extra_rss_mib", 0)])  # fmt: skip
+        print("\n## fast paths (bare: every task's query times all candidates; cdist for L1)\n")
+        header = ["model", "fast s", "own score_t s", "bare GEMM s", "fast / own", "fast / bare", "extra RSS MiB"]
+        print(format_table(rows, header))
+    print(f"\nload average after: {load_average()}; wall time {time.time() - started:.0f} s")
+
+
+if __name__ == "__main__":
+    main()

@@ -161,11 +161,7 @@ def count_batch(
     scorer.begin(queries)
     if true_slice is None:
         true_scores = _true_scores(scorer, true_positions, bounds, blocks, workspace)
-    for j in (
-        [true_slice, *(j for j in range(len(bounds)) if j != true_slice)]
-        if true_slice is not None
-        else range(len(bounds))
-    ):
+    for j in _slice_order(true_slice, len(bounds)):
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
         for index, block in enumerate(blocks):
@@ -175,7 +171,8 @@ def count_batch(
                 if true_scores is None:
                     true_scores = torch.empty(size, dtype=tile.dtype, device=tile.device)
                 true_scores[rows] = tile.gather(1, (true_positions[rows] - start).unsqueeze(1)).squeeze(1)
-            codes, nan_rows = _codes(tile, true_scores[rows], owned, kernel, workspace, scorer.nan_free)  # type: ignore[index]
+            true_column = true_scores[rows]  # type: ignore[index]
+            codes, nan_rows = _codes(tile, true_column, owned, kernel, workspace, scorer.nan_free)
             if pairs is not None:
                 if raw_too:
                     pairs.gather_(codes, index, j)
@@ -190,6 +187,13 @@ def count_batch(
     if not raw_too:
         return counts, None
     return counts, BatchCounts.from_sums(sums + torch.stack(pairs.sums(size)), everything)
+
+
+def _slice_order(true_slice: int | None, num_slices: int) -> list[int]:
+    """The slices in counting order: the one holding the true answers first (when there is one)."""
+    if true_slice is None:
+        return list(range(num_slices))
+    return [true_slice, *(j for j in range(num_slices) if j != true_slice)]
 
 
 def _true_scores(

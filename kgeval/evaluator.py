@@ -19,6 +19,7 @@ from tqdm.auto import tqdm
 from kgeval import _checks
 from kgeval.accumulators import MetricAccumulator
 from kgeval.counting import BatchCounts, count_batch, slice_bounds
+from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
 from kgeval.keys import RANK_TYPES, TARGETS, Target
 from kgeval.results import RankBasedMetricResults
@@ -105,6 +106,8 @@ class RankBasedEvaluator:
         batch_size: int | None = None,
         slice_size: int | None = None,
         drop_outside_restriction: bool = False,
+        distributed: bool | None = None,
+        process_group: Any = None,
     ) -> RankBasedMetricResults:
         """Rank the true head and tail of every triple among all candidates and compute every metric.
 
@@ -129,33 +132,54 @@ class RankBasedEvaluator:
             Override the evaluator's sizes for this call.
         drop_outside_restriction : bool, default=False
             Drop triples whose head or tail lies outside ``restrict_entities_to`` instead of raising.
+        distributed : bool, optional
+            None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
+            ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
+            must call ``evaluate`` with the same inputs; see :mod:`kgeval.distributed`). False: evaluate
+            everything in this process. True: like None, but an error when no process group is initialised.
+        process_group : torch.distributed.ProcessGroup, optional
+            The group to share the work in; default the world group.
 
         Returns
         -------
         RankBasedMetricResults
         """
-        targets = _checks.check_targets(targets)
-        _checks.check_model(model, targets)
-        num_entities = _checks.check_num_entities(model, num_entities)
-        batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size
-        slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size
-        device = model_device(model)
-        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
-        filter_tensors = [f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)]
-        candidate_ids = None
-        if restrict_entities_to is not None:
-            candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
-            candidate_ids = candidate_ids.to(device)
-        task_index = self._tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction)
-        if task_index.numel() == 0:
-            raise ValueError("mapped_triples is empty: there is nothing to evaluate")
-        index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered else None
+        group = resolve_group(distributed, process_group)
+        with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
+            targets = _checks.check_targets(targets)
+            _checks.check_model(model, targets)
+            num_entities = _checks.check_num_entities(model, num_entities)
+            batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size
+            slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size
+            device = model_device(model)
+            triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
+            filter_tensors = [
+                f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)
+            ]
+            candidate_ids = None
+            if restrict_entities_to is not None:
+                candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
+                candidate_ids = candidate_ids.to(device)
+            task_index = self._tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction)
+            if task_index.numel() == 0:
+                raise ValueError("mapped_triples is empty: there is nothing to evaluate")
+            check.expect_same(
+                mapped_triples=triples,
+                additional_filter_triples=filter_tensors,
+                restrict_entities_to=candidate_ids,
+                drop_outside_restriction=bool(drop_outside_restriction),
+                num_entities=num_entities,
+                targets=targets,
+                evaluator=(self.filtered, self.ks, self.keep_records),
+            )
+            index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered else None
+        task_index = shard(task_index, group)
 
         was_training = getattr(model, "training", None)
         if callable(getattr(model, "eval", None)):
             model.eval()
         try:
-            with torch.inference_mode():
+            with CollectiveCheck(group), torch.inference_mode():
                 accumulators = self._rank_all(
                     model,
                     triples,
@@ -171,6 +195,9 @@ class RankBasedEvaluator:
         finally:
             if was_training is not None and callable(getattr(model, "train", None)):
                 model.train(was_training)
+        if group is not None:
+            with torch.inference_mode():
+                accumulators = synchronize(accumulators, group)
         return build_results(accumulators, self.ks)
 
     # -- planning ---------------------------------------------------------------------------------------------
@@ -275,6 +302,8 @@ class RankBasedEvaluator:
         progress: tqdm,
     ) -> MetricAccumulator:
         """Rank every task of one side and feed the ranks into a fresh accumulator."""
+        if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
+            return MetricAccumulator(ks=self.ks, keep_records=self.keep_records).to(triples.device)
         queries = triples[:, QUERY_COLUMNS[target]]
         answers = triples[:, ANSWER_COLUMN[target]]
         true_positions = position_of[answers] if position_of is not None else answers

@@ -16,9 +16,9 @@ from torch import distributed as dist
 from kgeval import RankBasedEvaluator
 from kgeval.distributed import checksum, fingerprint, resolve_group, shard
 from kgeval.results import RECORD_COLUMNS
-from tests.helpers.distributed import SCENARIOS, run_scenarios, tie_heavy_case
 from tests.helpers.graphs import TableModel
 from tests.helpers.reference import reference_ranks
+from tests.support.distributed import SCENARIOS, run_scenarios, tie_heavy_case
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 

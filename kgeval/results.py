@@ -11,13 +11,16 @@ import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
 from kgeval.metrics.registry import lookup
+
+if TYPE_CHECKING:
+    from kgeval.stats import ConfidenceInterval
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -191,6 +194,17 @@ class RankBasedMetricResults:
     def targets(self) -> tuple[str, ...]:
         """The ranking sides that were evaluated."""
         return tuple(t for t in TARGETS if any(side == t for (side, _r, _k) in self.data))
+
+    def confidence_interval(
+        self, key: str = "mrr", level: float = 0.95, n_resamples: int = 10_000, seed: int | None = 0
+    ) -> ConfidenceInterval:
+        """Bootstrap percentile interval of a metric, resampling evaluation triples (head and tail together).
+
+        Needs the per-task records; see :func:`kgeval.stats.confidence_interval`.
+        """
+        from kgeval.stats import confidence_interval
+
+        return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
 
 
 def _same_float(a: float, b: float) -> bool:

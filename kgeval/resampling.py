@@ -33,7 +33,7 @@ MEAN_TYPE: dict[str, str] = {
     "inverse_harmonic_mean_rank": "sum_reciprocal_rank",
 }
 #: elements of one (resamples x units) block: bounds the memory of a chunk of resamples
-CHUNK_ELEMENTS = 2**21
+CHUNK_ELEMENTS = 2**18
 _SIDE_CODES = {"head": (0,), "tail": (1,), "both": (0, 1)}
 _MATCH_COLUMNS = ("task_index", "side", "head", "relation", "tail")
 
@@ -147,11 +147,21 @@ def pair_tasks(results: Sequence[Any], names: Sequence[str], key: str) -> Paired
     units, unit_of_task = np.unique(selected[0]["task_index"], return_inverse=True)
     ks = (k,) if k is not None else tuple(results[0].ks)
     stats = [task_statistics(r, c, ks) for r, c in zip(ranks, num_candidates, strict=True)]
+    if info.name in MEAN_TYPE:  # a ratio of two sums: resample only those two columns
+        stats = [_only(matrix, layout, ("count", MEAN_TYPE[info.name])) for matrix, layout in stats]
     unit_sums = np.zeros((len(results), len(units), stats[0][0].shape[1]))
     for model, (matrix, _layout) in enumerate(stats):
         np.add.at(unit_sums[model], unit_of_task, matrix)
     unit_tasks = _unit_table(unit_of_task, len(units))
     return PairedTasks(info, k, ks, ranks, num_candidates, unit_of_task, unit_tasks, unit_sums, stats[0][1])
+
+
+def _only(matrix: np.ndarray, layout: Layout, names: tuple[str, ...]) -> tuple[np.ndarray, Layout]:
+    """The columns of the statistics ``names`` (in that order) and their layout."""
+    bounds = np.cumsum([0] + [math.prod(shape) for _name, shape in layout])
+    where = {name: (i, shape) for i, (name, shape) in enumerate(layout)}
+    columns = np.concatenate([np.arange(bounds[where[name][0]], bounds[where[name][0] + 1]) for name in names])
+    return matrix[:, columns], tuple((name, where[name][1]) for name in names)
 
 
 def _resolve(result: Any, name: str, key: str) -> MetricKey:

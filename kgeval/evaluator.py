@@ -21,6 +21,7 @@ from kgeval.accumulators import MetricAccumulator
 from kgeval.counting import BatchCounts, count_batch, slice_bounds
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
 from kgeval.keys import RANK_TYPES, TARGETS, Target
+from kgeval.metrics.registry import null_model_table
 from kgeval.results import RankBasedMetricResults
 from kgeval.scoring import CandidateScorer, make_scorer, model_device
 
@@ -324,8 +325,11 @@ class RankBasedEvaluator:
 
 
 def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...]) -> RankBasedMetricResults:
-    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type."""
-    data = {}
+    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type.
+
+    Also stores, per side, the null-model (E, Var) of every reported metric with a closed form.
+    """
+    data, null_model = {}, {}
     sides: dict[str, MetricAccumulator] = dict(accumulators)
     first, *rest = accumulators.values()
     sides["both"] = first.clone().merge(*rest)
@@ -333,10 +337,12 @@ def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, 
         for rank_type in RANK_TYPES:
             for key, value in accumulator.compute(rank_type).items():
                 data[(side, rank_type, key)] = value
+        moments = null_model_table(accumulator.summary("realistic"), accumulator.ks, accumulator.keep_records)
+        null_model.update({(side, key): value for key, value in moments.items()})
     records = None
     if all(acc.keep_records for acc in accumulators.values()):
         records = _records_table(accumulators)
-    return RankBasedMetricResults(data=data, ks=ks, records=records)
+    return RankBasedMetricResults(data=data, ks=ks, records=records, null_model=null_model)
 
 
 def _records_table(accumulators: dict[Target, MetricAccumulator]) -> dict[str, np.ndarray]:

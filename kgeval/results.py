@@ -57,11 +57,15 @@ class RankBasedMetricResults:
         The k of the hits@k metrics.
     records : mapping of column -> ndarray, optional
         The per-task rank records (columns :data:`RECORD_COLUMNS`), when the evaluator kept them.
+    null_model : mapping of (side, key) -> (expectation, variance), optional
+        The null-model moments of every reported metric with a closed form (METRICS.md, Expectation and variance
+        under the null model), per side; read them with :meth:`expected` and :meth:`variance`.
     """
 
     data: Mapping[tuple[Side, RankType, str], float]
     ks: tuple[int, ...] = (1, 3, 5, 10)
     records: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
+    null_model: Mapping[tuple[Side, str], tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.records is not None:
@@ -74,6 +78,12 @@ class RankBasedMetricResults:
             _same_float(value, other.data[key]) for key, value in self.data.items()
         )
         if not same_data or self.ks != other.ks or (self.records is None) != (other.records is None):
+            return False
+        same_null_model = self.null_model.keys() == other.null_model.keys() and all(
+            _same_float(mean, other.null_model[key][0]) and _same_float(var, other.null_model[key][1])
+            for key, (mean, var) in self.null_model.items()
+        )
+        if not same_null_model:
             return False
         if self.records is None or other.records is None:
             return True
@@ -111,6 +121,34 @@ class RankBasedMetricResults:
     def __getitem__(self, key: str) -> float:
         return self.get_metric(key)
 
+    def _null_moments(self, key: str) -> tuple[float, float]:
+        parsed = self.resolve_key(key)
+        moments = self.null_model.get((parsed.side, parsed.name))
+        if moments is None:
+            with_closed_form = sorted({name for (side, name) in self.null_model if side == parsed.side})
+            raise KeyError(
+                f"{parsed.name} has no closed-form null-model moments in these results (side {parsed.side}); "
+                f"available: {', '.join(with_closed_form) or 'none'}"
+            )
+        return moments
+
+    def expected(self, key: str) -> float:
+        """E[metric] when every task is ranked uniformly at random among its own num_candidates.
+
+        E.g. ``f"MRR {r['mrr']:.2f} (random: {r.expected('mrr'):.4f})"``. The null model does not depend on the
+        rank type. Available for MR, MRR, hits@k, GMR (GMR needs the rank records) and the adjusted family.
+
+        Raises
+        ------
+        KeyError
+            For an unknown or unreported key, or a metric without a closed form.
+        """
+        return self._null_moments(key)[0]
+
+    def variance(self, key: str) -> float:
+        """Var[metric] under the null model; see :meth:`expected`."""
+        return self._null_moments(key)[1]
+
     # -- exports ----------------------------------------------------------------------------------------------
     def to_flat_dict(self, prefix: str | None = None) -> dict[str, float]:
         """``"side.rank_type.metric" -> value`` (``"prefix.side.rank_type.metric"`` with a prefix)."""
@@ -136,6 +174,8 @@ class RankBasedMetricResults:
             "ks": list(self.ks),
             "metrics": [[side, rank_type, key, value] for (side, rank_type, key), value in self.data.items()],
         }
+        if self.null_model:
+            document["null_model"] = [[side, key, *moments] for (side, key), moments in self.null_model.items()]
         if include_records and self.records is not None:
             document["records"] = {name: self.records[name].tolist() for name in RECORD_COLUMNS}
         return json.dumps(document)
@@ -154,7 +194,13 @@ class RankBasedMetricResults:
             if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
                 raise ValueError(f"malformed metric entry in results JSON: {entry!r}")
             data[(entry[0], entry[1], str(entry[2]))] = float(entry[3])
-        return cls(data=data, ks=tuple(int(k) for k in document.get("ks", ())), records=document.get("records"))
+        null_model: dict[tuple[Side, str], tuple[float, float]] = {}
+        for entry in document.get("null_model", []):
+            if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES):
+                raise ValueError(f"malformed null_model entry in results JSON: {entry!r}")
+            null_model[(entry[0], str(entry[1]))] = (float(entry[2]), float(entry[3]))
+        ks = tuple(int(k) for k in document.get("ks", ()))
+        return cls(data=data, ks=ks, records=document.get("records"), null_model=null_model)
 
     # -- display ----------------------------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:

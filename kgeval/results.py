@@ -98,7 +98,7 @@ class RankBasedMetricResults:
         info, _k = lookup(parsed.name)
         if parsed.rank_type not in info.rank_types:
             raise KeyError(
-                f"{info.name} is defined for {', '.join(info.rank_types)} ranks only, not {parsed.rank_type} "
+                f"{parsed.name} is defined for {', '.join(info.rank_types)} ranks only, not {parsed.rank_type} "
                 f"(key {key!r})"
             )
         if (parsed.side, parsed.rank_type, parsed.name) not in self.data:
@@ -125,11 +125,7 @@ class RankBasedMetricResults:
         parsed = self.resolve_key(key)
         moments = self.null_model.get((parsed.side, parsed.name))
         if moments is None:
-            with_closed_form = sorted({name for (side, name) in self.null_model if side == parsed.side})
-            raise KeyError(
-                f"{parsed.name} has no closed-form null-model moments in these results (side {parsed.side}); "
-                f"available: {', '.join(with_closed_form) or 'none'}"
-            )
+            raise KeyError(f"{parsed.name} has no closed-form null-model moments in these results (side {parsed.side})")
         return moments
 
     def expected(self, key: str) -> float:

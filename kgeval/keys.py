@@ -55,6 +55,7 @@ NAME_ALIASES: dict[str, str] = {
     "rank_var": "variance",
     "mad": "median_absolute_deviation",
     "rank_mad": "median_absolute_deviation",
+    "rank_count": "count",
     "amr": "adjusted_arithmetic_mean_rank",
     "aamr": "adjusted_arithmetic_mean_rank",
     "adjusted_mean_rank": "adjusted_arithmetic_mean_rank",

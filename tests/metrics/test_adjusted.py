@@ -7,6 +7,7 @@ import warnings
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -179,3 +180,22 @@ def test_evaluator_adjusted_metrics_on_random_tie_heavy_graphs(seed: int) -> Non
     for (side, rank_type, key), value in expected.items():
         if key in adjusted_keys(KS):
             assert_same(results.get_metric(f"{side}.{rank_type}.{key}"), value, (side, key))
+
+
+def test_merged_accumulators_give_the_adjusted_values_of_one() -> None:
+    from kgeval import MetricAccumulator
+
+    rng = np.random.default_rng(9)
+    num_candidates = rng.integers(1, 200, size=90)
+    optimistic = rng.integers(1, num_candidates + 1)
+    pessimistic = rng.integers(optimistic, num_candidates + 1)
+    tensors = [torch.from_numpy(a) for a in (optimistic, pessimistic, num_candidates)]
+    whole = MetricAccumulator(ks=KS)
+    whole.update(*tensors)
+    parts = [MetricAccumulator(ks=KS) for _ in range(3)]
+    for part, rows in zip(parts, np.array_split(rng.permutation(90), 3), strict=True):
+        part.update(*(tensor[torch.from_numpy(rows)] for tensor in tensors))
+    merged = parts[2].merge(parts[0], parts[1]).compute("realistic")
+    expected = whole.compute("realistic")
+    for key in adjusted_keys(KS):
+        assert merged[key] == pytest.approx(expected[key], rel=1e-12, abs=1e-14), key

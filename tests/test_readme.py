@@ -10,7 +10,7 @@ import pytest
 from kgeval.metrics import METRICS
 
 README = Path(__file__).resolve().parents[1] / "README.md"
-COLUMNS = ["key", "aliases", "range", "better", "rank types", "E, Var", "definition", "spec"]
+COLUMNS = ["key", "aliases", "range", "better", "rank types", "E, Var", "definition"]
 
 
 def metric_table() -> dict[str, dict[str, str]]:
@@ -45,4 +45,4 @@ def test_row_agrees_with_the_registry(name: str) -> None:
     assert row["rank types"] == ("all" if all_types else ", ".join(info.rank_types))
     assert row["E, Var"] == ("✓" if info.null_moments is not None else "")
     assert ("(one key per k)" in row["key"]) == info.k_parameterised
-    assert row["spec"].endswith(f"(../shared/METRICS.md#{info.section})")
+    assert row["definition"].endswith(f"](docs/METRICS.md#{info.section})")

@@ -21,7 +21,7 @@ from tests.helpers.reference import NULL_MODEL_KEYS, adjusted_keys, adjusted_met
 
 KS = (1, 3, 10)
 REALISTIC_KEYS = reported_keys(KS, "realistic")
-METRICS_MD = Path(__file__).resolve().parents[2].parent / "shared" / "METRICS.md"
+METRICS_MD = Path(__file__).resolve().parents[2] / "docs" / "METRICS.md"
 
 
 def random_tasks(seed: int, n: int = 40) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

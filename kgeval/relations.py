@@ -125,8 +125,13 @@ def _evaluated_sides(records: Records) -> tuple[str, ...]:
     return (*(t for i, t in enumerate(TARGETS) if i in present), "both")
 
 
-def resolve_columns(keys: str | Sequence[str], records: Records) -> list[tuple[MetricKey, MetricInfo, int | None]]:
-    """The (side, rank type, name) columns asked for: every evaluated side unless the key names one.
+Column = tuple[str, MetricKey, MetricInfo, int | None]
+
+
+def resolve_columns(keys: str | Sequence[str], records: Records) -> list[Column]:
+    """The columns asked for: ``<side>.<key>`` for every evaluated side, or just ``<key>`` when it names its side.
+
+    Returns (column name, resolved key, metric metadata, k) per column, without repeated names.
 
     Raises
     ------
@@ -134,7 +139,7 @@ def resolve_columns(keys: str | Sequence[str], records: Records) -> list[tuple[M
         For an unknown metric, a rank type the metric does not support, or a side that was not evaluated.
     """
     sides = _evaluated_sides(records)
-    columns: list[tuple[MetricKey, MetricInfo, int | None]] = []
+    columns: list[Column] = []
     for key in (keys,) if isinstance(keys, str) else keys:
         parsed = parse_key(key)
         info, k = lookup(parsed.name)
@@ -142,15 +147,16 @@ def resolve_columns(keys: str | Sequence[str], records: Records) -> list[tuple[M
             raise KeyError(f"{info.name} is defined for {', '.join(info.rank_types)} ranks only (key {key!r})")
         if parsed.side not in sides:
             raise KeyError(f"side {parsed.side!r} of key {key!r} was not evaluated; evaluated sides: {sides}")
-        for side in (parsed.side,) if _explicit_side(key) else sides:
-            column = MetricKey(side, parsed.rank_type, parsed.name)  # type: ignore[arg-type]
-            if column not in [c for c, _, _ in columns]:
-                columns.append((column, info, k))
+        explicit = _explicit_side(key)
+        for side in (parsed.side,) if explicit else sides:
+            name = key if explicit else f"{side}.{key}"
+            if name not in [c[0] for c in columns]:
+                columns.append((name, MetricKey(side, parsed.rank_type, parsed.name), info, k))  # type: ignore[arg-type]
     return columns
 
 
-def _all_ks(ks: Sequence[int], columns: Sequence[tuple[MetricKey, MetricInfo, int | None]]) -> tuple[int, ...]:
-    return tuple(sorted(set(ks) | {k for _, _, k in columns if k is not None}))
+def _all_ks(ks: Sequence[int], columns: Sequence[Column]) -> tuple[int, ...]:
+    return tuple(sorted(set(ks) | {k for _, _, _, k in columns if k is not None}))
 
 
 def group_metrics(
@@ -177,7 +183,7 @@ def group_metrics(
         The distinct groups, sorted.
     columns : dict of str -> ndarray of shape (g,)
         ``count`` (the evaluation triples of the group: tasks of its most frequent side) and one float64 column
-        per ``side.rank_type.name``.
+        per column of :func:`resolve_columns`.
     """
     columns = resolve_columns(keys, records)
     ks = _all_ks(ks, columns)
@@ -191,19 +197,19 @@ def group_metrics(
     labels, starts = np.unique(groups[order], return_index=True)
     bounds = [*starts.tolist(), len(order)]
     out = {"count": np.zeros(len(labels), dtype=np.int64)}
-    out.update({format_key(column): np.full(len(labels), math.nan) for column, _, _ in columns})
+    out.update({name: np.full(len(labels), math.nan) for name, _, _, _ in columns})
     for g in range(len(labels)):
         rows = order[bounds[g] : bounds[g + 1]]
         side_of_row = records["side"][rows]
         out["count"][g] = max(np.count_nonzero(side_of_row == i) for i in range(len(TARGETS)))
         summaries: dict[tuple[str, str], RankSummary] = {}
-        for column, info, k in columns:
+        for name, column, info, k in columns:
             if (column.side, column.rank_type) not in summaries:
                 chosen = rows if column.side == "both" else rows[side_of_row == TARGETS.index(column.side)]
                 summaries[column.side, column.rank_type] = summarize(
                     ranks[column.rank_type][chosen], records["num_candidates"][chosen], ks
                 )
-            out[format_key(column)][g] = info.function(summaries[column.side, column.rank_type], k)
+            out[name][g] = info.function(summaries[column.side, column.rank_type], k)
     return labels, out
 
 
@@ -218,7 +224,8 @@ def per_relation_frame(
     Returns
     -------
     DataFrame indexed by relation id (name ``relation``); columns ``count`` (evaluation triples of the relation),
-    ``relation_label`` when labels are given, and one column per ``side.rank_type.name``.
+    ``relation_label`` when labels are given, and one column per evaluated side and key, named
+    ``<side>.<key as given>`` (``"both.mrr"``), or the key itself when it names its side (``"tail.hits@10"``).
     """
     labels, columns = group_metrics(records, records["relation"], keys, ks)
     frame = pd.DataFrame(columns, index=pd.Index(labels, name="relation"))
@@ -295,7 +302,7 @@ def per_category_frame(
     Returns
     -------
     DataFrame indexed by category (1-1, 1-N, N-1, N-N, unseen; those present) with ``count`` (evaluation
-    triples), ``num_relations`` and one column per ``side.rank_type.name``.
+    triples), ``num_relations`` and the metric columns of :func:`per_relation_frame`.
     """
     categories = relation_categories(reference_triples, threshold)["category"]
     known = categories.reindex(np.unique(records["relation"])).fillna(UNSEEN)

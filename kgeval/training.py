@@ -101,7 +101,8 @@ def train_epoch(
     num_negatives : int, default=None
         None: 1-N scoring; an int: that many uniformly sampled negatives per task.
     generator : torch.Generator, default=None
-        Random source of the batch order and negatives; pass one seeded generator for a reproducible run.
+        Random source of the batch order and negatives (None: the global torch generator); pass one seeded
+        generator to every epoch for a reproducible run.
 
     Returns
     -------
@@ -109,7 +110,6 @@ def train_epoch(
         Mean loss over the epoch's tasks.
     """
     _check_arguments(model, triples, 1, batch_size, 1.0, num_negatives)
-    generator = generator if generator is not None else torch.Generator().manual_seed(0)
     was_training = model.training
     model.train()
     try:
@@ -125,7 +125,7 @@ def _run_epoch(
     optimizer: torch.optim.Optimizer,
     batch_size: int,
     num_negatives: int | None,
-    generator: torch.Generator,
+    generator: torch.Generator | None,
 ) -> float:
     """Shuffled mini-batch steps over ``triples`` (on the model's device); the mean loss per task."""
     order = torch.randperm(len(triples), generator=generator).to(triples.device)
@@ -141,7 +141,7 @@ def _run_epoch(
 
 
 def _batch_loss(
-    model: nn.Module, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator
+    model: nn.Module, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator | None
 ) -> torch.Tensor:
     """Mean cross-entropy of the batch's tail and head tasks (scalar FloatTensor)."""
     heads, relations, tails = batch[:, 0], batch[:, 1], batch[:, 2]

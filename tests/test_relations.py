@@ -14,10 +14,11 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+from hypothesis import given, settings
 
 from kgeval import RankBasedEvaluator, UndefinedMetricWarning
 from kgeval.relations import CATEGORIES, UNSEEN, relation_categories
-from tests.helpers.graphs import TableModel, edge_cases, quantised_table, random_graph
+from tests.helpers.graphs import TableModel, edge_cases, graphs_and_tables, quantised_table, random_graph
 from tests.helpers.reference import (
     RANK_TYPES,
     macro_average_reference,
@@ -266,6 +267,22 @@ def test_per_relation_raises_for_a_side_that_was_not_evaluated():
     expected = "side 'head' of key 'head.mrr' was not evaluated; evaluated sides: ('tail', 'both')"
     with raises_exactly(KeyError, f'"{expected}"'):
         results.per_relation("head.mrr")
+
+
+@settings(max_examples=40, deadline=None)
+@given(graphs_and_tables())
+def test_property_export_per_relation_and_macro_agree_with_brute_force(problem):
+    graph, table = problem
+    results = _evaluate(graph, table)
+    frame = results.ranks_df()
+    expected = reference_ranks(table, graph.triples, graph.filter_triples)
+    for side in ("head", "tail"):
+        for column in ("optimistic", "pessimistic", "num_candidates"):
+            np.testing.assert_array_equal(_side_frame(frame, side)[column].to_numpy(), expected[side][column])
+    mrr = _reference_from_export(frame, "both", lambda r: 1.0 / r)
+    view = results.per_relation("mrr")
+    assert all(_close(view.loc[relation, "both.mrr"], value) for relation, value in mrr.items())
+    assert _close(results.macro_average("mrr"), macro_average_reference(mrr))
 
 
 # -- relation categories ----------------------------------------------------------------------------------------------

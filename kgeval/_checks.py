@@ -140,11 +140,11 @@ def check_entity_ids(ids: Any, name: str, num_entities: int) -> torch.Tensor:
             tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
         except (TypeError, ValueError) as error:
             raise TypeError(f"{name} must be a tensor, list or set of entity ids, got {type(ids).__name__}") from error
+    if tensor.numel() == 0:
+        raise ValueError(f"{name} must not be empty")
     if tensor.dtype.is_floating_point or tensor.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer ids, got dtype {tensor.dtype}")
     tensor = tensor.reshape(-1).long().cpu()
-    if tensor.numel() == 0:
-        raise ValueError(f"{name} must not be empty")
     out_of_range = (tensor < 0) | (tensor >= num_entities)
     if bool(out_of_range.any()):
         raise ValueError(f"{name} holds id {int(tensor[out_of_range][0])} outside [0, {num_entities})")

@@ -327,7 +327,7 @@ class RankBasedEvaluator:
         counts = BatchCounts(
             *(torch.cat([getattr(part, f.name) for part in collected])[restore] for f in fields(BatchCounts))
         )
-        self._raise_on_nan(counts.has_nan, triples, task_index, target)
+        self._raise_on_nan(counts.has_nan(self.filtered), triples, task_index, target)
         optimistic, pessimistic, num_candidates = counts.ranks(scorer.num_candidates, filtered=self.filtered)
         accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
         accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)

@@ -56,6 +56,12 @@ def train_model(
     list of float, length num_epochs
         Mean loss per epoch (the average over the epoch's tasks of the cross-entropy).
 
+    Notes
+    -----
+    Every call creates a fresh Adam optimiser, so calling it repeatedly with ``num_epochs=1`` (e.g. to evaluate
+    between epochs) restarts Adam's moment estimates each time; it still trains, just not identically to one call.
+    For a loop that evaluates between epochs, call :func:`train_epoch` with one optimiser you keep.
+
     Raises
     ------
     ValueError

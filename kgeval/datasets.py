@@ -110,6 +110,22 @@ class TriplesDataset:
         """Number of relations (the size of :attr:`relation_to_id`)."""
         return len(self.relation_to_id)
 
+    def evaluation_kwargs(self, split: str) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """``mapped_triples`` and ``additional_filter_triples`` for evaluating ``split`` without leaking test triples.
+
+        "valid" filters train + valid (training, early stopping, HPO); "test" filters train + valid + test (the
+        final report). See :mod:`kgeval.scenarios`.
+
+        Examples
+        --------
+        >>> ds = load_shipped_dataset("nations")
+        >>> [len(t) for t in ds.evaluation_kwargs("valid")["additional_filter_triples"]]
+        [1592, 199]
+        """
+        from kgeval.scenarios import evaluation_kwargs
+
+        return evaluation_kwargs(split, self.train, self.valid, self.test)
+
     def __repr__(self) -> str:
         return (
             f"TriplesDataset(name={self.name!r}, num_entities={self.num_entities}, "

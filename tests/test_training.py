@@ -1,4 +1,4 @@
-"""Tests of kgeval.training.train_model."""
+"""Tests of kgeval.training.train_model and train_epoch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import kgeval
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.training import train_model
+from kgeval.training import train_epoch, train_model
 
 
 @pytest.fixture(scope="module")
@@ -109,3 +109,28 @@ def test_invalid_arguments(triples, kwargs: dict, error: type[Exception], messag
     triples = torch.tensor([[0, 1, 2]]) if triples is None else triples
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         train_model(model, triples, use_tqdm=False, **kwargs)
+
+
+@pytest.mark.parametrize("num_negatives", [None, 8])
+def test_train_epoch_in_a_hand_written_loop_equals_train_model(nations, num_negatives: int | None) -> None:
+    reference = _model(nations)
+    expected = train_model(reference, nations.train, num_epochs=2, lr=0.05, num_negatives=num_negatives, use_tqdm=False)
+    model = _model(nations)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(0)
+    losses = [train_epoch(model, nations.train, optimizer, num_negatives=num_negatives, generator=generator)]
+    losses.append(train_epoch(model, nations.train, optimizer, num_negatives=num_negatives, generator=generator))
+    assert losses == expected
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters(), strict=True))
+
+
+def test_train_epoch_restores_the_mode(nations) -> None:
+    model = _model(nations).eval()
+    train_epoch(model, nations.train[:64], torch.optim.SGD(model.parameters(), lr=0.1))
+    assert not model.training
+
+
+def test_train_epoch_raises_for_a_bad_batch_size(nations) -> None:
+    model = _model(nations)
+    with pytest.raises(ValueError, match=r"^batch_size must be an int >= 1, got 0$"):
+        train_epoch(model, nations.train, torch.optim.SGD(model.parameters(), lr=0.1), batch_size=0)

@@ -101,6 +101,19 @@ def test_property_equals_reference(seed: int, n: int, beta_e: float, beta_r: flo
     assert_close(actual, expected(records, popularity, beta_e, beta_r, min_count=min_count), rel=1e-11)
 
 
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 10_000), beta_e=st.floats(0, 1), beta_r=st.floats(-1, 1))
+def test_entity_beta_curve_is_point_symmetric(seed: int, beta_e: float, beta_r: float) -> None:
+    """From METRICS.md: w(t) / (w(h) + w(t)) at -β_e is w(h) / (w(h) + w(t)) at β_e, so the mean of the values at
+    β_e and -β_e is the value at 0 (for any ranks and popularity)."""
+    records = random_records(seed, n=30)
+    results = RankBasedMetricResults(data={}, records=records)
+    popularity = random_popularity(seed, records)
+    plus, minus, zero = (stratified_metrics(results, popularity, b, beta_r) for b in (beta_e, -beta_e, 0.0))
+    for name in zero:
+        assert (plus[name] + minus[name]) / 2 == pytest.approx(zero[name], rel=1e-12, abs=1e-15)
+
+
 def test_min_count_is_a_floor_for_present_items_too() -> None:
     records = random_records(11)
     popularity = random_popularity(11, records)

@@ -153,7 +153,7 @@ _POPULARITY: dict[str, tuple[str, ...] | None] = {
 
 
 def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+    source = parser.add_mutually_exclusive_group()  # one is needed; _run_strat says so
     source.add_argument("--checkpoint", metavar="PATH", help="a model saved by 'kgeval demo --save-checkpoint'")
     source.add_argument(
         "--ranks",
@@ -190,6 +190,9 @@ def _run_strat(args: argparse.Namespace) -> int:
     from kgeval.rank_files import read_ranks
 
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
+    if not (args.checkpoint or args.ranks):
+        print("kgeval strat: error: give the ranks to stratify: --checkpoint PATH or --ranks PATH", file=sys.stderr)
+        return 2
     try:
         dataset = load_dataset(args.dataset)
         if args.ranks:

@@ -24,7 +24,7 @@ import torch
 
 from kgeval._checks import check_ks
 from kgeval.keys import RANK_TYPE_SYNONYMS, RankType
-from kgeval.rank_files import records_from_frame
+from kgeval.rank_files import pair_tasks, rank_records
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -193,7 +193,7 @@ def popularity_counts(popularity_triples: Any, size_e: int = 0, size_r: int = 0)
 
 def evaluated_triples(results: RankBasedMetricResults | pd.DataFrame) -> np.ndarray:
     """The evaluated (head, relation, tail) triples, one row per triple with a head and a tail task (int64, (n, 3))."""
-    return _pair_tasks(_records_of(results), "realistic")[0]
+    return pair_tasks(rank_records(results), "realistic")[0]
 
 
 # -- the computation --------------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ class _StratTable:
             isinstance(min_count, bool) or not isinstance(min_count, numbers.Real) or not min_count > 0
         ):
             raise ValueError(f"min_count must be a number > 0 or None, got {min_count!r}")
-        triples, head_rank, tail_rank = _pair_tasks(_records_of(results), rank_type)
+        triples, head_rank, tail_rank = pair_tasks(rank_records(results), rank_type)
         sizes = triples.max(axis=0) + 1
         entity_counts, relation_counts = popularity_counts(popularity_triples, max(sizes[0], sizes[2]), sizes[1])
         relations, relation_of, relation_sizes = np.unique(triples[:, 1], return_inverse=True, return_counts=True)
@@ -265,63 +265,6 @@ def _lookup(counts: np.ndarray, items: np.ndarray, min_count: float | None, kind
             f"{absent[:5].tolist()}{' ...' if absent.size > 5 else ''}); pass min_count to give them a floor count"
         )
     return found
-
-
-def _pair_tasks(records: Mapping[str, np.ndarray], rank_type: RankType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(triples (n, 3), head ranks (n,), tail ranks (n,)): the head and tail task of each triple, paired.
-
-    Tasks pair by ``task_index``; when some index is unknown (-1), by (head, relation, tail) and occurrence
-    number instead (duplicate triples have equal ranks, so any pairing of their tasks gives the same values).
-    """
-    side = records["side"]
-    if len(side) == 0:
-        raise ValueError("the results hold no ranking tasks")
-    present = sorted({"head" if code == 0 else "tail" for code in np.unique(side).tolist()})
-    if present != ["head", "tail"]:
-        raise ValueError(
-            f"stratified metrics need the head and the tail task of every triple, got {present[0]} tasks only "
-            "(evaluate with targets=('head', 'tail'))"
-        )
-    triples = np.column_stack([records["head"], records["relation"], records["tail"]]).astype(np.int64)
-    optimistic, pessimistic = records["optimistic"], records["pessimistic"]
-    ranks = {"optimistic": optimistic, "pessimistic": pessimistic}.get(rank_type, (optimistic + pessimistic) / 2)
-    key = _pairing_key(triples, side, records["task_index"])
-    order = np.lexsort((side, key))  # by key, head task first
-    key, side, triples, ranks = key[order], side[order], triples[order], ranks[order].astype(np.float64)
-    paired = (key[:-1:2] == key[1::2]) & (side[:-1:2] == 0) & (side[1::2] == 1) if len(key) % 2 == 0 else [False]
-    if not np.all(paired) or np.unique(key).size * 2 != len(key):
-        raise ValueError(
-            "stratified metrics need exactly one head and one tail task per triple; the records pair "
-            f"{len(key)} tasks into {np.unique(key).size} triples"
-        )
-    heads, tails = slice(0, None, 2), slice(1, None, 2)
-    if not np.array_equal(triples[heads], triples[tails]):
-        raise ValueError("head and tail tasks with the same task_index belong to different triples")
-    return triples[heads], ranks[heads], ranks[tails]
-
-
-def _pairing_key(triples: np.ndarray, side: np.ndarray, task_index: np.ndarray) -> np.ndarray:
-    """One int64 key per task, equal for the head and tail task of one triple."""
-    if np.all(task_index >= 0):
-        return task_index
-    frame = pd.DataFrame({"h": triples[:, 0], "r": triples[:, 1], "t": triples[:, 2], "side": side})
-    occurrence = frame.groupby(["h", "r", "t", "side"], sort=False).cumcount().to_numpy()
-    _, key = np.unique(np.column_stack([triples, occurrence]), axis=0, return_inverse=True)
-    return key.reshape(-1).astype(np.int64)
-
-
-def _records_of(results: Any) -> Mapping[str, np.ndarray]:
-    """The per-task record columns of results or of a rank table."""
-    if isinstance(results, pd.DataFrame):
-        return records_from_frame(results)
-    records = getattr(results, "records", None)
-    if not hasattr(results, "data") or not isinstance(records, Mapping | type(None)):
-        raise TypeError(f"results must be RankBasedMetricResults or a rank DataFrame, got {type(results).__name__}")
-    if records is None:
-        raise ValueError(
-            "the results keep no per-task rank records; evaluate with RankBasedEvaluator(keep_records=True)"
-        )
-    return records
 
 
 def _named_results(results: Any) -> dict[str | None, Any]:

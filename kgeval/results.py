@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from kgeval import relations
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
 from kgeval.metrics.registry import lookup
 
@@ -155,6 +156,40 @@ class RankBasedMetricResults:
                 raise ValueError(f"malformed metric entry in results JSON: {entry!r}")
             data[(entry[0], entry[1], str(entry[2]))] = float(entry[3])
         return cls(data=data, ks=tuple(int(k) for k in document.get("ks", ())), records=document.get("records"))
+
+    # -- views of the per-task records (logic in kgeval.relations) ----------------------------------------------
+    def _require_records(self, what: str) -> Mapping[str, np.ndarray]:
+        if self.records is None:
+            raise ValueError(f"{what} needs the per-task rank records; evaluate with keep_records=True")
+        return self.records
+
+    def ranks_df(self, entity_labels: Any = None, relation_labels: Any = None) -> pd.DataFrame:
+        """One row per ranking task (head, relation, tail, side, ranks, num_candidates); see
+        :func:`kgeval.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
+        return relations.ranks_frame(self._require_records("ranks_df"), entity_labels, relation_labels)
+
+    def per_relation(
+        self, keys: str | Sequence[str] = ("mrr", "hits@10"), relation_labels: Any = None
+    ) -> pd.DataFrame:
+        """One row per evaluated relation: count and each metric per side; see
+        :func:`kgeval.relations.per_relation_frame`."""
+        return relations.per_relation_frame(self._require_records("per_relation"), keys, self.ks, relation_labels)
+
+    def macro_average(self, key: str) -> float:
+        """The unweighted mean of a metric over the evaluated relations (METRICS.md, Macro averaging)."""
+        return relations.macro_average(self._require_records("macro_average"), key, self.ks)
+
+    def per_category(
+        self,
+        reference_triples: Any,
+        keys: str | Sequence[str] = ("mrr", "hits@10"),
+        threshold: float = relations.DEFAULT_THRESHOLD,
+    ) -> pd.DataFrame:
+        """Metrics per relation category (1-1, 1-N, N-1, N-N) from ``reference_triples`` (usually train); see
+        :func:`kgeval.relations.per_category_frame`."""
+        return relations.per_category_frame(
+            self._require_records("per_category"), reference_triples, keys, self.ks, threshold
+        )
 
     # -- display ----------------------------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:

@@ -63,10 +63,8 @@ def test_strat_from_a_checkpoint(checkpoint: Path, nations_results, capsys: pyte
 
 
 def test_strat_from_exported_ranks(nations_results, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """A ranks_df-style CSV: side strings, a realistic column, no task_index."""
-    table = pd.DataFrame(nations_results.records).drop(columns="task_index")
-    table["side"] = table["side"].map({0: "head", 1: "tail"})
-    table["realistic"] = (table["optimistic"] + table["pessimistic"]) / 2
+    """results.ranks_df() written as CSV, without its task_index column (pairing then goes by triple)."""
+    table = nations_results.ranks_df().drop(columns="task_index")
     path = tmp_path / "ranks.csv.gz"
     table.to_csv(path, index=False)
     argv = ["strat", "--dataset", "nations", "--ranks", str(path), "--popularity", "train+valid"]

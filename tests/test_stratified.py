@@ -136,6 +136,16 @@ def test_results_method_and_rank_table_agree() -> None:
     assert_close(stratified_metrics(table, popularity, 0.3, 0.6), wanted, rel=1e-13)
 
 
+def test_ranks_df_of_a_real_evaluation(trained) -> None:
+    """results.ranks_df() (categorical sides, task_index, labels) gives the values of the results themselves."""
+    dataset, results = trained
+    table = results.ranks_df(entity_labels=dataset.entity_to_id, relation_labels=dataset.relation_to_id)
+    wanted = stratified_metrics(results, dataset.train, 0.8, -0.2, min_count=1)
+    assert stratified_metrics(table, dataset.train, 0.8, -0.2, min_count=1) == wanted
+    without_index = table.drop(columns="task_index").iloc[::-1]
+    assert_close(stratified_metrics(without_index, dataset.train, 0.8, -0.2, min_count=1), wanted, rel=1e-13)
+
+
 def test_duplicated_triples_pair_without_task_index() -> None:
     records = random_records(1)  # odd seed: half of the triples repeat
     popularity = random_popularity(1, records)

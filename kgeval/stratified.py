@@ -224,12 +224,13 @@ class _StratTable:
         sizes = triples.max(axis=0) + 1
         entity_counts, relation_counts = popularity_counts(popularity_triples, max(sizes[0], sizes[2]), sizes[1])
         relations, relation_of, relation_sizes = np.unique(triples[:, 1], return_inverse=True, return_counts=True)
+        entity_popularity = _lookup(entity_counts, triples[:, [0, 2]], min_count, "entity")  # (n, 2): N(h), N(t)
         return cls(
             names=(*(f"strat_hits_at_{k}" for k in ks), "strat_mrr"),
             head_values=_metric_values(head_rank, ks),
             tail_values=_metric_values(tail_rank, ks),
-            head_counts=_lookup(entity_counts, triples[:, 0], min_count, "entity"),
-            tail_counts=_lookup(entity_counts, triples[:, 2], min_count, "entity"),
+            head_counts=entity_popularity[:, 0],
+            tail_counts=entity_popularity[:, 1],
             relation_of=relation_of.reshape(-1),
             relation_sizes=relation_sizes.astype(np.float64),
             relation_counts=_lookup(relation_counts, relations, min_count, "relation"),
@@ -254,7 +255,7 @@ def _metric_values(ranks: np.ndarray, ks: tuple[int, ...]) -> np.ndarray:
 
 
 def _lookup(counts: np.ndarray, items: np.ndarray, min_count: float | None, kind: str) -> np.ndarray:
-    """N(x) of each item as float64, floored at ``min_count``; ValueError for absent items without a floor."""
+    """N(x) of each item (any shape) as float64, floored at ``min_count``; ValueError for absent items."""
     found = counts[items].astype(np.float64)
     if min_count is not None:
         return np.maximum(found, float(min_count))

@@ -313,8 +313,12 @@ def test_error_on_absent_item(column: str, kind: str) -> None:
     popularity = random_popularity(0, records)
     records[column] = records[column].copy()
     records[column][records["task_index"] == 2] = 40
+    if column == "head":  # an absent tail entity is counted in the same message
+        records["tail"] = records["tail"].copy()
+        records["tail"][records["task_index"] == 3] = 41
+    number, ids = (2, "[40, 41]") if column == "head" else (1, "[40]")
     message = (
-        f"1 {kind}(s) of the evaluated triples do not occur in popularity_triples (ids [40]); "
+        f"{number} {kind}(s) of the evaluated triples do not occur in popularity_triples (ids {ids}); "
         "pass min_count to give them a floor count"
     )
     with pytest.raises(ValueError, match=re.escape(message)):

@@ -264,6 +264,20 @@ class RankBasedMetricResults:
         mrr = self.data.get(("both", "realistic", "inverse_harmonic_mean_rank"), math.nan)
         return f"RankBasedMetricResults(tasks={n:g}, mrr={mrr:.4f}, ks={self.ks}, metrics={len(self.data)})"
 
+    def stratified(
+        self,
+        popularity_triples: Any,
+        beta_e: float = 0.0,
+        beta_r: float = 0.0,
+        ks: tuple[int, ...] = (1, 3, 10),
+        rank_type: RankType = "realistic",
+        min_count: float | None = None,
+    ) -> dict[str, float]:
+        """Popularity-stratified hits@k and MRR from the rank records: :func:`kgeval.stratified.stratified_metrics`."""
+        from kgeval.stratified import stratified_metrics
+
+        return stratified_metrics(self, popularity_triples, beta_e, beta_r, ks, rank_type, min_count)
+
     @property
     def targets(self) -> tuple[str, ...]:
         """The ranking sides that were evaluated."""

@@ -9,7 +9,8 @@ For one ranking task with true score s* and candidate scores s_e (METRICS.md, Ra
 
 Candidates are the candidate set (all entities or the whitelist) minus the filtered ones; the true answer is
 never counted against itself and always counts in C. Scores compare exactly; +inf / -inf are ordinary values;
-a NaN anywhere in a task's scores is flagged (the evaluator raises after the loop, naming the task).
+a NaN among a task's candidate scores (the true one included; filtered entities are no candidates) is
+flagged, and the evaluator raises after the loop, naming the task.
 
 Counting works slice by slice over candidate positions: the slice holding the batch's true answers is scored
 first (every task of a batch has its true answer in the same slice), so each later slice is compared as soon as
@@ -58,7 +59,12 @@ class BatchCounts:
     filtered_greater: torch.Tensor  #: of the above, how many are filtered candidates
     filtered_equal: torch.Tensor
     num_filtered: torch.Tensor  #: filtered candidates other than the true answer
-    has_nan: torch.Tensor  #: bool: a NaN among the task's scores
+    nan: torch.Tensor  #: raw #{candidates with a NaN score}, the true answer included
+    filtered_nan: torch.Tensor  #: of the above, how many are filtered candidates
+
+    def has_nan(self, filtered: bool) -> torch.Tensor:
+        """Bool (B,): a NaN among the scores of the task's candidates (filtered ones excluded when filtering)."""
+        return (self.nan - self.filtered_nan > 0) if filtered else self.nan > 0
 
     def ranks(self, num_candidates: int, filtered: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(optimistic, pessimistic, num_candidates) per task, filtered or raw, by the rule of this module."""
@@ -108,7 +114,7 @@ def count_batch(
     size = batch.shape[0]
     zeros = torch.zeros(size, dtype=torch.int64, device=batch.device)
     greater, equal, filtered_greater, filtered_equal = zeros.clone(), zeros.clone(), zeros.clone(), zeros.clone()
-    has_nan = torch.zeros(size, dtype=torch.bool, device=batch.device)
+    nan, filtered_nan = zeros.clone(), zeros.clone()
     valid = (excluded_positions >= 0) & (excluded_positions != true_positions[excluded_rows])
     num_filtered = zeros.clone().index_add_(0, excluded_rows, valid.long())
 
@@ -123,11 +129,12 @@ def count_batch(
         slice_greater, slice_equal = count_above(scores, true_scores)
         greater += slice_greater
         equal += slice_equal
-        has_nan |= torch.isnan(scores).any(dim=1)
+        nan += torch.isnan(scores).sum(dim=1)
         in_slice = valid & (excluded_positions >= start) & (excluded_positions < stop)
         local = (excluded_positions - start).clamp(0, stop - start - 1)
         pair_scores = scores[excluded_rows, local]
         filtered_greater.index_add_(0, excluded_rows, ((pair_scores > true_of_pair) & in_slice).long())
         filtered_equal.index_add_(0, excluded_rows, ((pair_scores == true_of_pair) & in_slice).long())
+        filtered_nan.index_add_(0, excluded_rows, (torch.isnan(pair_scores) & in_slice).long())
     equal -= 1  # the true answer equals itself (a NaN true score is flagged instead)
-    return BatchCounts(greater, equal, filtered_greater, filtered_equal, num_filtered, has_nan)
+    return BatchCounts(greater, equal, filtered_greater, filtered_equal, num_filtered, nan, filtered_nan)

@@ -22,6 +22,7 @@ from kgeval.counting import BatchCounts, count_batch, slice_bounds
 from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
 from kgeval.keys import RANK_TYPES, TARGETS, Target
+from kgeval.metrics.registry import null_model_table
 from kgeval.results import RankBasedMetricResults
 from kgeval.scoring import CandidateScorer, make_scorer, model_device
 
@@ -106,6 +107,7 @@ class RankBasedEvaluator:
         batch_size: int | None = None,
         slice_size: int | None = None,
         drop_outside_restriction: bool = False,
+        restrict_relations_to: torch.Tensor | Iterable[int] | None = None,
         distributed: bool | None = None,
         process_group: Any = None,
     ) -> RankBasedMetricResults:
@@ -132,6 +134,9 @@ class RankBasedEvaluator:
             Override the evaluator's sizes for this call.
         drop_outside_restriction : bool, default=False
             Drop triples whose head or tail lies outside ``restrict_entities_to`` instead of raising.
+        restrict_relations_to : LongTensor, list or set of relation ids, optional
+            Evaluate only the triples of these relations (the others are still filtered). Combined with
+            ``restrict_entities_to``, the entity check applies to the selected triples only.
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
@@ -160,13 +165,24 @@ class RankBasedEvaluator:
             if restrict_entities_to is not None:
                 candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
                 candidate_ids = candidate_ids.to(device)
-            task_index = self._tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction)
+            relation_ids = None
+            if restrict_relations_to is not None:
+                relation_ids = _checks.check_relation_ids(restrict_relations_to, "restrict_relations_to").to(device)
+            task_index = self._tasks_inside_restriction(
+                triples, candidate_ids, num_entities, drop_outside_restriction, relation_ids
+            )
+            if task_index.numel() == 0 and relation_ids is not None:
+                raise ValueError(
+                    "no triple of mapped_triples is left to evaluate with "
+                    f"restrict_relations_to={relation_ids.tolist()}"
+                )
             if task_index.numel() == 0:
                 raise ValueError("mapped_triples is empty: there is nothing to evaluate")
             check.expect_same(
                 mapped_triples=triples,
                 additional_filter_triples=filter_tensors,
                 restrict_entities_to=candidate_ids,
+                restrict_relations_to=relation_ids,
                 drop_outside_restriction=bool(drop_outside_restriction),
                 num_entities=num_entities,
                 targets=targets,
@@ -203,22 +219,30 @@ class RankBasedEvaluator:
     # -- planning ---------------------------------------------------------------------------------------------
     @staticmethod
     def _tasks_inside_restriction(
-        triples: torch.Tensor, candidate_ids: torch.Tensor | None, num_entities: int, drop: bool
+        triples: torch.Tensor,
+        candidate_ids: torch.Tensor | None,
+        num_entities: int,
+        drop: bool,
+        relation_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Indices of the triples to evaluate: all, or those whose head and tail are allowed candidates."""
+        """Indices of the triples to evaluate: those of the selected relations (all by default) whose head and
+        tail are allowed candidates."""
         all_tasks = torch.arange(triples.shape[0], device=triples.device)
+        selected = torch.isin(triples[:, 1], relation_ids) if relation_ids is not None else None
         if candidate_ids is None:
-            return all_tasks
+            return all_tasks if selected is None else all_tasks[selected]
         allowed = torch.zeros(num_entities, dtype=torch.bool, device=triples.device)
         allowed[candidate_ids] = True
         inside = allowed[triples[:, 0]] & allowed[triples[:, 2]]
+        if selected is not None:
+            inside |= ~selected  # the entity check concerns the selected triples only
         if not drop and not bool(inside.all()):
             row = int((~inside).nonzero()[0, 0])
             raise ValueError(
                 f"mapped_triples row {row} = {triples[row].tolist()} has a head or tail outside "
                 "restrict_entities_to; pass drop_outside_restriction=True to skip such triples"
             )
-        return all_tasks[inside]
+        return all_tasks[inside if selected is None else inside & selected]
 
     @staticmethod
     def _sizes(
@@ -335,7 +359,7 @@ class RankBasedEvaluator:
         counts = BatchCounts(
             *(torch.cat([getattr(part, f.name) for part in collected])[restore] for f in fields(BatchCounts))
         )
-        self._raise_on_nan(counts.has_nan, triples, task_index, target)
+        self._raise_on_nan(counts.has_nan(self.filtered), triples, task_index, target)
         optimistic, pessimistic, num_candidates = counts.ranks(scorer.num_candidates, filtered=self.filtered)
         accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
         accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
@@ -353,8 +377,11 @@ class RankBasedEvaluator:
 
 
 def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...]) -> RankBasedMetricResults:
-    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type."""
-    data = {}
+    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type.
+
+    Also stores, per side, the null-model (E, Var) of every reported metric with a closed form.
+    """
+    data, null_model = {}, {}
     sides: dict[str, MetricAccumulator] = dict(accumulators)
     first, *rest = accumulators.values()
     sides["both"] = first.clone().merge(*rest)
@@ -362,10 +389,12 @@ def build_results(accumulators: dict[Target, MetricAccumulator], ks: tuple[int, 
         for rank_type in RANK_TYPES:
             for key, value in accumulator.compute(rank_type).items():
                 data[(side, rank_type, key)] = value
+        moments = null_model_table(accumulator.summary("realistic"), accumulator.ks, accumulator.keep_records)
+        null_model.update({(side, key): value for key, value in moments.items()})
     records = None
     if all(acc.keep_records for acc in accumulators.values()):
         records = _records_table(accumulators)
-    return RankBasedMetricResults(data=data, ks=ks, records=records)
+    return RankBasedMetricResults(data=data, ks=ks, records=records, null_model=null_model)
 
 
 def _records_table(accumulators: dict[Target, MetricAccumulator]) -> dict[str, np.ndarray]:

@@ -196,9 +196,7 @@ class DistMult(nn.Module):
             return query @ self.entity_embeddings(candidates).T
         if candidates.ndim == 2 and candidates.shape[0] == query.shape[0]:
             return torch.einsum("bd,bkd->bk", query, self.entity_embeddings(candidates))
-        raise ValueError(
-            f"candidate ids must have shape (k,) or ({query.shape[0]}, k), got {tuple(candidates.shape)}"
-        )
+        raise ValueError(f"candidate ids must have shape (k,) or ({query.shape[0]}, k), got {tuple(candidates.shape)}")
 
     def extra_repr(self) -> str:
         return f"num_entities={self.num_entities}, num_relations={self.num_relations}, dim={self.dim}"

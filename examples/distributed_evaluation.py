@@ -24,7 +24,7 @@ from torch import nn
 from torch.nn import functional
 from torch.nn.parallel import DistributedDataParallel
 
-from kgeval import RankBasedEvaluator
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
 
@@ -53,12 +53,13 @@ def set_up() -> tuple[int, int, torch.device]:
     return dist.get_rank(), dist.get_world_size(), device
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> RankBasedMetricResults:
+    """Train, evaluate the validation split every epoch and the test split at the end; returns the test results."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--dataset", default="umls", help="shipped dataset: umls, kinship or nations")
     parser.add_argument("--epochs", type=int, default=10)
     parser.add_argument("--dim", type=int, default=64)
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     rank, world_size, device = set_up()
     data = load_shipped_dataset(args.dataset)
     model = DistMult(data.num_entities, data.num_relations, dim=args.dim, seed=0).to(device)
@@ -85,6 +86,7 @@ def main() -> None:
         print(test)
     if world_size > 1:
         dist.destroy_process_group()
+    return test
 
 
 if __name__ == "__main__":

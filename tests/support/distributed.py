@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime
 import os
 import pickle
+import runpy
 import socket
 import time
 import traceback
@@ -210,19 +211,41 @@ def free_port() -> int:
 
 
 def run_scenarios(world_size: int, names: list[str], out_dir: Path, deadline: float = 180.0) -> list[dict]:
-    """Run the named scenarios on ``world_size`` spawned gloo processes; each rank's {name: outcome}."""
-    context = mp.start_processes(
-        _worker,
-        args=(world_size, free_port(), str(out_dir), names),
-        nprocs=world_size,
-        join=False,
-        start_method=START_METHOD,
+    """Run the named scenarios on ``world_size`` gloo processes; each rank's {name: outcome}."""
+    return launch(_worker, (world_size, free_port(), str(out_dir), names), world_size, out_dir, deadline)
+
+
+def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: str, argv: list[str]) -> None:
+    """Run an example script's ``main(argv)`` as torchrun would: rendezvous through environment variables."""
+    torch.set_num_threads(1)
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
     )
+    namespace = runpy.run_path(path, run_name="example")
+    outcome = _outcome(lambda: namespace["main"](argv))
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as handle:
+        pickle.dump(outcome, handle)
+
+
+def run_example(world_size: int, path: Path, argv: list[str], out_dir: Path, deadline: float = 180.0) -> list:
+    """Each rank's outcome of ``main(argv)`` of the example script at ``path``, under ``world_size`` processes."""
+    args = (world_size, free_port(), str(out_dir), str(path), argv)
+    return launch(_example_worker, args, world_size, out_dir, deadline)
+
+
+def launch(worker: Callable[..., None], args: tuple, world_size: int, out_dir: Path, deadline: float) -> list:
+    """Start ``worker(rank, *args)`` on ``world_size`` processes, wait (killing them after ``deadline`` s), and
+    return what each rank pickled to ``out_dir/rank<i>.pkl``."""
+    context = mp.start_processes(worker, args=args, nprocs=world_size, join=False, start_method=START_METHOD)
     stop = time.monotonic() + deadline
     try:
         while not context.join(timeout=1.0):
             if time.monotonic() > stop:
-                raise TimeoutError(f"distributed scenarios {names} did not finish within {deadline} s")
+                raise TimeoutError(f"{worker.__name__} did not finish within {deadline} s")
     finally:
         for process in context.processes:
             if process.is_alive():

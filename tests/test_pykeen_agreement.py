@@ -59,7 +59,11 @@ def test_all_common_keys_agree(dataset: str) -> None:
             .evaluate(model, data.test, additional_filter_triples=filters, use_tqdm=False, batch_size=256)
             .to_flat_dict()
         )
-    actual = RankBasedEvaluator().evaluate(model, data.test, additional_filter_triples=filters, use_tqdm=False)
+    # fast_path=False: score through PyKEEN's own score_t / score_h, so both evaluators rank the same floats (the
+    # GEMM fast path computes the same scores in another summation order, which can flip a near-tie: 1 of 3,656
+    # codex-s tasks by one rank)
+    evaluator = RankBasedEvaluator(fast_path=False)
+    actual = evaluator.evaluate(model, data.test, additional_filter_triples=filters, use_tqdm=False)
     flat = actual.to_flat_dict()
     common = [key for key in expected if key in flat and not key.endswith(COLLIDING_KEYS)]
     assert len(common) >= 144  # every plain metric of every side and rank type

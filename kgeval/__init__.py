@@ -5,10 +5,17 @@
 """
 
 from kgeval.accumulators import MetricAccumulator
+from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.metrics.summary import UndefinedMetricWarning
 from kgeval.results import RankBasedMetricResults
 
 __version__ = "0.1.0"
 
-__all__ = ["MetricAccumulator", "RankBasedEvaluator", "RankBasedMetricResults", "UndefinedMetricWarning"]
+__all__ = [
+    "EarlyStopper",
+    "MetricAccumulator",
+    "RankBasedEvaluator",
+    "RankBasedMetricResults",
+    "UndefinedMetricWarning",
+]

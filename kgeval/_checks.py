@@ -140,14 +140,34 @@ def check_entity_ids(ids: Any, name: str, num_entities: int) -> torch.Tensor:
             tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
         except (TypeError, ValueError) as error:
             raise TypeError(f"{name} must be a tensor, list or set of entity ids, got {type(ids).__name__}") from error
+    if tensor.numel() == 0:
+        raise ValueError(f"{name} must not be empty")
     if tensor.dtype.is_floating_point or tensor.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer ids, got dtype {tensor.dtype}")
     tensor = tensor.reshape(-1).long().cpu()
-    if tensor.numel() == 0:
-        raise ValueError(f"{name} must not be empty")
     out_of_range = (tensor < 0) | (tensor >= num_entities)
     if bool(out_of_range.any()):
         raise ValueError(f"{name} holds id {int(tensor[out_of_range][0])} outside [0, {num_entities})")
+    return torch.unique(tensor)
+
+
+def check_relation_ids(ids: Any, name: str) -> torch.Tensor:
+    """A relation selection (tensor, list or set of ids) as a sorted, unique, non-empty LongTensor of ids >= 0."""
+    if isinstance(ids, torch.Tensor):
+        tensor = ids
+    else:
+        try:
+            tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
+        except (TypeError, ValueError) as error:
+            kind = type(ids).__name__
+            raise TypeError(f"{name} must be a tensor, list or set of relation ids, got {kind}") from error
+    if tensor.numel() == 0:
+        raise ValueError(f"{name} must not be empty")
+    if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer ids, got dtype {tensor.dtype}")
+    tensor = tensor.reshape(-1).long().cpu()
+    if bool((tensor < 0).any()):
+        raise ValueError(f"{name} holds the negative id {int(tensor[tensor < 0][0])}")
     return torch.unique(tensor)
 
 

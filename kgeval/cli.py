@@ -66,7 +66,15 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     add("--batch-size", type=_int_at_least(1), default=256, help="training batch size (default: %(default)s)")
     add("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default: %(default)s)")
+    add(
+        "--threads",
+        type=_int_at_least(1),
+        default=None,
+        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for these small models "
+        "on a busy machine",
+    )
     add("--no-progress", action="store_true", help="hide the progress bars")
+    add("--save-checkpoint", metavar="PATH", help="save the trained model there (see kgeval.checkpoint)")
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -79,10 +87,14 @@ def _run_demo(args: argparse.Namespace) -> int:
         print(f"kgeval demo: error: {error}", file=sys.stderr)
         return 2
 
+    import torch
+
     from kgeval import RankBasedEvaluator
     from kgeval.models import DistMult
     from kgeval.training import train_model
 
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
     progress = not args.no_progress
     print(
         f"Dataset {dataset.name}: {dataset.num_entities} entities, {dataset.num_relations} relations, "
@@ -103,6 +115,11 @@ def _run_demo(args: argparse.Namespace) -> int:
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     elapsed = time.perf_counter() - start
     print(f"Trained DistMult (dim={args.dim}) for {args.epochs} epochs in {elapsed:.1f} s{loss_text}")
+    if args.save_checkpoint:
+        from kgeval.checkpoint import save_checkpoint
+
+        save_checkpoint(model, args.save_checkpoint)
+        print(f"Saved the model to {args.save_checkpoint}")
 
     evaluator = RankBasedEvaluator(filtered=True, ks=(1, 3, 5, 10))
     runs = (
@@ -111,15 +128,104 @@ def _run_demo(args: argparse.Namespace) -> int:
     )
     for split, triples, filter_triples, filter_text in runs:
         start = time.perf_counter()
-        results = evaluator.evaluate(
-            model, triples, additional_filter_triples=filter_triples, use_tqdm=progress
-        )
+        results = evaluator.evaluate(model, triples, additional_filter_triples=filter_triples, use_tqdm=progress)
         elapsed = time.perf_counter() - start
         print()
-        print(
-            f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s =="
-        )
+        print(f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s ==")
         print(results)
+    return 0
+
+
+# -- strat ---------------------------------------------------------------------------------------------
+
+
+def _beta(text: str) -> float:
+    """An argparse ``type`` accepting numbers in [-1, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not -1 <= value <= 1:
+        raise argparse.ArgumentTypeError(f"expected a number in [-1, 1], got {text!r}")
+    return value
+
+
+#: --popularity choice -> the dataset splits it counts (None: the evaluated triples).
+_POPULARITY: dict[str, tuple[str, ...] | None] = {
+    "train": ("train",),
+    "train+valid": ("train", "valid"),
+    "all": ("train", "valid", "test"),
+    "evaluated": None,
+}
+
+
+def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()  # one is needed; _run_strat says so
+    source.add_argument("--checkpoint", metavar="PATH", help="a model saved by 'kgeval demo --save-checkpoint'")
+    source.add_argument(
+        "--ranks",
+        metavar="PATH",
+        help="exported ranks (.csv, .csv.gz, .parquet) with the columns head, relation, tail, side, optimistic, "
+        "pessimistic (e.g. written by results.ranks_df().to_csv(PATH, index=False))",
+    )
+    add = parser.add_argument
+    add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset of the ids (default: %(default)s)")
+    add("--split", choices=("test", "valid"), default="test", help="split a checkpoint is evaluated on")
+    add(
+        "--popularity",
+        choices=tuple(_POPULARITY),
+        default="train",
+        help="the triples popularity is counted on (default: %(default)s)",
+    )
+    add("--beta-e", type=_beta, nargs="+", default=[0.0], help="entity exponents in [-1, 1] (default: 0)")
+    add("--beta-r", type=_beta, nargs="+", default=[0.0], help="relation exponents in [-1, 1] (default: 0)")
+    add("--ks", type=_int_at_least(1), nargs="+", default=[1, 3, 10], help="k of hits@k (default: 1 3 10)")
+    add("--rank-type", choices=("realistic", "optimistic", "pessimistic"), default="realistic")
+    add("--min-count", type=_positive_float, help="floor popularity count for items absent from the triples")
+    add("--plot", metavar="PNG", help="write the β curve (-1 to 1) there instead of printing the table")
+    add("--vary", choices=("entity", "relation"), default="entity", help="the β the curve varies")
+    add("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _run_strat(args: argparse.Namespace) -> int:
+    """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
+    import pandas as pd
+
+    from kgeval import RankBasedEvaluator, stratified
+    from kgeval.checkpoint import load_checkpoint
+    from kgeval.datasets import load_dataset
+    from kgeval.rank_files import read_ranks
+
+    options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
+    if not (args.checkpoint or args.ranks):
+        print("kgeval strat: error: give the ranks to stratify: --checkpoint PATH or --ranks PATH", file=sys.stderr)
+        return 2
+    try:
+        dataset = load_dataset(args.dataset)
+        if args.ranks:
+            ranks = read_ranks(args.ranks)
+        else:
+            filters = [dataset.train, dataset.valid] if args.split == "test" else [dataset.train]
+            model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
+            evaluator = RankBasedEvaluator(ks=tuple(args.ks))
+            ranks = evaluator.evaluate(model, getattr(dataset, args.split), filters, use_tqdm=not args.no_progress)
+        splits = _POPULARITY[args.popularity]
+        popularity = stratified.evaluated_triples(ranks) if splits is None else [getattr(dataset, s) for s in splits]
+        if args.plot:
+            stratified.plot_strat_curve(ranks, popularity, vary=args.vary, path=args.plot, **options)
+            print(f"Wrote the stratified metrics over β_{args.vary[0]} in [-1, 1] to {args.plot}")
+            return 0
+        table = pd.DataFrame(
+            {"beta_e": b_e, "beta_r": b_r, **stratified.stratified_metrics(ranks, popularity, b_e, b_r, **options)}
+            for b_e in args.beta_e
+            for b_r in args.beta_r
+        )
+    except (FileNotFoundError, ValueError, ImportError) as error:
+        print(f"kgeval strat: error: {error}", file=sys.stderr)
+        return 2
+    print(f"Stratified metrics ({args.rank_type} ranks; popularity counted on the {args.popularity} triples)")
+    betas = dict.fromkeys(("beta_e", "beta_r"), "{:g}".format)
+    print(table.to_string(index=False, float_format=lambda x: f"{x:.4f}", formatters=betas))
     return 0
 
 
@@ -129,6 +235,11 @@ COMMANDS: dict[str, Command] = {
         help="train DistMult on a small dataset and print filtered valid / test metrics",
         add_arguments=_add_demo_arguments,
         run=_run_demo,
+    ),
+    "strat": Command(
+        help="popularity-stratified hits@k and MRR (Mohamed et al. 2020) of a checkpoint or exported ranks",
+        add_arguments=_add_strat_arguments,
+        run=_run_strat,
     ),
 }
 

@@ -110,6 +110,22 @@ class TriplesDataset:
         """Number of relations (the size of :attr:`relation_to_id`)."""
         return len(self.relation_to_id)
 
+    def evaluation_kwargs(self, split: str) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+        """``mapped_triples`` and ``additional_filter_triples`` for evaluating ``split`` without leaking test triples.
+
+        "valid" filters train + valid (training, early stopping, HPO); "test" filters train + valid + test (the
+        final report). See :mod:`kgeval.scenarios`.
+
+        Examples
+        --------
+        >>> ds = load_shipped_dataset("nations")
+        >>> [len(t) for t in ds.evaluation_kwargs("valid")["additional_filter_triples"]]
+        [1592, 199]
+        """
+        from kgeval.scenarios import evaluation_kwargs
+
+        return evaluation_kwargs(split, self.train, self.valid, self.test)
+
     def __repr__(self) -> str:
         return (
             f"TriplesDataset(name={self.name!r}, num_entities={self.num_entities}, "
@@ -232,11 +248,7 @@ def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
     shared = shared_data_dir()
     if shared is not None and (shared / text).is_dir():
         return load_tsv_dataset(shared / text)
-    where = (
-        f"the shared data folder {str(shared)!r}"
-        if shared is not None
-        else "a shared data folder (none found)"
-    )
+    where = f"the shared data folder {str(shared)!r}" if shared is not None else "a shared data folder (none found)"
     raise FileNotFoundError(
         f"dataset {text!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}), an existing folder, "
         f"or a folder in {where}"
@@ -270,9 +282,7 @@ def _load_folder(folder: Path | Traversable, display: str, name: str) -> Triples
     )
 
 
-def _read_split(
-    folder: Path | Traversable, split: str, display: str
-) -> tuple[list[str], list[str], list[str]]:
+def _read_split(folder: Path | Traversable, split: str, display: str) -> tuple[list[str], list[str], list[str]]:
     """Read one split as (heads, relations, tails) label lists; see :func:`load_tsv_dataset` for the rules."""
     names = [pattern.format(split=split) for pattern in _FILE_PATTERNS]
     found = [file_name for file_name in names if folder.joinpath(file_name).is_file()]

@@ -17,8 +17,10 @@ from tqdm.auto import tqdm
 
 from kgeval import _checks, batching
 from kgeval.accumulators import MetricAccumulator
+from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
 from kgeval.keys import RANK_TYPES, TARGETS, Target
+from kgeval.metrics.registry import null_model_table
 from kgeval.ranking import rank_side
 from kgeval.results import RankBasedMetricResults
 from kgeval.scoring import CandidateScorer, make_scorer, model_device
@@ -95,6 +97,9 @@ class RankBasedEvaluator:
         batch_size: int | None = None,
         slice_size: int | None = None,
         drop_outside_restriction: bool = False,
+        restrict_relations_to: torch.Tensor | Iterable[int] | None = None,
+        distributed: bool | None = None,
+        process_group: Any = None,
     ) -> RankBasedMetricResults:
         """Rank the true head and tail of every triple among all candidates and compute every metric.
 
@@ -119,34 +124,69 @@ class RankBasedEvaluator:
             Override the evaluator's sizes for this call.
         drop_outside_restriction : bool, default=False
             Drop triples whose head or tail lies outside ``restrict_entities_to`` instead of raising.
+        restrict_relations_to : LongTensor, list or set of relation ids, optional
+            Evaluate only the triples of these relations (the others are still filtered). Combined with
+            ``restrict_entities_to``, the entity check applies to the selected triples only.
+        distributed : bool, optional
+            None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
+            ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
+            must call ``evaluate`` with the same inputs; see :mod:`kgeval.distributed`). False: evaluate
+            everything in this process. True: like None, but an error when no process group is initialised.
+        process_group : torch.distributed.ProcessGroup, optional
+            The group to share the work in; default the world group.
 
         Returns
         -------
         RankBasedMetricResults
             With ``filtered="both"``, the filtered results whose ``raw`` attribute holds the raw ones.
         """
-        targets = _checks.check_targets(targets)
-        _checks.check_model(model, targets)
-        num_entities = _checks.check_num_entities(model, num_entities)
-        batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size
-        slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size
-        device = model_device(model)
-        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
-        filter_tensors = [f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)]
-        candidate_ids = None
-        if restrict_entities_to is not None:
-            candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
-            candidate_ids = candidate_ids.to(device)
-        task_index = self._tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction)
-        if task_index.numel() == 0:
-            raise ValueError("mapped_triples is empty: there is nothing to evaluate")
-        index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered is not False else None
+        group = resolve_group(distributed, process_group)
+        with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
+            targets = _checks.check_targets(targets)
+            _checks.check_model(model, targets)
+            num_entities = _checks.check_num_entities(model, num_entities)
+            batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size
+            slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size
+            device = model_device(model)
+            triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
+            filter_tensors = [
+                f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)
+            ]
+            candidate_ids = None
+            if restrict_entities_to is not None:
+                candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
+                candidate_ids = candidate_ids.to(device)
+            relation_ids = None
+            if restrict_relations_to is not None:
+                relation_ids = _checks.check_relation_ids(restrict_relations_to, "restrict_relations_to").to(device)
+            task_index = self._tasks_inside_restriction(
+                triples, candidate_ids, num_entities, drop_outside_restriction, relation_ids
+            )
+            if task_index.numel() == 0 and relation_ids is not None:
+                raise ValueError(
+                    "no triple of mapped_triples is left to evaluate with "
+                    f"restrict_relations_to={relation_ids.tolist()}"
+                )
+            if task_index.numel() == 0:
+                raise ValueError("mapped_triples is empty: there is nothing to evaluate")
+            check.expect_same(
+                mapped_triples=triples,
+                additional_filter_triples=filter_tensors,
+                restrict_entities_to=candidate_ids,
+                restrict_relations_to=relation_ids,
+                drop_outside_restriction=bool(drop_outside_restriction),
+                num_entities=num_entities,
+                targets=targets,
+                evaluator=(self.filtered, self.ks, self.keep_records),
+            )
+            index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered is not False else None
+        task_index = shard(task_index, group)
 
         was_training = getattr(model, "training", None)
         if callable(getattr(model, "eval", None)):
             model.eval()
         try:
-            with torch.inference_mode():
+            with CollectiveCheck(group), torch.inference_mode():
                 accumulators = self._rank_all(
                     model,
                     triples,
@@ -162,30 +202,43 @@ class RankBasedEvaluator:
         finally:
             if was_training is not None and callable(getattr(model, "train", None)):
                 model.train(was_training)
-        if self.filtered == "both":
-            raw = build_results({t: pair[1] for t, pair in accumulators.items()}, self.ks)
-            return build_results({t: pair[0] for t, pair in accumulators.items()}, self.ks, raw=raw)
-        return build_results({t: pair[0] for t, pair in accumulators.items()}, self.ks)
+        filtered = {target: pair[0] for target, pair in accumulators.items()}
+        raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None
+        if group is not None:
+            with torch.inference_mode():
+                filtered = synchronize(filtered, group)
+                raw = synchronize(raw, group) if raw is not None else None  # type: ignore[arg-type]
+        if raw is not None:
+            return build_results(filtered, self.ks, raw=build_results(raw, self.ks))  # type: ignore[arg-type]
+        return build_results(filtered, self.ks)
 
     # -- planning ---------------------------------------------------------------------------------------------
     @staticmethod
     def _tasks_inside_restriction(
-        triples: torch.Tensor, candidate_ids: torch.Tensor | None, num_entities: int, drop: bool
+        triples: torch.Tensor,
+        candidate_ids: torch.Tensor | None,
+        num_entities: int,
+        drop: bool,
+        relation_ids: torch.Tensor | None = None,
     ) -> torch.Tensor:
-        """Indices of the triples to evaluate: all, or those whose head and tail are allowed candidates."""
+        """Indices of the triples to evaluate: those of the selected relations (all by default) whose head and
+        tail are allowed candidates."""
         all_tasks = torch.arange(triples.shape[0], device=triples.device)
+        selected = torch.isin(triples[:, 1], relation_ids) if relation_ids is not None else None
         if candidate_ids is None:
-            return all_tasks
+            return all_tasks if selected is None else all_tasks[selected]
         allowed = torch.zeros(num_entities, dtype=torch.bool, device=triples.device)
         allowed[candidate_ids] = True
         inside = allowed[triples[:, 0]] & allowed[triples[:, 2]]
+        if selected is not None:
+            inside |= ~selected  # the entity check concerns the selected triples only
         if not drop and not bool(inside.all()):
             row = int((~inside).nonzero()[0, 0])
             raise ValueError(
                 f"mapped_triples row {row} = {triples[row].tolist()} has a head or tail outside "
                 "restrict_entities_to; pass drop_outside_restriction=True to skip such triples"
             )
-        return all_tasks[inside]
+        return all_tasks[inside if selected is None else inside & selected]
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _rank_all(
@@ -230,6 +283,9 @@ class RankBasedEvaluator:
         progress: tqdm,
     ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
         """Rank every task of one side; the accumulators of the filtered (or raw) ranks and, for "both", raw."""
+        if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
+            empty = MetricAccumulator(ks=self.ks, keep_records=self.keep_records).to(triples.device)
+            return empty, empty.clone() if self.filtered == "both" else None
         queries = triples[:, QUERY_COLUMNS[target]]
         answers = triples[:, ANSWER_COLUMN[target]]
         true_positions = position_of[answers] if position_of is not None else answers
@@ -259,8 +315,12 @@ class RankBasedEvaluator:
 def build_results(
     accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...], raw: RankBasedMetricResults | None = None
 ) -> RankBasedMetricResults:
-    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type."""
-    data = {}
+    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type.
+
+    Also stores, per side, the null-model (E, Var) of every reported metric with a closed form; ``raw`` holds the
+    raw results of a ``filtered="both"`` evaluation.
+    """
+    data, null_model = {}, {}
     sides: dict[str, MetricAccumulator] = dict(accumulators)
     first, *rest = accumulators.values()
     sides["both"] = first.clone().merge(*rest)
@@ -268,10 +328,12 @@ def build_results(
         for rank_type in RANK_TYPES:
             for key, value in accumulator.compute(rank_type).items():
                 data[(side, rank_type, key)] = value
+        moments = null_model_table(accumulator.summary("realistic"), accumulator.ks, accumulator.keep_records)
+        null_model.update({(side, key): value for key, value in moments.items()})
     records = None
     if all(acc.keep_records for acc in accumulators.values()):
         records = _records_table(accumulators)
-    return RankBasedMetricResults(data=data, ks=ks, records=records, raw=raw)
+    return RankBasedMetricResults(data=data, ks=ks, records=records, null_model=null_model, raw=raw)
 
 
 def _records_table(accumulators: dict[Target, MetricAccumulator]) -> dict[str, np.ndarray]:

@@ -55,13 +55,23 @@ NAME_ALIASES: dict[str, str] = {
     "rank_var": "variance",
     "mad": "median_absolute_deviation",
     "rank_mad": "median_absolute_deviation",
+    "rank_count": "count",
     "amr": "adjusted_arithmetic_mean_rank",
+    "aamr": "adjusted_arithmetic_mean_rank",
+    "adjusted_mean_rank": "adjusted_arithmetic_mean_rank",
     "amri": "adjusted_arithmetic_mean_rank_index",
+    "aamri": "adjusted_arithmetic_mean_rank_index",
+    "adjusted_mean_rank_index": "adjusted_arithmetic_mean_rank_index",
     "amrr": "adjusted_inverse_harmonic_mean_rank",
     "adjusted_mrr": "adjusted_inverse_harmonic_mean_rank",
+    "aihmr": "adjusted_inverse_harmonic_mean_rank",
+    "adjusted_mean_reciprocal_rank": "adjusted_inverse_harmonic_mean_rank",
     "agmri": "adjusted_geometric_mean_rank_index",
+    "gmri": "adjusted_geometric_mean_rank_index",
     "zmr": "z_arithmetic_mean_rank",
+    "zamr": "z_arithmetic_mean_rank",
     "zmrr": "z_inverse_harmonic_mean_rank",
+    "zihmr": "z_inverse_harmonic_mean_rank",
     "zgmr": "z_geometric_mean_rank",
 }
 
@@ -71,6 +81,7 @@ _K_PREFIXES: dict[str, str] = {
     "h": "hits",
     "adjusted_hits": "adjusted_hits",
     "ah": "adjusted_hits",
+    "ahits": "adjusted_hits",
     "z_hits": "z_hits",
     "zh": "z_hits",
 }
@@ -96,6 +107,12 @@ def canonical_name(name: str) -> str:
     if match is not None and match.group("prefix") in _K_PREFIXES and int(match.group("k")) > 0:
         return f"{_K_PREFIXES[match.group('prefix')]}_at_{int(match.group('k'))}"
     return NAME_ALIASES.get(lowered, lowered)
+
+
+def k_family_aliases(family: str) -> tuple[str, ...]:
+    """The ``<prefix>@k`` spellings of a k-parameterised family: ``"hits_at_k" -> ("hits@k", "h@k")``."""
+    prefix = family.removesuffix("_at_k")
+    return tuple(f"{written}@k" for written, target in _K_PREFIXES.items() if target == prefix)
 
 
 def split_k(name: str) -> tuple[str, int | None]:

@@ -9,15 +9,19 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
 
+from kgeval import relations
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
 from kgeval.metrics.registry import lookup
+
+if TYPE_CHECKING:
+    from kgeval.stats import ConfidenceInterval
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -59,12 +63,16 @@ class RankBasedMetricResults:
         The per-task rank records (columns :data:`RECORD_COLUMNS`), when the evaluator kept them.
     raw : RankBasedMetricResults, optional
         The raw (unfiltered) results of the same pass, when evaluated with ``filtered="both"``.
+    null_model : mapping of (side, key) -> (expectation, variance), optional
+        The null-model moments of every reported metric with a closed form (METRICS.md, Expectation and variance
+        under the null model), per side; read them with :meth:`expected` and :meth:`variance`.
     """
 
     data: Mapping[tuple[Side, RankType, str], float]
     ks: tuple[int, ...] = (1, 3, 5, 10)
     records: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
     raw: RankBasedMetricResults | None = field(default=None, repr=False)
+    null_model: Mapping[tuple[Side, str], tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.records is not None:
@@ -78,7 +86,11 @@ class RankBasedMetricResults:
         )
         if not same_data or self.ks != other.ks or (self.records is None) != (other.records is None):
             return False
-        if self.raw != other.raw:
+        same_null_model = self.null_model.keys() == other.null_model.keys() and all(
+            _same_float(mean, other.null_model[key][0]) and _same_float(var, other.null_model[key][1])
+            for key, (mean, var) in self.null_model.items()
+        )
+        if not same_null_model or self.raw != other.raw:
             return False
         if self.records is None or other.records is None:
             return True
@@ -93,7 +105,7 @@ class RankBasedMetricResults:
         info, _k = lookup(parsed.name)
         if parsed.rank_type not in info.rank_types:
             raise KeyError(
-                f"{info.name} is defined for {', '.join(info.rank_types)} ranks only, not {parsed.rank_type} "
+                f"{parsed.name} is defined for {', '.join(info.rank_types)} ranks only, not {parsed.rank_type} "
                 f"(key {key!r})"
             )
         if (parsed.side, parsed.rank_type, parsed.name) not in self.data:
@@ -115,6 +127,30 @@ class RankBasedMetricResults:
 
     def __getitem__(self, key: str) -> float:
         return self.get_metric(key)
+
+    def _null_moments(self, key: str) -> tuple[float, float]:
+        parsed = self.resolve_key(key)
+        moments = self.null_model.get((parsed.side, parsed.name))
+        if moments is None:
+            raise KeyError(f"{parsed.name} has no closed-form null-model moments in these results (side {parsed.side})")
+        return moments
+
+    def expected(self, key: str) -> float:
+        """E[metric] when every task is ranked uniformly at random among its own num_candidates.
+
+        E.g. ``f"MRR {r['mrr']:.2f} (random: {r.expected('mrr'):.4f})"``. The null model does not depend on the
+        rank type. Available for MR, MRR, hits@k, GMR (GMR needs the rank records) and the adjusted family.
+
+        Raises
+        ------
+        KeyError
+            For an unknown or unreported key, or a metric without a closed form.
+        """
+        return self._null_moments(key)[0]
+
+    def variance(self, key: str) -> float:
+        """Var[metric] under the null model; see :meth:`expected`."""
+        return self._null_moments(key)[1]
 
     # -- exports ----------------------------------------------------------------------------------------------
     def to_flat_dict(self, prefix: str | None = None) -> dict[str, float]:
@@ -141,6 +177,8 @@ class RankBasedMetricResults:
             "ks": list(self.ks),
             "metrics": [[side, rank_type, key, value] for (side, rank_type, key), value in self.data.items()],
         }
+        if self.null_model:
+            document["null_model"] = [[side, key, *moments] for (side, key), moments in self.null_model.items()]
         if include_records and self.records is not None:
             document["records"] = {name: self.records[name].tolist() for name in RECORD_COLUMNS}
         if self.raw is not None:
@@ -161,9 +199,48 @@ class RankBasedMetricResults:
             if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
                 raise ValueError(f"malformed metric entry in results JSON: {entry!r}")
             data[(entry[0], entry[1], str(entry[2]))] = float(entry[3])
-        raw = cls.from_json(json.dumps(document["raw"])) if "raw" in document else None
+        null_model: dict[tuple[Side, str], tuple[float, float]] = {}
+        for entry in document.get("null_model", []):
+            if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES):
+                raise ValueError(f"malformed null_model entry in results JSON: {entry!r}")
+            null_model[(entry[0], str(entry[1]))] = (float(entry[2]), float(entry[3]))
         ks = tuple(int(k) for k in document.get("ks", ()))
-        return cls(data=data, ks=ks, records=document.get("records"), raw=raw)
+        raw = cls.from_json(json.dumps(document["raw"])) if "raw" in document else None
+        return cls(data=data, ks=ks, records=document.get("records"), null_model=null_model, raw=raw)
+
+    # -- views of the per-task records (logic in kgeval.relations) ----------------------------------------------
+    def _require_records(self, what: str) -> Mapping[str, np.ndarray]:
+        if self.records is None:
+            raise ValueError(f"{what} needs the per-task rank records; evaluate with keep_records=True")
+        return self.records
+
+    def ranks_df(self, entity_labels: Any = None, relation_labels: Any = None) -> pd.DataFrame:
+        """One row per ranking task (head, relation, tail, side, ranks, num_candidates); see
+        :func:`kgeval.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
+        return relations.ranks_frame(self._require_records("ranks_df"), entity_labels, relation_labels)
+
+    def per_relation(
+        self, keys: str | Sequence[str] = ("mrr", "hits@10"), relation_labels: Any = None
+    ) -> pd.DataFrame:
+        """One row per evaluated relation: count and each metric per side; see
+        :func:`kgeval.relations.per_relation_frame`."""
+        return relations.per_relation_frame(self._require_records("per_relation"), keys, self.ks, relation_labels)
+
+    def macro_average(self, key: str) -> float:
+        """The unweighted mean of a metric over the evaluated relations (METRICS.md, Macro averaging)."""
+        return relations.macro_average(self._require_records("macro_average"), key, self.ks)
+
+    def per_category(
+        self,
+        reference_triples: Any,
+        keys: str | Sequence[str] = ("mrr", "hits@10"),
+        threshold: float = relations.DEFAULT_THRESHOLD,
+    ) -> pd.DataFrame:
+        """Metrics per relation category (1-1, 1-N, N-1, N-N) from ``reference_triples`` (usually train); see
+        :func:`kgeval.relations.per_category_frame`."""
+        return relations.per_category_frame(
+            self._require_records("per_category"), reference_triples, keys, self.ks, threshold
+        )
 
     # -- display ----------------------------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
@@ -196,10 +273,35 @@ class RankBasedMetricResults:
         mrr = self.data.get(("both", "realistic", "inverse_harmonic_mean_rank"), math.nan)
         return f"RankBasedMetricResults(tasks={n:g}, mrr={mrr:.4f}, ks={self.ks}, metrics={len(self.data)})"
 
+    def stratified(
+        self,
+        popularity_triples: Any,
+        beta_e: float = 0.0,
+        beta_r: float = 0.0,
+        ks: tuple[int, ...] = (1, 3, 10),
+        rank_type: RankType = "realistic",
+        min_count: float | None = None,
+    ) -> dict[str, float]:
+        """Popularity-stratified hits@k and MRR from the rank records: :func:`kgeval.stratified.stratified_metrics`."""
+        from kgeval.stratified import stratified_metrics
+
+        return stratified_metrics(self, popularity_triples, beta_e, beta_r, ks, rank_type, min_count)
+
     @property
     def targets(self) -> tuple[str, ...]:
         """The ranking sides that were evaluated."""
         return tuple(t for t in TARGETS if any(side == t for (side, _r, _k) in self.data))
+
+    def confidence_interval(
+        self, key: str = "mrr", level: float = 0.95, n_resamples: int = 10_000, seed: int | None = 0
+    ) -> ConfidenceInterval:
+        """Bootstrap percentile interval of a metric, resampling evaluation triples (head and tail together).
+
+        Needs the per-task records; see :func:`kgeval.stats.confidence_interval`.
+        """
+        from kgeval.stats import confidence_interval
+
+        return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
 
 
 def _same_float(a: float, b: float) -> bool:

@@ -13,7 +13,7 @@ from torch import nn
 from torch.nn import functional
 from tqdm.auto import tqdm
 
-__all__ = ["train_model"]
+__all__ = ["train_epoch", "train_model"]
 
 
 def train_model(
@@ -56,6 +56,12 @@ def train_model(
     list of float, length num_epochs
         Mean loss per epoch (the average over the epoch's tasks of the cross-entropy).
 
+    Notes
+    -----
+    Every call creates a fresh Adam optimiser, so calling it repeatedly with ``num_epochs=1`` (e.g. to evaluate
+    between epochs) restarts Adam's moment estimates each time; it still trains, just not identically to one call.
+    For a loop that evaluates between epochs, call :func:`train_epoch` with one optimiser you keep.
+
     Raises
     ------
     ValueError
@@ -73,24 +79,75 @@ def train_model(
     epochs = tqdm(range(num_epochs), desc="Training", unit="epoch", disable=not use_tqdm)
     try:
         for _ in epochs:
-            order = torch.randperm(len(triples), generator=generator).to(device)
-            total = torch.zeros((), dtype=torch.float64, device=device)
-            for start in range(0, len(triples), batch_size):
-                batch = triples[order[start : start + batch_size]]
-                loss = _batch_loss(model, batch, num_negatives, generator)
-                optimizer.zero_grad(set_to_none=True)
-                loss.backward()
-                optimizer.step()
-                total += loss.detach().double() * len(batch)
-            losses.append(float(total) / len(triples))
+            losses.append(_run_epoch(model, triples, optimizer, batch_size, num_negatives, generator))
             epochs.set_postfix(loss=f"{losses[-1]:.4f}")
     finally:
         model.train(was_training)
     return losses
 
 
+def train_epoch(
+    model: nn.Module,
+    triples: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    batch_size: int = 256,
+    num_negatives: int | None = None,
+    generator: torch.Generator | None = None,
+) -> float:
+    """One pass over ``triples`` with the loss of :func:`train_model`, for a training loop you write yourself.
+
+    Parameters
+    ----------
+    model : nn.Module
+        As in :func:`train_model`; put in training mode for the epoch, its previous mode restored afterwards.
+    triples : LongTensor of shape (n, 3)
+    optimizer : torch.optim.Optimizer
+        Over the model's parameters; kept by the caller across epochs (so Adam keeps its moments).
+    batch_size : int, default=256
+    num_negatives : int, default=None
+        None: 1-N scoring; an int: that many uniformly sampled negatives per task.
+    generator : torch.Generator, default=None
+        Random source of the batch order and negatives (None: the global torch generator); pass one seeded
+        generator to every epoch for a reproducible run.
+
+    Returns
+    -------
+    float
+        Mean loss over the epoch's tasks.
+    """
+    _check_arguments(model, triples, 1, batch_size, 1.0, num_negatives)
+    was_training = model.training
+    model.train()
+    try:
+        device = next(model.parameters()).device
+        return _run_epoch(model, triples.to(device), optimizer, batch_size, num_negatives, generator)
+    finally:
+        model.train(was_training)
+
+
+def _run_epoch(
+    model: nn.Module,
+    triples: torch.Tensor,
+    optimizer: torch.optim.Optimizer,
+    batch_size: int,
+    num_negatives: int | None,
+    generator: torch.Generator | None,
+) -> float:
+    """Shuffled mini-batch steps over ``triples`` (on the model's device); the mean loss per task."""
+    order = torch.randperm(len(triples), generator=generator).to(triples.device)
+    total = torch.zeros((), dtype=torch.float64, device=triples.device)
+    for start in range(0, len(triples), batch_size):
+        batch = triples[order[start : start + batch_size]]
+        loss = _batch_loss(model, batch, num_negatives, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        total += loss.detach().double() * len(batch)
+    return float(total) / len(triples)
+
+
 def _batch_loss(
-    model: nn.Module, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator
+    model: nn.Module, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator | None
 ) -> torch.Tensor:
     """Mean cross-entropy of the batch's tail and head tasks (scalar FloatTensor)."""
     heads, relations, tails = batch[:, 0], batch[:, 1], batch[:, 2]

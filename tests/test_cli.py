@@ -20,9 +20,7 @@ needs_evaluator = pytest.mark.skipif(
 )
 
 #: A line of a results table that reports the mean reciprocal rank (under any of its names).
-MRR_LINE = re.compile(
-    r"^.*(mrr|inverse_harmonic_mean_rank|mean_reciprocal_rank).*$", re.IGNORECASE | re.MULTILINE
-)
+MRR_LINE = re.compile(r"^.*(mrr|inverse_harmonic_mean_rank|mean_reciprocal_rank).*$", re.IGNORECASE | re.MULTILINE)
 
 
 @needs_evaluator
@@ -72,7 +70,13 @@ class _RecordingEvaluator:
 def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kgeval, "RankBasedEvaluator", _RecordingEvaluator, raising=False)
     monkeypatch.setattr(_RecordingEvaluator, "calls", [])
-    assert main(["demo", "--dataset", "nations", "--epochs", "1", "--dim", "4", "--no-progress"]) == 0
+    threads = torch.get_num_threads()
+    try:
+        argv = ["demo", "--dataset", "nations", "--epochs", "1", "--dim", "4", "--threads", "1", "--no-progress"]
+        assert main(argv) == 0
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
     nations = load_shipped_dataset("nations")
     valid_call, test_call = _RecordingEvaluator.calls
     assert torch.equal(valid_call["triples"], nations.valid)
@@ -105,6 +109,7 @@ def test_demo_unknown_dataset(capsys: pytest.CaptureFixture[str], monkeypatch: p
     [
         (["demo", "--epochs", "-1"], "argument --epochs: expected an integer >= 0, got -1"),
         (["demo", "--dim", "0"], "argument --dim: expected an integer >= 1, got 0"),
+        (["demo", "--threads", "0"], "argument --threads: expected an integer >= 1, got 0"),
         (["demo", "--batch-size", "x"], "argument --batch-size: expected an integer, got 'x'"),
         (["demo", "--lr", "-0.1"], "argument --lr: expected a number > 0, got '-0.1'"),
         (["demo", "--lr", "fast"], "argument --lr: expected a number, got 'fast'"),
@@ -142,5 +147,5 @@ def test_python_dash_m_kgeval_help() -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert completed.stdout.startswith("usage: kgeval demo")
-    for option in ("--dataset", "--epochs", "--dim", "--seed", "--batch-size", "--no-progress"):
+    for option in ("--dataset", "--epochs", "--dim", "--seed", "--batch-size", "--threads", "--no-progress"):
         assert option in completed.stdout

@@ -119,10 +119,7 @@ def test_load_tsv_dataset_wrong_number_of_fields(folder: Path, bad_line: str, nu
     lines = ["\t".join(row) for row in VALID] + ["", bad_line]  # the bad line is line 3
     with gzip.open(folder / "valid.txt.gz", "wt", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
-    message = (
-        f"{folder}/valid.txt.gz line 3: expected 3 tab-separated fields (head, relation, tail), "
-        f"got {num_fields}"
-    )
+    message = f"{folder}/valid.txt.gz line 3: expected 3 tab-separated fields (head, relation, tail), got {num_fields}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         load_tsv_dataset(folder)
 
@@ -164,9 +161,7 @@ def test_load_dataset_unknown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -
         load_dataset("no-such-dataset")
 
 
-def test_shared_data_dir_honours_environment_variable(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+def test_shared_data_dir_honours_environment_variable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("KGEVAL_SHARED_DATA", str(tmp_path))
     assert shared_data_dir() == tmp_path
     monkeypatch.setenv("KGEVAL_SHARED_DATA", str(tmp_path / "missing"))
@@ -224,9 +219,7 @@ def _dataset(**overrides) -> TriplesDataset:
 def test_triples_dataset_repr_and_properties() -> None:
     dataset = _dataset()
     assert (dataset.num_entities, dataset.num_relations) == (3, 2)
-    assert repr(dataset) == (
-        "TriplesDataset(name='toy', num_entities=3, num_relations=2, train=1, valid=0, test=1)"
-    )
+    assert repr(dataset) == ("TriplesDataset(name='toy', num_entities=3, num_relations=2, train=1, valid=0, test=1)")
 
 
 @pytest.mark.parametrize(

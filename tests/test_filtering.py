@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kgeval.filtering import FilterIndex, FilterIndexCache, stable_argsort
 
@@ -67,3 +69,32 @@ def test_cache_is_keyed_by_content() -> None:
 def test_stable_argsort_matches_torch() -> None:
     values = torch.from_numpy(np.random.default_rng(0).integers(0, 5, size=200))
     assert torch.equal(stable_argsort(values), torch.argsort(values, stable=True))
+
+
+# -- property-based: against a dense brute force over every entity --------------------------------------------
+triples_strategy = st.lists(
+    st.tuples(st.integers(0, 6), st.integers(0, 2), st.integers(0, 6)), min_size=1, max_size=40
+).map(lambda rows: torch.tensor(rows, dtype=torch.long))
+queries_strategy = st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), min_size=1, max_size=15).map(
+    lambda rows: torch.tensor(rows, dtype=torch.long)
+)
+
+
+def dense_pairs(triples: torch.Tensor, queries: torch.Tensor, target: str) -> set[tuple[int, int]]:
+    known = {tuple(row) for row in triples.tolist()}
+    pairs = set()
+    for row, (a, b) in enumerate(queries.tolist()):
+        for entity in range(8):
+            triple = (a, b, entity) if target == "tail" else (entity, a, b)
+            if triple in known:
+                pairs.add((row, entity))
+    return pairs
+
+
+@settings(max_examples=150, deadline=None)
+@given(triples=triples_strategy, queries=queries_strategy, target=st.sampled_from(["head", "tail"]))
+def test_excluded_pairs_equal_dense_brute_force(triples, queries, target) -> None:
+    rows, entities = FilterIndex(triples).excluded(target, queries)
+    pairs = list(zip(rows.tolist(), entities.tolist(), strict=True))
+    assert len(pairs) == len(set(pairs))  # duplicates in the triples collapse
+    assert set(pairs) == dense_pairs(triples, queries, target)

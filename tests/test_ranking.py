@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults, ranking
 from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, graphs_and_tables
+from tests.helpers.invariance import assert_results_equal
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
 
@@ -113,8 +114,8 @@ def test_both_equals_separate_filtered_and_raw_runs() -> None:
     both = _evaluate(graph, table, "sliced", "both", 4, 3)
     filtered = _evaluate(graph, table, "sliced", True, 4, 3)
     raw = _evaluate(graph, table, "sliced", False, 4, 3)
-    assert both.data == filtered.data
-    assert both.raw.data == raw.data
+    assert_results_equal(both, filtered)  # NaN-aware: tiny graphs leave some adjusted metrics undefined
+    assert_results_equal(both.raw, raw)
     assert both.raw.raw is None
     assert both.get_metric("mrr") >= both.raw.get_metric("mrr")
 

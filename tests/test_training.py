@@ -1,4 +1,4 @@
-"""Tests of kgeval.training.train_model."""
+"""Tests of kgeval.training.train_model and train_epoch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import kgeval
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.training import train_model
+from kgeval.training import train_epoch, train_model
 
 
 @pytest.fixture(scope="module")
@@ -26,9 +26,7 @@ def _model(dataset, seed: int = 0) -> DistMult:
 @pytest.mark.parametrize("num_negatives", [None, 8])
 def test_training_reduces_loss(nations, num_negatives: int | None) -> None:
     model = _model(nations)
-    losses = train_model(
-        model, nations.train, num_epochs=5, lr=0.05, num_negatives=num_negatives, use_tqdm=False
-    )
+    losses = train_model(model, nations.train, num_epochs=5, lr=0.05, num_negatives=num_negatives, use_tqdm=False)
     assert len(losses) == 5
     assert all(loss > 0 for loss in losses)
     assert all(later < earlier for earlier, later in itertools.pairwise(losses))
@@ -40,17 +38,15 @@ def test_training_is_reproducible(nations, num_negatives: int | None) -> None:
     runs = []
     for _ in range(2):
         model = _model(nations, seed=5)
-        losses = train_model(
-            model, nations.train, num_epochs=2, num_negatives=num_negatives, seed=7, use_tqdm=False
-        )
+        losses = train_model(model, nations.train, num_epochs=2, num_negatives=num_negatives, seed=7, use_tqdm=False)
         runs.append((losses, [p.detach().clone() for p in model.parameters()]))
     (losses_a, params_a), (losses_b, params_b) = runs
     assert losses_a == losses_b
     assert all(torch.equal(a, b) for a, b in zip(params_a, params_b, strict=True))
     other = _model(nations, seed=5)
-    assert train_model(
-        other, nations.train, num_epochs=2, num_negatives=num_negatives, seed=8, use_tqdm=False
-    ) != (losses_a)
+    assert train_model(other, nations.train, num_epochs=2, num_negatives=num_negatives, seed=8, use_tqdm=False) != (
+        losses_a
+    )
 
 
 def test_first_epoch_loss_of_untrained_model_is_near_log_num_entities(nations) -> None:
@@ -79,7 +75,7 @@ def test_distmult_on_umls_reaches_non_random_filtered_mrr() -> None:
         pytest.skip("kgeval.RankBasedEvaluator is not available yet")
     umls = load_shipped_dataset("umls")
     model = DistMult(umls.num_entities, umls.num_relations, dim=64, seed=0)
-    train_model(model, umls.train, num_epochs=10, seed=0, use_tqdm=False)
+    train_model(model, umls.train, num_epochs=5, seed=0, use_tqdm=False)
     results = evaluator_class(filtered=True).evaluate(
         model, umls.test, additional_filter_triples=[umls.train, umls.valid], use_tqdm=False
     )
@@ -113,3 +109,28 @@ def test_invalid_arguments(triples, kwargs: dict, error: type[Exception], messag
     triples = torch.tensor([[0, 1, 2]]) if triples is None else triples
     with pytest.raises(error, match=f"^{re.escape(message)}$"):
         train_model(model, triples, use_tqdm=False, **kwargs)
+
+
+@pytest.mark.parametrize("num_negatives", [None, 8])
+def test_train_epoch_in_a_hand_written_loop_equals_train_model(nations, num_negatives: int | None) -> None:
+    reference = _model(nations)
+    expected = train_model(reference, nations.train, num_epochs=2, lr=0.05, num_negatives=num_negatives, use_tqdm=False)
+    model = _model(nations)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    generator = torch.Generator().manual_seed(0)
+    losses = [train_epoch(model, nations.train, optimizer, num_negatives=num_negatives, generator=generator)]
+    losses.append(train_epoch(model, nations.train, optimizer, num_negatives=num_negatives, generator=generator))
+    assert losses == expected
+    assert all(torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters(), strict=True))
+
+
+def test_train_epoch_restores_the_mode(nations) -> None:
+    model = _model(nations).eval()
+    train_epoch(model, nations.train[:64], torch.optim.SGD(model.parameters(), lr=0.1))
+    assert not model.training
+
+
+def test_train_epoch_raises_for_a_bad_batch_size(nations) -> None:
+    model = _model(nations)
+    with pytest.raises(ValueError, match=r"^batch_size must be an int >= 1, got 0$"):
+        train_epoch(model, nations.train, torch.optim.SGD(model.parameters(), lr=0.1), batch_size=0)

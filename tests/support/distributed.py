@@ -1,0 +1,257 @@
+"""Multi-process gloo runs for tests/test_distributed.py: named scenarios, a spawned worker, a launcher.
+
+Every scenario is a function of the rank returning a picklable value (usually RankBasedMetricResults). The same
+function called with ``rank=None`` gives the single-process expectation (``distributed=False``). Processes talk
+over loopback TCP only (``tcp://127.0.0.1:<free port>``); collectives time out after 30 s, and the launcher
+kills the workers after a deadline, so a bug shows up as a failure, never as a hanging test run.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import runpy
+import socket
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.multiprocessing as mp
+from torch import distributed as dist
+
+from kgeval import RankBasedEvaluator
+from kgeval.distributed import all_gather_uneven
+from kgeval.models import DistMult
+from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
+
+# -- graphs and models (deterministic: every process builds the same ones) ------------------------------------
+
+
+def tie_heavy_case() -> tuple[Any, torch.Tensor]:
+    """11 triples (uneven over 2 and 3 ranks) with duplicates, ties, ±inf and overlapping filter triples."""
+    graph = random_graph(1, 12, 3, 11, 30, duplicate_fraction=0.2)
+    return graph, quantised_table(1, 12, 3, levels=3, inf_fraction=0.1)
+
+
+def nan_case() -> tuple[torch.Tensor, torch.Tensor]:
+    """6 triples with distinct (h, r) and (r, t) keys; the true score of triple 2 is NaN (rank 1's share of 3)."""
+    triples = torch.tensor([(0, 0, 1), (1, 0, 2), (2, 1, 3), (3, 0, 4), (4, 1, 5), (5, 0, 0)])
+    table = quantised_table(2, 6, 2, levels=3)
+    table[2, 1, 3] = float("nan")
+    return triples, table
+
+
+def _evaluate(rank: int | None, evaluator: RankBasedEvaluator, model: Any, triples: torch.Tensor, **kwargs: Any):
+    """Distributed (auto) on a rank; single-process when ``rank`` is None."""
+    distributed = None if rank is not None else False
+    return evaluator.evaluate(model, triples, use_tqdm=False, distributed=distributed, **kwargs)
+
+
+# -- scenarios ------------------------------------------------------------------------------------------------
+
+
+def ties(rank: int | None) -> Any:
+    graph, table = tie_heavy_case()
+    evaluator = RankBasedEvaluator(ks=(1, 3, 10), batch_size=3, slice_size=5)
+    return _evaluate(rank, evaluator, TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples)
+
+
+def sums_only(rank: int | None) -> Any:
+    graph, table = tie_heavy_case()
+    evaluator = RankBasedEvaluator(ks=(1, 3, 10), keep_records=False)
+    return _evaluate(rank, evaluator, TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples)
+
+
+def restricted_tail(rank: int | None) -> Any:
+    graph, table = tie_heavy_case()
+    return _evaluate(
+        rank,
+        RankBasedEvaluator(ks=(1, 3)),  # 9 candidates: hits@10 and its adjusted forms would be undefined
+        FullScoreTableModel(table),
+        graph.triples,
+        additional_filter_triples=graph.filter_triples[0],
+        restrict_entities_to=[0, 1, 2, 3, 4, 5, 6, 8, 10],
+        drop_outside_restriction=True,
+        targets=("tail",),
+    )
+
+
+def gemm(rank: int | None) -> Any:
+    graph, _ = tie_heavy_case()
+    model = DistMult(12, 3, dim=8, seed=0)
+    return _evaluate(rank, RankBasedEvaluator(), model, graph.triples, additional_filter_triples=graph.filter_triples)
+
+
+def few_triples(rank: int | None) -> Any:
+    """2 triples over 3 ranks: rank 2 ranks nothing."""
+    graph, table = tie_heavy_case()
+    known = graph.filter_triples
+    return _evaluate(rank, RankBasedEvaluator(), TableModel(table), graph.triples[:2], additional_filter_triples=known)
+
+
+def disagree(rank: int | None) -> Any:
+    """Rank 1 evaluates other triples (one row changed)."""
+    graph, table = tie_heavy_case()
+    triples = graph.triples.clone()
+    if rank == 1:
+        triples[4, 2] = (triples[4, 2] + 1) % 12
+    known = graph.filter_triples
+    return _evaluate(rank, RankBasedEvaluator(), TableModel(table), triples, additional_filter_triples=known)
+
+
+def invalid_on_one_rank(rank: int | None) -> Any:
+    """Rank 2 (and the single process) passes a triple with an entity id out of range."""
+    graph, table = tie_heavy_case()
+    triples = graph.triples.clone()
+    if rank in (2, None):
+        triples[0, 0] = 99
+    known = graph.filter_triples
+    return _evaluate(rank, RankBasedEvaluator(), TableModel(table), triples, additional_filter_triples=known)
+
+
+def nan_in_one_share(rank: int | None) -> Any:
+    triples, table = nan_case()
+    return _evaluate(rank, RankBasedEvaluator(), TableModel(table), triples)
+
+
+def opt_out(rank: int | None) -> Any:
+    """distributed=False inside an initialised group: every rank evaluates everything alone."""
+    graph, table = tie_heavy_case()
+    return RankBasedEvaluator().evaluate(
+        TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False, distributed=False
+    )
+
+
+def subgroup(rank: int | None) -> Any:
+    """Ranks 0 and 1 share the work in a sub-group; rank 2, outside it, cannot use it and evaluates alone."""
+    graph, table = tie_heavy_case()
+    group = dist.new_group([0, 1]) if rank is not None else None  # collective: every rank calls new_group
+
+    def run(**options: Any) -> Any:
+        return RankBasedEvaluator().evaluate(
+            TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False, **options
+        )
+
+    if rank is None or rank == 2:
+        outcome = {"alone": run(distributed=False)}
+        if rank == 2:
+            outcome["in_group"] = _outcome(lambda: run(process_group=group))
+        return outcome
+    return {"alone": run(process_group=group)}
+
+
+def uneven_gather(rank: int | None) -> Any:
+    """all_gather_uneven of (rank * 2, 2) tensors: sizes 0, 2, 4."""
+    if rank is None:
+        return [torch.full((r * 2, 2), r) for r in range(3)]
+    return all_gather_uneven(torch.full((rank * 2, 2), rank), dist.group.WORLD)
+
+
+SCENARIOS: dict[str, Callable[[int | None], Any]] = {
+    fn.__name__: fn
+    for fn in (
+        ties,
+        sums_only,
+        restricted_tail,
+        gemm,
+        few_triples,
+        disagree,
+        invalid_on_one_rank,
+        nan_in_one_share,
+        opt_out,
+        subgroup,
+        uneven_gather,
+    )
+}
+SCENARIOS["after_errors"] = ties  # the group still works after the error scenarios
+
+
+# -- processes ------------------------------------------------------------------------------------------------
+
+
+#: fork shares the parent's imports (a spawned process spends seconds importing torch); spawn where fork is missing
+START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
+
+
+def _outcome(run: Callable[[], Any]) -> tuple[str, ...] | tuple[str, Any]:
+    """("ok", value) or ("error", exception type name, message)."""
+    try:
+        return ("ok", run())
+    except Exception as error:
+        return ("error", type(error).__name__, str(error))
+
+
+def _worker(rank: int, world_size: int, port: int, out_dir: str, names: list[str]) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port}",
+        rank=rank,
+        world_size=world_size,
+        timeout=datetime.timedelta(seconds=30),
+    )
+    try:
+        outcomes = {name: _outcome(lambda name=name: SCENARIOS[name](rank)) for name in names}
+    except BaseException:  # pragma: no cover - reported through the file
+        outcomes = {"worker": ("error", "crash", traceback.format_exc())}
+    finally:
+        dist.destroy_process_group()
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as handle:
+        pickle.dump(outcomes, handle)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def run_scenarios(world_size: int, names: list[str], out_dir: Path, deadline: float = 180.0) -> list[dict]:
+    """Run the named scenarios on ``world_size`` gloo processes; each rank's {name: outcome}."""
+    return launch(_worker, (world_size, free_port(), str(out_dir), names), world_size, out_dir, deadline)
+
+
+def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: str, argv: list[str]) -> None:
+    """Run an example script's ``main(argv)`` as torchrun would: rendezvous through environment variables."""
+    torch.set_num_threads(1)
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+    namespace = runpy.run_path(path, run_name="example")
+    outcome = _outcome(lambda: namespace["main"](argv))
+    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as handle:
+        pickle.dump(outcome, handle)
+
+
+def run_example(world_size: int, path: Path, argv: list[str], out_dir: Path, deadline: float = 180.0) -> list:
+    """Each rank's outcome of ``main(argv)`` of the example script at ``path``, under ``world_size`` processes."""
+    args = (world_size, free_port(), str(out_dir), str(path), argv)
+    return launch(_example_worker, args, world_size, out_dir, deadline)
+
+
+def launch(worker: Callable[..., None], args: tuple, world_size: int, out_dir: Path, deadline: float) -> list:
+    """Start ``worker(rank, *args)`` on ``world_size`` processes, wait (killing them after ``deadline`` s), and
+    return what each rank pickled to ``out_dir/rank<i>.pkl``."""
+    context = mp.start_processes(worker, args=args, nprocs=world_size, join=False, start_method=START_METHOD)
+    stop = time.monotonic() + deadline
+    try:
+        while not context.join(timeout=1.0):
+            if time.monotonic() > stop:
+                raise TimeoutError(f"{worker.__name__} did not finish within {deadline} s")
+    finally:
+        for process in context.processes:
+            if process.is_alive():
+                process.kill()
+    outcomes = []
+    for rank in range(world_size):
+        with open(out_dir / f"rank{rank}.pkl", "rb") as handle:
+            outcomes.append(pickle.load(handle))
+    return outcomes

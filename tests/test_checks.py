@@ -1,0 +1,219 @@
+"""Bad input fails at the door with one clear message, and leaves nothing half-updated."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval import MetricAccumulator, RankBasedEvaluator
+from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
+
+GRAPH = random_graph(0, num_entities=8, num_relations=2, num_triples=10, num_filter=5)
+TABLE = quantised_table(np.random.default_rng(0), 8, 2)
+
+
+def evaluate(model=None, triples=None, **kwargs):
+    model = TableModel(TABLE) if model is None else model
+    triples = GRAPH.triples if triples is None else triples
+    return RankBasedEvaluator().evaluate(model, triples, use_tqdm=False, **kwargs)
+
+
+def raises(error: type[Exception], message: str):
+    return pytest.raises(error, match=f"^{re.escape(message)}$")
+
+
+def test_triples_must_be_a_tensor() -> None:
+    with raises(TypeError, "mapped_triples must be a torch.Tensor of shape (n, 3), got list"):
+        evaluate(triples=[[0, 0, 1]])
+
+
+def test_triples_must_be_integer() -> None:
+    with raises(TypeError, "mapped_triples must have an integer dtype, got torch.float32"):
+        evaluate(triples=GRAPH.triples.float())
+
+
+def test_triples_must_have_three_columns() -> None:
+    with raises(ValueError, "mapped_triples must have shape (n, 3), got (10, 2)"):
+        evaluate(triples=GRAPH.triples[:, :2])
+
+
+def test_entity_id_out_of_range_names_the_row() -> None:
+    triples = GRAPH.triples.clone()
+    triples[4, 2] = 8
+    message = (
+        f"mapped_triples row 4 = {triples[4].tolist()} has an id out of range (entities in [0, 8), relations >= 0)"
+    )
+    with raises(ValueError, message):
+        evaluate(triples=triples)
+
+
+def test_negative_relation_names_the_row() -> None:
+    triples = GRAPH.triples.clone()
+    triples[0, 1] = -1
+    with raises(
+        ValueError,
+        f"mapped_triples row 0 = {triples[0].tolist()} has an id out of range (entities in [0, 8), relations >= 0)",
+    ):
+        evaluate(triples=triples)
+
+
+def test_filter_triples_are_checked() -> None:
+    bad = torch.tensor([[0, 0, 99]])
+    with raises(
+        ValueError,
+        "additional_filter_triples[1] row 0 = [0, 0, 99] has an id out of range (entities in [0, 8), relations >= 0)",
+    ):
+        evaluate(additional_filter_triples=[GRAPH.triples, bad])
+
+
+def test_filter_triples_type() -> None:
+    with raises(TypeError, "additional_filter_triples must be a tensor, a sequence of tensors or None, got int"):
+        evaluate(additional_filter_triples=3)
+
+
+def test_empty_evaluation_set() -> None:
+    with raises(ValueError, "mapped_triples is empty: there is nothing to evaluate"):
+        evaluate(triples=torch.zeros((0, 3), dtype=torch.long))
+
+
+@pytest.mark.parametrize("ks", [(0,), (1, -3), (2.5,), "10", (), (True,)])
+def test_ks_must_be_positive_integers(ks) -> None:
+    with pytest.raises(ValueError, match=r"^ks must be a (non-empty )?sequence of positive integers, got "):
+        RankBasedEvaluator(ks=ks)
+
+
+@pytest.mark.parametrize(("name", "value"), [("batch_size", 0), ("slice_size", -1), ("batch_size", 1.5)])
+def test_sizes_must_be_positive(name, value) -> None:
+    with raises(ValueError, f"{name} must be a positive integer or None, got {value!r}"):
+        RankBasedEvaluator(**{name: value})
+
+
+@pytest.mark.parametrize("targets", [("left",), (), "both"])
+def test_unknown_targets(targets) -> None:
+    with raises(ValueError, f"targets must be a non-empty subset of ('head', 'tail'), got {targets!r}"):
+        evaluate(targets=targets)
+
+
+def test_model_without_scoring_method() -> None:
+    class NoHead:
+        num_entities = 8
+
+        def score_t(self, batch):
+            return torch.zeros(batch.shape[0], 8)
+
+    with raises(TypeError, "the model must have a callable score_h(batch) to rank heads"):
+        evaluate(model=NoHead())
+    # all scores tie: every tail task has pessimistic rank C and optimistic rank 1
+    results = evaluate(model=NoHead(), targets=("tail",))
+    assert results.get_metric("tail.count") == 10
+    assert results.get_metric("tail.optimistic.mr") == 1.0
+
+
+def test_num_entities_required() -> None:
+    class Anonymous:
+        def score_t(self, batch):
+            return torch.zeros(batch.shape[0], 8)
+
+        def score_h(self, batch):
+            return torch.zeros(batch.shape[0], 8)
+
+    with raises(ValueError, "num_entities is not given and the model has no num_entities attribute"):
+        evaluate(model=Anonymous())
+    assert evaluate(model=Anonymous(), num_entities=8).get_metric("count") == 20
+
+
+def test_model_output_shape() -> None:
+    class Wrong(FullScoreTableModel):
+        def score_t(self, hr_batch):
+            return super().score_t(hr_batch)[:, :-1]
+
+    # the batch holds the distinct queries, so its size is not the number of triples
+    with pytest.raises(ValueError, match=r"^model\.score_t returned shape \((\d+), 7\), expected \(\1, 8\)$"):
+        evaluate(model=Wrong(TABLE))
+
+
+def test_model_output_dtype() -> None:
+    class Integer(FullScoreTableModel):
+        def score_h(self, rt_batch):
+            return super().score_h(rt_batch).long()
+
+    with raises(TypeError, "model.score_h must return a floating-point tensor, got torch.int64"):
+        evaluate(model=Integer(TABLE))
+
+
+def test_nan_scores_name_triple_and_side() -> None:
+    table = TABLE.clone()
+    h, r, t = GRAPH.triples[3].tolist()
+    table[h, r, t] = float("nan")  # scored by every head task of (?, r, t) and every tail task of (h, r, ?)
+    # any NaN among a task's scored entities is a model defect, even at a filtered entity
+    rows = [i for i, row in enumerate(GRAPH.triples.tolist()) if row[1:] == [r, t]]
+    first = rows[0]
+    message = (
+        f"the model produced NaN scores for the head task of triple {GRAPH.triples[first].tolist()} "
+        f"(row {first} of mapped_triples); {len(rows)} head task(s) affected"
+    )
+    with raises(ValueError, message):
+        evaluate(model=TableModel(table))
+
+
+def test_restriction_outside_raises_unless_dropped() -> None:
+    _h, _r, t = GRAPH.triples[0].tolist()
+    allowed = {e for e in range(8) if e != t}
+    message = (
+        f"mapped_triples row {_first_outside(allowed)} = {GRAPH.triples[_first_outside(allowed)].tolist()} has a "
+        "head or tail outside restrict_entities_to; pass drop_outside_restriction=True to skip such triples"
+    )
+    with raises(ValueError, message):
+        evaluate(restrict_entities_to=allowed)
+    assert evaluate(restrict_entities_to=allowed, drop_outside_restriction=True).get_metric("count") > 0
+
+
+def _first_outside(allowed: set[int]) -> int:
+    return next(i for i, (h, _, t) in enumerate(GRAPH.triples.tolist()) if h not in allowed or t not in allowed)
+
+
+@pytest.mark.parametrize(
+    ("ids", "error", "message"),
+    [
+        ([], ValueError, "restrict_entities_to must not be empty"),
+        ([0, 8], ValueError, "restrict_entities_to holds id 8 outside [0, 8)"),
+        (torch.tensor([0.5]), TypeError, "restrict_entities_to must hold integer ids, got dtype torch.float32"),
+        (3, TypeError, "restrict_entities_to must be a tensor, list or set of entity ids, got int"),
+    ],
+)
+def test_restriction_ids(ids, error, message) -> None:
+    with raises(error, message):
+        evaluate(restrict_entities_to=ids)
+
+
+def test_accumulator_update_checks_and_leaves_state_unchanged() -> None:
+    acc = MetricAccumulator(ks=(1,))
+    acc.update(torch.tensor([1]), torch.tensor([2]), torch.tensor([3]))
+    before = acc.state_dict()
+    with raises(ValueError, "ranks must satisfy 1 <= optimistic <= pessimistic <= num_candidates for every task"):
+        acc.update(torch.tensor([2]), torch.tensor([1]), torch.tensor([3]))
+    with raises(TypeError, "pessimistic must be an integer tensor, got torch.float32"):
+        acc.update(torch.tensor([1]), torch.tensor([1.0]), torch.tensor([3]))
+    with raises(ValueError, "num_candidates must have shape (n,) like optimistic (1,), got (2,)"):
+        acc.update(torch.tensor([1]), torch.tensor([1]), torch.tensor([3, 3]))
+    after = acc.state_dict()
+    assert before.keys() == after.keys() and all(torch.equal(before[k], after[k]) for k in before)
+
+
+def test_accumulator_merge_checks() -> None:
+    with raises(ValueError, "cannot merge accumulators with different ks: (1,) and (1, 3)"):
+        MetricAccumulator(ks=(1,)).merge(MetricAccumulator(ks=(1, 3)))
+    with raises(TypeError, "can only merge a MetricAccumulator, got dict"):
+        MetricAccumulator(ks=(1,)).merge({})
+
+
+def test_accumulator_load_state_dict_checks() -> None:
+    with raises(ValueError, "state must be a dict produced by MetricAccumulator.state_dict()"):
+        MetricAccumulator().load_state_dict({"x": torch.zeros(1)})
+    state = MetricAccumulator(ks=(1,)).state_dict()
+    del state["sum:count"]
+    with raises(ValueError, "state sums do not match: missing ['sum:count'], extra []"):
+        MetricAccumulator().load_state_dict(state)

@@ -1,0 +1,88 @@
+"""Tests of kgeval.rank_files: reading exported rank tables and converting them to record columns."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kgeval.rank_files import read_ranks, records_from_frame
+
+
+def _table() -> pd.DataFrame:
+    return pd.DataFrame(
+        {
+            "head": [0, 0, 3],
+            "relation": [1, 1, 0],
+            "tail": [2, 2, 1],
+            "side": ["head", "tail", "Tail"],
+            "optimistic": [1, 2, 5],
+            "pessimistic": [1, 4, 5],
+            "realistic": [1.0, 3.0, 5.0],
+            "num_candidates": [9, 9, 9],
+        }
+    )
+
+
+def test_records_from_a_ranks_df_table() -> None:
+    records = records_from_frame(_table())
+    assert records["side"].dtype == np.int8
+    assert records["side"].tolist() == [0, 1, 1]
+    assert records["task_index"].tolist() == [-1, -1, -1]
+    assert records["pessimistic"].tolist() == [1, 4, 5]
+    assert records["head"].dtype == np.int64
+
+
+def test_records_keep_integer_sides_and_task_index() -> None:
+    table = _table().assign(side=[0, 1, 1], task_index=[4, 4, 7])
+    records = records_from_frame(table)
+    assert records["side"].tolist() == [0, 1, 1]
+    assert records["task_index"].tolist() == [4, 4, 7]
+
+
+@pytest.mark.parametrize("suffix", [".csv", ".csv.gz", ".tsv"])
+def test_csv_round_trip(tmp_path: Path, suffix: str) -> None:
+    path = tmp_path / f"ranks{suffix}"
+    _table().to_csv(path, index=False, sep="\t" if suffix == ".tsv" else ",")
+    pd.testing.assert_frame_equal(read_ranks(path), _table())
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("pyarrow") is None and importlib.util.find_spec("fastparquet") is None,
+    reason="no Parquet engine installed",
+)
+def test_parquet_round_trip(tmp_path: Path) -> None:
+    path = tmp_path / "ranks.parquet"
+    _table().to_parquet(path)
+    pd.testing.assert_frame_equal(read_ranks(path), _table())
+
+
+def test_error_on_unknown_suffix(tmp_path: Path) -> None:
+    message = "rank file must end in .csv, .csv.gz, .tsv or .parquet, got 'ranks.json'"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        read_ranks(tmp_path / "ranks.json")
+
+
+def test_error_on_missing_columns() -> None:
+    message = (
+        "a rank table needs the columns ['head', 'relation', 'tail', 'side', 'optimistic', 'pessimistic'], "
+        "missing ['side', 'optimistic']"
+    )
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        records_from_frame(_table().drop(columns=["side", "optimistic"]))
+
+
+@pytest.mark.parametrize(("side", "bad"), [(["head", "both", "tail"], "['both']"), ([0, 2, 1], "['2']")])
+def test_error_on_bad_side(side: list, bad: str) -> None:
+    message = f"rank table side must be 'head' / 'tail' (or 0 / 1), got {bad}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        records_from_frame(_table().assign(side=side))
+
+
+def test_error_on_negative_ids() -> None:
+    with pytest.raises(ValueError, match=r"^rank table ids must be >= 0, got -1$"):
+        records_from_frame(_table().assign(tail=[2, -1, 1]))

@@ -1,0 +1,94 @@
+"""RankBasedMetricResults: lookup by key grammar, exports, JSON round trip, display."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
+from tests.helpers.graphs import TableModel, quantised_table, random_graph
+
+
+@pytest.fixture(scope="module")
+def results() -> RankBasedMetricResults:
+    graph = random_graph(0, num_entities=12, num_relations=2, num_triples=20, num_filter=20)
+    model = TableModel(quantised_table(np.random.default_rng(0), 12, 2, inf_fraction=0.1))
+    return RankBasedEvaluator(ks=(1, 10)).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+
+
+def test_get_metric_uses_the_key_grammar(results) -> None:
+    assert results.get_metric("mrr") == results.data[("both", "realistic", "inverse_harmonic_mean_rank")]
+    assert results.get_metric("tail.best.mr") == results.data[("tail", "optimistic", "arithmetic_mean_rank")]
+    assert results.get_metric("h@1") == results.data[("both", "realistic", "hits_at_1")]
+    assert results["HEAD.Worst.Hits@10"] == results.data[("head", "pessimistic", "hits_at_10")]
+
+
+def test_unknown_key_lists_close_matches(results) -> None:
+    with pytest.raises(KeyError) as info:
+        results.get_metric("inverse_harmonic_mean_rnk")
+    message = info.value.args[0]
+    assert message.startswith("unknown metric 'inverse_harmonic_mean_rnk'; did you mean inverse_harmonic_mean_rank, ")
+    assert message.endswith("?")
+
+
+def test_unreported_k_is_a_key_error(results) -> None:
+    with pytest.raises(KeyError) as info:
+        results.get_metric("hits@3")
+    assert info.value.args[0] == (
+        "both.realistic.hits_at_3 was not reported by this evaluation; reported names close to it: "
+        "hits_at_1, hits_at_10, z_hits_at_1, z_hits_at_10, adjusted_hits_at_1"
+    )
+
+
+def test_flat_dict_and_prefix(results) -> None:
+    flat = results.to_flat_dict()
+    assert flat["both.realistic.hits_at_10"] == results.get_metric("hits@10")
+    assert len(flat) == len(results.data)
+    prefixed = results.to_flat_dict(prefix="validation")
+    assert prefixed == {f"validation.{key}": value for key, value in flat.items()}
+
+
+def test_nested_dict_and_dataframe(results) -> None:
+    nested = results.to_dict()
+    assert nested["tail"]["optimistic"]["count"] == 20
+    frame = results.to_df()
+    assert list(frame.columns) == ["side", "rank_type", "metric", "value"]
+    assert len(frame) == len(results.data)
+    row = frame[(frame.side == "head") & (frame.rank_type == "realistic") & (frame.metric == "median_rank")]
+    assert row.value.item() == results.get_metric("head.median_rank")
+
+
+def test_json_round_trip_is_exact(results) -> None:
+    text = results.to_json()
+    again = RankBasedMetricResults.from_json(text)
+    assert again == results
+    assert again.to_json() == text
+    lean = RankBasedMetricResults.from_json(results.to_json(include_records=False))
+    assert lean.records is None and lean.data == results.data
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("not json", "not a kgeval results JSON document: Expecting value: line 1 column 1 (char 0)"),
+        (json.dumps({"format": "other"}), "not a kgeval results JSON document: expected format 'kgeval.results/1'"),
+        (
+            json.dumps({"format": "kgeval.results/1", "metrics": [["up", "realistic", "mrr", 1.0]]}),
+            "malformed metric entry in results JSON: ['up', 'realistic', 'mrr', 1.0]",
+        ),
+    ],
+)
+def test_from_json_rejects_other_documents(text: str, message: str) -> None:
+    with pytest.raises(ValueError) as info:
+        RankBasedMetricResults.from_json(text)
+    assert str(info.value) == message
+
+
+def test_str_is_a_readable_table(results) -> None:
+    text = str(results)
+    assert text.startswith("Rank-based metrics over 40 ranking tasks\n")
+    assert "inverse_harmonic_mean_rank" in text and "both (pessimistic)" in text
+    assert f"{results.get_metric('mrr'):.4f}" in text
+    assert "mrr=" in repr(results)

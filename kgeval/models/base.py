@@ -51,6 +51,11 @@ class QueryCandidateModule(nn.Module):
         self.dim = dim
 
     # -- to implement ----------------------------------------------------------------------------------------
+    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
+        """Re-initialise ``entity_embeddings`` and ``relation_embeddings`` with Xavier-uniform values."""
+        xavier_uniform_(self.entity_embeddings.weight, generator)
+        xavier_uniform_(self.relation_embeddings.weight, generator)
+
     def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d') query vectors from id columns: (h, r) for target "tail", (r, t) for "head"."""
         raise NotImplementedError

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from kgeval.models.base import QueryCandidateModule, Target, as_complex, as_real, make_generator, xavier_uniform_
+from kgeval.models.base import QueryCandidateModule, Target, as_complex, as_real, make_generator
 
 
 class DistMult(QueryCandidateModule):
@@ -49,11 +49,6 @@ class DistMult(QueryCandidateModule):
         self.relation_embeddings = nn.Embedding(num_relations, dim)
         self.reset_parameters(generator=make_generator(seed))
 
-    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Re-initialise both embedding matrices with Xavier-uniform values."""
-        xavier_uniform_(self.entity_embeddings.weight, generator)
-        xavier_uniform_(self.relation_embeddings.weight, generator)
-
     def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
         if target == "tail":
             return self.entity_embeddings(first) * self.relation_embeddings(second)
@@ -90,11 +85,6 @@ class ComplEx(QueryCandidateModule):
         self.relation_embeddings = nn.Embedding(num_relations, 2 * dim)
         self.reset_parameters(generator=make_generator(seed))
 
-    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Re-initialise both embedding matrices with Xavier-uniform values."""
-        xavier_uniform_(self.entity_embeddings.weight, generator)
-        xavier_uniform_(self.relation_embeddings.weight, generator)
-
     def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
         if target == "tail":
             head, relation = as_complex(self.entity_embeddings(first)), as_complex(self.relation_embeddings(second))
@@ -130,11 +120,6 @@ class RESCAL(QueryCandidateModule):
         self.entity_embeddings = nn.Embedding(num_entities, dim)
         self.relation_embeddings = nn.Embedding(num_relations, dim * dim)
         self.reset_parameters(generator=make_generator(seed))
-
-    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Re-initialise entities and relation matrices with Xavier-uniform values."""
-        xavier_uniform_(self.entity_embeddings.weight, generator)
-        xavier_uniform_(self.relation_embeddings.weight, generator)
 
     def _matrices(self, relations: torch.Tensor) -> torch.Tensor:
         return self.relation_embeddings(relations).view(-1, self.dim, self.dim)

@@ -45,11 +45,6 @@ class TransE(QueryCandidateModule):
         self.relation_embeddings = nn.Embedding(num_relations, dim)
         self.reset_parameters(generator=make_generator(seed))
 
-    def reset_parameters(self, generator: torch.Generator | None = None) -> None:
-        """Re-initialise both embedding matrices with Xavier-uniform values."""
-        xavier_uniform_(self.entity_embeddings.weight, generator)
-        xavier_uniform_(self.relation_embeddings.weight, generator)
-
     def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
         if target == "tail":
             return self.entity_embeddings(first) + self.relation_embeddings(second)

@@ -11,13 +11,14 @@ Candidates are the candidate set (all entities or the whitelist) minus the filte
 never counted against itself and always counts in C. Scores compare exactly; +inf / -inf are ordinary values;
 a NaN anywhere in a task's scores is flagged (the evaluator raises after the loop, naming the task).
 
-How it is computed. Each score tile is turned into comparison codes sign(s_e - s*) in {1, 0, -1} (NaN for NaN),
-right after the tile is produced, while it is in cache. Per task, the sum of the codes is #above - #below and the
-sum of their absolute values #above + #below, which gives #above, and #equal = C - 1 - #above - #below; a NaN
-makes the first sum NaN, which is the NaN flag. The filtered candidates' codes are gathered from the same tiles
-(kgeval.pairs) and subtracted, so raw and filtered counts come from one pass. The tile holding the batch's true
-answers is scored first (every task of a batch has its true answer in the same candidate slice), so the true
-score is read from the same computation as its candidates and exact ties stay exact.
+How it is computed. Each score tile is turned into comparison codes sign(s_e - s*) in {1, 0, -1} right after the
+tile is produced, while it is in cache. Per task, the sum of the codes is #above - #below and the sum of their
+absolute values #above + #below, which gives #above, and #equal = C - 1 - #above - #below. The filtered
+candidates' codes are set to 0 in the tile before the sums (kgeval.pairs), after being read when raw counts are
+wanted too, so raw and filtered counts come from one pass. A NaN score is flagged before that, so a NaN at a
+filtered entity is an error as well. The tile holding the batch's true answers is scored first (every task of a
+batch has its true answer in the same candidate slice; otherwise a first pass reads each true score from its
+tile), so the true score comes from the same computation as its candidates and exact ties stay exact.
 
 Two kernels make the codes: ``"sign"`` (two passes: s - s*, then sign) and ``"compare"`` ((s > s*) - (s < s*)
 plus a NaN check). ``"sign"`` is faster on CPU but wrong for an infinite true score (inf - inf is NaN), so a

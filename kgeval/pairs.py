@@ -1,16 +1,17 @@
-"""Filtered (task row, candidate position) pairs of one batch, laid out for one gather per score tile.
+"""Filtered (task row, candidate position) pairs of one batch, laid out for one scatter / gather per score tile.
 
 The filter index yields, for each task of a batch, the run of known answers of its query; the evaluated triple
-itself is always known, so every run contains the task's true answer. Counting (kgeval.counting) reads each
-pair's comparison code from the tile that holds it and subtracts the codes afterwards, so the filtered entities
-never have to be masked in a dense matrix. The true answer's own code is 0 by construction (it equals itself),
-so it needs no special case; pairs whose entity is not a candidate (``restrict_entities_to``) are pointed at the
-true answer's position for the same reason.
+itself is always known, so every run contains the task's true answer. Counting (kgeval.counting) sets each
+pair's comparison code to 0 in the tile that holds it (``zero_``; ``gather_`` first reads the codes when raw
+counts are wanted too), so the filtered entities never have to be masked in a dense matrix. The true answer's
+own code is 0 by construction (it equals itself), so it needs no special case; pairs whose entity is not a
+candidate (``restrict_entities_to``) are pointed at the true answer's position for the same reason.
 
-Two layouts serve the per-tile gathers. :class:`SortedPairs` groups the pairs by (candidate slice, row block) once
-per batch and reads host-side offsets (host memory, so CPU only: on an accelerator the offsets would cost one
-device synchronisation per batch). :class:`MaskedPairs` keeps the pairs as they are and masks them per tile,
-which never synchronises and suits devices where the extra elementwise work is cheap.
+Two layouts serve the tiles. :class:`SortedPairs` groups the pairs by (candidate slice, row block) once per batch
+and reads host-side offsets (host memory, so CPU only: on an accelerator the offsets would cost one device
+synchronisation per batch); it also handles :class:`QueryGroup` s, queries shared by many tasks whose known
+answers are zeroed as one block. :class:`MaskedPairs` keeps the pairs as they are and masks them per tile, which
+never synchronises and suits devices where the extra elementwise work is cheap.
 """
 
 from __future__ import annotations

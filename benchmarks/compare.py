@@ -8,7 +8,9 @@ Usage::
 Every contender runs in its own subprocess (so its peak RSS is its own) and reports its best time over
 ``--repeats`` calls; with ``--rounds 2`` the whole set runs twice, interleaved, and the faster round counts (the
 machine may be shared). Printed: one table per group and the ratios the project's targets are stated in.
-All evaluations are filtered (train + valid + test), rank both sides and compute every metric.
+All evaluations are filtered (train + valid + test), rank both sides and compute every metric. kgeval runs
+with each counting kernel: ``[eager]`` (what a one-off evaluation uses) and ``[compiled]`` (torch.compile; its
+"first s" includes compiling in a fresh process, "best s" is a later call).
 """
 
 from __future__ import annotations
@@ -84,6 +86,10 @@ class ScoresOnly:
         return self.model.score_h(rt_batch)
 
 
+#: the counting kernels kgeval contenders run with (suffix "[kernel]" of a contender name)
+KERNELS = ("eager", "compiled")
+
+
 def _evaluate(model: Any, data, known, triples=None, **kwargs) -> Any:
     from kgeval import RankBasedEvaluator
 
@@ -101,14 +107,14 @@ def kgeval_fast(args):
     data, known = _data(args)
     model = _kgeval_model(args.model, data)
     with torch.inference_mode():
-        return measure(lambda: _evaluate(model, data, known), args.repeats)
+        return measure(lambda: _evaluate(model, data, known, kernel=args.kernel), args.repeats)
 
 
 @contender("kgeval-own-score_t")
 def kgeval_own(args):
     data, known = _data(args)
     model = _kgeval_model(args.model, data)
-    return measure(lambda: _evaluate(model, data, known, fast_path=False), args.repeats)
+    return measure(lambda: _evaluate(model, data, known, fast_path=False, kernel=args.kernel), args.repeats)
 
 
 #: batch sizes tried for the bare GEMM (the best one counts): kgeval's tile rows, whole-row batch, GEMM batch
@@ -168,7 +174,7 @@ def bare_gemm_distinct(args):
 def kgeval_scores_only(args):
     data, known = _data(args)
     model = ScoresOnly(_kgeval_model(args.model, data))
-    return measure(lambda: _evaluate(model, data, known), args.repeats)
+    return measure(lambda: _evaluate(model, data, known, kernel=args.kernel), args.repeats)
 
 
 @contender("bare-scores-all")
@@ -196,11 +202,11 @@ def bare_scores_all(args):
 
 @contender("bare-scores-distinct")
 def bare_scores_distinct(args):
-    """Replays exactly the score_t / score_h calls kgeval made (distinct queries per batch)."""
+    """Replays exactly the score_t / score_h calls kgeval made (distinct queries per batch) with ``--kernel``."""
     data, known = _data(args)
     inner = _kgeval_model(args.model, data)
     calls: list = []
-    _evaluate(ScoresOnly(inner, record=calls), data, known)
+    _evaluate(ScoresOnly(inner, record=calls), data, known, kernel=args.kernel)
 
     def run() -> None:
         with torch.inference_mode():
@@ -237,7 +243,8 @@ def pykeen_evaluator(args):
 def kgeval_on_pykeen(args):
     data, known = _data(args)
     model, triples = _pykeen_model(args, data), _subset(args, data)
-    return measure(lambda: _evaluate(model, data, known, triples=triples), args.repeats, triples=len(triples))
+    run = lambda: _evaluate(model, data, known, triples=triples, kernel=args.kernel)  # noqa: E731
+    return measure(run, args.repeats, triples=len(triples))
 
 
 @contender("torchkge")
@@ -248,6 +255,12 @@ def torchkge_evaluator(args):
 
 
 # -- the parent --------------------------------------------------------------------------------------------------
+def _worker(name: str, argv: list[str]) -> tuple[str, list[str]]:
+    """The worker and arguments of a contender name: "kgeval-fast[compiled]" runs kgeval-fast --kernel compiled."""
+    worker, _, kernel = name.partition("[")
+    return worker, [*argv, "--kernel", kernel.rstrip("]") or "eager"]
+
+
 def _run_all(names: list[str], argv_of, rounds: int) -> dict[str, dict]:
     results: dict[str, list[dict]] = {name: [] for name in names}
     for _ in range(rounds):
@@ -277,6 +290,7 @@ def main() -> None:
     parser.add_argument("--skip-models", action="store_true", help="only the DistMult comparison")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--model", default="DistMult", help=argparse.SUPPRESS)
+    parser.add_argument("--kernel", default="eager", choices=KERNELS, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return run_worker(args)
@@ -284,9 +298,12 @@ def main() -> None:
     common = ["--dataset", args.dataset, "--repeats", str(args.repeats), "--pykeen-triples", args.pykeen_triples]
     started = time.time()
     print(f"# kgeval benchmark: {args.dataset}\n\nmachine: {machine()}\nload average before: {load_average()}\n")
-    headline = ["kgeval-fast", "bare-gemm-all", "bare-gemm-distinct", "kgeval-own-score_t", "kgeval-scores-only",
-                "bare-scores-all", "bare-scores-distinct", "kgeval-on-pykeen", "pykeen", "torchkge"]  # fmt: skip
-    main_results = _run_all(headline, lambda name: (name, common), args.rounds)
+    headline = ["kgeval-fast[eager]", "kgeval-fast[compiled]", "bare-gemm-all", "bare-gemm-distinct",
+                "kgeval-own-score_t[eager]", "kgeval-own-score_t[compiled]", "kgeval-scores-only[eager]",
+                "kgeval-scores-only[compiled]", "bare-scores-all", "bare-scores-distinct[eager]",
+                "bare-scores-distinct[compiled]", "kgeval-on-pykeen[eager]", "kgeval-on-pykeen[compiled]", "pykeen",
+                "torchkge"]  # fmt: skip
+    main_results = _run_all(headline, lambda name: _worker(name, common), args.rounds)
     rows = []
     for name in headline:
         r = main_results[name]
@@ -298,29 +315,36 @@ def main() -> None:
     print(f"## DistMult (dim {DIM}), filtered, both sides, all metrics\n")
     print(format_table(rows, ["contender", "best s", "first s", "peak RSS MiB", "extra RSS MiB", "note"]))
     print("\n## ratios\n")
-    for label, a, b in [
-        ("kgeval (scores only) / bare score_t+score_h of every task", "kgeval-scores-only", "bare-scores-all"),
-        ("kgeval (scores only) / the score calls kgeval makes", "kgeval-scores-only", "bare-scores-distinct"),
-        ("kgeval fast path / bare GEMM of every task", "kgeval-fast", "bare-gemm-all"),
-        ("kgeval fast path / bare GEMM of the distinct queries", "kgeval-fast", "bare-gemm-distinct"),
-        ("kgeval fast path / kgeval through the model's own score_t", "kgeval-fast", "kgeval-own-score_t"),
-        ("PyKEEN / kgeval, same PyKEEN model and triples", "pykeen", "kgeval-on-pykeen"),
-    ]:
-        print(f"- {label}: {_ratio(main_results, a, b)}")
+    for kernel in KERNELS:
+        for label, numerator, denominator in [
+            ("kgeval (scores only) / bare score_t+score_h of every task", "kgeval-scores-only[{k}]", "bare-scores-all"),
+            ("kgeval (scores only) / the score calls kgeval makes", "kgeval-scores-only[{k}]",
+             "bare-scores-distinct[{k}]"),
+            ("kgeval fast path / bare GEMM of every task", "kgeval-fast[{k}]", "bare-gemm-all"),
+            ("kgeval fast path / bare GEMM of the distinct queries", "kgeval-fast[{k}]", "bare-gemm-distinct"),
+            ("kgeval fast path / kgeval through the model's own score_t", "kgeval-fast[{k}]",
+             "kgeval-own-score_t[{k}]"),
+            ("PyKEEN / kgeval, same PyKEEN model and triples", "pykeen", "kgeval-on-pykeen[{k}]"),
+        ]:  # fmt: skip
+            ratio = _ratio(main_results, numerator.format(k=kernel), denominator.format(k=kernel))
+            print(f"- [{kernel}] {label}: {ratio}")
 
     if not args.skip_models:
-        names = [f"{kind}:{model}" for model in FAST_MODELS for kind in ("kgeval-fast", "kgeval-own-score_t",
-                                                                           "bare-gemm-all")]  # fmt: skip
-        model_results = _run_all(names, lambda n: (n.split(":")[0], [*common, "--model", n.split(":")[1]]), args.rounds)
+        kinds = ("kgeval-fast[eager]", "kgeval-fast[compiled]", "kgeval-own-score_t[eager]", "bare-gemm-all")
+        names = [f"{kind}:{model}" for model in FAST_MODELS for kind in kinds]
+        model_results = _run_all(
+            names, lambda n: _worker(n.split(":")[0], [*common, "--model", n.split(":")[1]]), args.rounds
+        )
         rows = []
         for model in FAST_MODELS:
-            fast, own, bare = (model_results[f"{k}:{model}"] for k in ("kgeval-fast", "kgeval-own-score_t",
-                                                                           "bare-gemm-all"))  # fmt: skip
+            eager, compiled, own, bare = (model_results[f"{kind}:{model}"] for kind in kinds)
             ratio = lambda a, b: f"{a['seconds'] / b['seconds']:.2f}" if "seconds" in a and "seconds" in b else "-"  # noqa: E731
-            rows.append([model, _cell(fast, "seconds"), _cell(own, "seconds"), _cell(bare, "seconds"),
-                         ratio(fast, own), ratio(fast, bare), _cell(fast, "extra_rss_mib", 0)])  # fmt: skip
+            rows.append([model, _cell(eager, "seconds"), _cell(compiled, "seconds"), _cell(own, "seconds"),
+                         _cell(bare, "seconds"), ratio(eager, own), ratio(eager, bare), ratio(compiled, bare),
+                         _cell(eager, "extra_rss_mib", 0)])  # fmt: skip
         print("\n## fast paths (bare: every task's query times all candidates; cdist for L1)\n")
-        header = ["model", "fast s", "own score_t s", "bare GEMM s", "fast / own", "fast / bare", "extra RSS MiB"]
+        header = ["model", "fast s (eager)", "fast s (compiled)", "own score_t s (eager)", "bare GEMM s",
+                  "eager / own", "eager / bare", "compiled / bare", "extra RSS MiB (eager)"]  # fmt: skip
         print(format_table(rows, header))
     print(f"\nload average after: {load_average()}; wall time {time.time() - started:.0f} s")
 

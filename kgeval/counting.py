@@ -11,19 +11,15 @@ Candidates are the candidate set (all entities or the whitelist) minus the filte
 never counted against itself and always counts in C. Scores compare exactly; +inf / -inf are ordinary values;
 a NaN anywhere in a task's scores is flagged (the evaluator raises after the loop, naming the task).
 
-How it is computed. Each score tile is turned into comparison codes sign(s_e - s*) in {1, 0, -1} right after the
-tile is produced, while it is in cache. Per task, the sum of the codes is #above - #below and the sum of their
-absolute values #above + #below, which gives #above, and #equal = C - 1 - #above - #below. The filtered
-candidates' codes are set to 0 in the tile before the sums (kgeval.pairs), after being read when raw counts are
-wanted too, so raw and filtered counts come from one pass. A NaN score is flagged before that, so a NaN at a
-filtered entity is an error as well. The tile holding the batch's true answers is scored first (every task of a
-batch has its true answer in the same candidate slice; otherwise a first pass reads each true score from its
-tile), so the true score comes from the same computation as its candidates and exact ties stay exact.
-
-Two kernels make the codes: ``"sign"`` (two passes: s - s*, then sign) and ``"compare"`` ((s > s*) - (s < s*)
-plus a NaN check). ``"sign"`` is faster on CPU but wrong for an infinite true score (inf - inf is NaN), so a
-block whose true scores are infinite falls back to ``"compare"`` -- a host check, hence CPU only; other devices
-use ``"compare"``.
+How it is computed. Each score tile is counted right after it is produced, while it is in cache: per task, the
+scores above and below its true score (kgeval.kernels, which also flags NaN rows). The counts of all slices
+add up to raw counts; the filtered candidates' scores are then gathered from the same tiles (kgeval.pairs) and
+their contributions subtracted, so the tiles are never written to for filtering and raw and filtered counts
+come from one pass. With C' = C - 1 - #filtered (the true answer excluded), #equal = C' - #above - #below.
+A NaN anywhere in a task's scores, a filtered candidate's included, is an error. The tile holding the batch's
+true answers is scored first (every task of a batch has its true answer in the same candidate slice; otherwise
+a first pass reads each true score from its tile), so the true score comes from the same computation as its
+candidates and exact ties stay exact.
 """
 
 from __future__ import annotations
@@ -33,10 +29,9 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from kgeval.kernels import count_tile
 from kgeval.pairs import PairTiles
 from kgeval.scoring import CandidateScorer, Workspace
-
-KERNELS: tuple[str, ...] = ("sign", "compare")
 
 
 def comparison_codes(scores: torch.Tensor, true_scores: torch.Tensor) -> torch.Tensor:
@@ -78,11 +73,11 @@ class BatchCounts:
         return optimistic, optimistic + self.equal, self.num_candidates
 
     @classmethod
-    def from_sums(cls, sums: torch.Tensor, num_candidates: torch.Tensor) -> BatchCounts:
-        """Counts from the per-task sums of codes and of |codes| (rows of ``sums``, shape (2, B))."""
-        has_nan = torch.isnan(sums[0])
-        total, absolute = torch.nan_to_num(sums, nan=0.0).to(torch.int64)
-        return cls((total + absolute) // 2, num_candidates - 1 - absolute, num_candidates, has_nan)
+    def from_counts(
+        cls, greater: torch.Tensor, less: torch.Tensor, has_nan: torch.Tensor, num_candidates: torch.Tensor
+    ) -> BatchCounts:
+        """Counts from #above and #below the true score among the C - 1 other candidates (shapes (B,))."""
+        return cls(greater, num_candidates - 1 - greater - less, num_candidates, has_nan)
 
     @classmethod
     def cat(cls, parts: Sequence[BatchCounts], order: torch.Tensor) -> BatchCounts:
@@ -143,8 +138,9 @@ def count_batch(
     num_filtered : LongTensor of shape (B,), optional
         Filtered candidates other than the true answer (with ``pairs``).
     raw_too : bool, default=False
-        With ``pairs``, also count against every candidate (the filtered codes are read before they are zeroed).
-    kernel : {"sign", "compare"}, default="sign"
+        With ``pairs``, also return the raw counts (they come with the pass).
+    kernel : {"sign", "compare", "compiled"}, default="sign"
+        The tile kernel (kgeval.kernels).
     workspace : Workspace, optional
         Scratch memory reused across batches.
 
@@ -157,37 +153,60 @@ def count_batch(
     """
     workspace = workspace or Workspace()
     size = true_positions.numel()
-    sums = torch.zeros(2, size, dtype=torch.float64, device=true_positions.device)
+    device = true_positions.device
+    greater = torch.zeros(size, dtype=torch.int64, device=device)
+    less = torch.zeros(size, dtype=torch.int64, device=device)
+    has_nan = torch.zeros(size, dtype=torch.bool, device=device)
     true_scores: torch.Tensor | None = None
     scorer.begin(queries)
     if true_slice is None:
-        true_scores = _true_scores(scorer, true_positions, bounds, blocks, workspace)
+        true_scores = _true_scores(scorer, true_positions, bounds, blocks, kernel, workspace)
     for j in _slice_order(true_slice, len(bounds)):
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
         for index, block in enumerate(blocks):
             rows = slice(block.row_start, block.row_stop)
-            tile, owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
+            tile, tile_rows, owned = _tile(scorer, block, kernel, workspace)
             if j == true_slice:
                 if true_scores is None:
                     true_scores = torch.empty(size, dtype=tile.dtype, device=tile.device)
-                true_scores[rows] = tile.gather(1, (true_positions[rows] - start).unsqueeze(1)).squeeze(1)
-            true_column = true_scores[rows]  # type: ignore[index]
-            codes, nan_rows = _codes(tile, true_column, owned, kernel, workspace, scorer.nan_free)
-            if pairs is not None:
-                if raw_too:
-                    pairs.gather_(codes, index, j)
-                pairs.zero_(codes, index, j)
-            total = codes.sum(dim=1, dtype=_sum_dtype(codes))
-            sums[0, rows] += total if nan_rows is None else torch.where(nan_rows, torch.nan, total)
-            sums[1, rows] += codes.abs_().sum(dim=1, dtype=_sum_dtype(codes))
-    everything = torch.full((size,), scorer.num_candidates, dtype=torch.int64, device=sums.device)
+                true_scores[rows] = _read(tile, tile_rows, true_positions[rows] - start)
+            if pairs is not None:  # before the kernel, which may overwrite the tile
+                pairs.gather_(tile, tile_rows, true_scores, index, j)  # type: ignore[arg-type]
+            nan_free = kernel == "sign" and scorer.nan_free  # only that kernel asks (a NaN check may cost a pass)
+            truth = true_scores[rows]  # type: ignore[index]
+            above, below, nan = count_tile(tile, truth, kernel, tile_rows, owned, nan_free, workspace)
+            greater[rows] += above
+            less[rows] += below
+            has_nan[rows] |= nan
+    everything = torch.full((size,), scorer.num_candidates, dtype=torch.int64, device=device)
+    raw = BatchCounts.from_counts(greater, less, has_nan, everything)
     if pairs is None or num_filtered is None:
-        return BatchCounts.from_sums(sums, everything), None
-    counts = BatchCounts.from_sums(sums, everything - num_filtered)
-    if not raw_too:
-        return counts, None
-    return counts, BatchCounts.from_sums(sums + torch.stack(pairs.sums(size)), everything)
+        return raw, None
+    filtered_greater, filtered_less = pairs.counts(size)
+    candidates = everything - num_filtered
+    counts = BatchCounts.from_counts(greater - filtered_greater, less - filtered_less, has_nan, candidates)
+    return counts, raw if raw_too else None
+
+
+def _tile(
+    scorer: CandidateScorer, block: RowBlock, kernel: str, workspace: Workspace
+) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
+    """The scores of a block against the current slice: (tile, tile row of each task or None, owned).
+
+    The compiled kernel reads repeated queries' rows in place, so it gets the distinct-query tile and the row
+    map; the eager kernels get one row per task (copied, or recomputed when cheaper -- the scorer decides)."""
+    if kernel == "compiled":
+        return scorer.query_tile(block.query_start, block.query_stop), block.query_rows, False
+    tile, owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
+    return tile, None, owned
+
+
+def _read(tile: torch.Tensor, tile_rows: torch.Tensor | None, columns: torch.Tensor) -> torch.Tensor:
+    """tile[tile_rows[i], columns[i]] for every task i (tile row i without a row map)."""
+    if tile_rows is None:
+        return tile.gather(1, columns.unsqueeze(1)).squeeze(1)
+    return tile[tile_rows, columns]
 
 
 def _slice_order(true_slice: int | None, num_slices: int) -> list[int]:
@@ -202,6 +221,7 @@ def _true_scores(
     true_positions: torch.Tensor,
     bounds: Sequence[tuple[int, int]],
     blocks: Sequence[RowBlock],
+    kernel: str,
     workspace: Workspace,
 ) -> torch.Tensor:
     """The true scores of a batch whose answers lie in several slices, each read from the tile (of the shape
@@ -216,38 +236,9 @@ def _true_scores(
             if j not in block.true_slices:
                 continue
             rows = slice(block.row_start, block.row_stop)
-            tile, _owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
+            tile, tile_rows, _owned = _tile(scorer, block, kernel, workspace)
             if true_scores is None:
                 true_scores = torch.empty(true_positions.numel(), dtype=tile.dtype, device=tile.device)
-            columns = (true_positions[rows] - start).clamp(0, stop - start - 1).unsqueeze(1)
-            found = tile.gather(1, columns).squeeze(1)
+            found = _read(tile, tile_rows, (true_positions[rows] - start).clamp(0, stop - start - 1))
             true_scores[rows] = torch.where(true_slice_of_row[rows] == j, found, true_scores[rows])
     return true_scores  # type: ignore[return-value]
-
-
-def _sum_dtype(codes: torch.Tensor) -> torch.dtype:
-    """Sums of codes are exact integers in float32 (|sum| <= tile width < 2**24) and in float64."""
-    return torch.float64 if codes.dtype == torch.float64 else torch.float32
-
-
-def _codes(
-    tile: torch.Tensor, true_scores: torch.Tensor, owned: bool, kernel: str, workspace: Workspace, nan_free: bool
-) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """The comparison codes of a tile (see :func:`comparison_codes`) and its NaN rows (None: no NaN).
-
-    ``torch.sign`` maps NaN to 0, so the "sign" kernel finds NaN rows through the row sums of s - s* (NaN when
-    a NaN is present -- or +inf and -inf both are, which an exact check then rules out), unless the scorer
-    knows its scores are NaN-free. Its host checks are free on CPU, the only device it runs on.
-    """
-    true_column = true_scores.unsqueeze(1)
-    if kernel == "sign" and not bool(torch.isinf(true_scores).any()):
-        codes = tile.sub_(true_column) if owned else torch.sub(tile, true_column, out=workspace.tile(*tile.shape, tile))
-        nan_rows = None
-        if not nan_free and bool(torch.isnan(codes.sum(dim=1)).any()):
-            nan_rows = torch.isnan(codes).any(dim=1)
-        return codes.sign_(), nan_rows
-    nan_rows = torch.isnan(tile).any(dim=1) | torch.isnan(true_scores)
-    below = tile < true_column
-    codes = tile if owned else workspace.tile(*tile.shape, tile)
-    torch.gt(tile, true_column, out=codes)
-    return codes.sub_(below.to(codes.dtype)), nan_rows

@@ -19,6 +19,7 @@ from kgeval import _checks, batching
 from kgeval.accumulators import MetricAccumulator
 from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
+from kgeval.kernels import KERNEL_CHOICES, KernelChoice
 from kgeval.keys import RANK_TYPES, TARGETS, Target
 from kgeval.metrics.registry import null_model_table
 from kgeval.ranking import rank_side
@@ -52,6 +53,11 @@ class RankBasedEvaluator:
         Keep one record per ranking task in the results (rank export, median, per-relation views, ...).
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one.
+    kernel : {"auto", "eager", "compiled"}, default="auto"
+        How score tiles are counted (kgeval.kernels): "eager" runs PyTorch operations as they come; "compiled"
+        fuses the counting into one pass with ``torch.compile`` (about 3x less counting time on a CPU, after a
+        one-off compilation of a few seconds per process; falls back to eager with a warning where compiling
+        fails); "auto" counts eagerly and, on a CPU, compiles once this process has counted 10**10 scores.
 
     Examples
     --------
@@ -68,6 +74,7 @@ class RankBasedEvaluator:
         slice_size: int | None = None,
         keep_records: bool = True,
         fast_path: bool = True,
+        kernel: KernelChoice = "auto",
     ) -> None:
         if filtered not in (True, False, "both"):
             raise ValueError(f"filtered must be True, False or 'both', got {filtered!r}")
@@ -77,11 +84,14 @@ class RankBasedEvaluator:
         self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
         self.keep_records = bool(keep_records)
         self.fast_path = bool(fast_path)
+        if kernel not in KERNEL_CHOICES:
+            raise ValueError(f"kernel must be one of {KERNEL_CHOICES}, got {kernel!r}")
+        self.kernel: KernelChoice = kernel
 
     def __repr__(self) -> str:
         return (
             f"RankBasedEvaluator(filtered={self.filtered}, ks={self.ks}, batch_size={self.batch_size}, "
-            f"slice_size={self.slice_size})"
+            f"slice_size={self.slice_size}, kernel={self.kernel!r})"
         )
 
     # -- public entry point -----------------------------------------------------------------------------------
@@ -292,7 +302,9 @@ class RankBasedEvaluator:
         sizes = batching.choose_sizes(scorer, triples.shape[0], triples.device, batch_size, slice_size)
         side_index = index.sides[target] if index is not None else None
         both = self.filtered == "both"
-        counts = rank_side(scorer, queries, true_positions, side_index, position_of, sizes, progress, raw_too=both)
+        counts = rank_side(
+            scorer, queries, true_positions, side_index, position_of, sizes, progress, raw_too=both, kernel=self.kernel
+        )
         self._raise_on_nan(counts[0].has_nan, triples, task_index, target)
         accumulators = []
         for part in counts if both else counts[:1]:

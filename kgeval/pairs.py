@@ -1,11 +1,12 @@
-"""Filtered (task row, candidate position) pairs of one batch, laid out for one scatter / gather per score tile.
+"""Filtered (task row, candidate position) pairs of one batch, laid out for one gather per score tile.
 
 The filter index yields, for each task of a batch, the run of known answers of its query; the evaluated triple
-itself is always known, so every run contains the task's true answer. Counting (kgeval.counting) sets each
-pair's comparison code to 0 in the tile that holds it (``zero_``; ``gather_`` first reads the codes when raw
-counts are wanted too), so the filtered entities never have to be masked in a dense matrix. The true answer's
-own code is 0 by construction (it equals itself), so it needs no special case; pairs whose entity is not a
-candidate (``restrict_entities_to``) are pointed at the true answer's position for the same reason.
+itself is always known, so every run contains the task's true answer. Counting (kgeval.counting) counts every
+score of a tile, then subtracts the filtered candidates' contributions: ``gather_`` reads each pair's score from
+the tile that holds it and records its comparison code against the row's true score, so the filtered entities
+are never masked in, or written to, a dense matrix. The true answer's own code is 0 by construction (it equals
+itself), so it needs no special case; pairs whose entity is not a candidate (``restrict_entities_to``) are
+pointed at the true answer's position for the same reason.
 
 Two layouts serve the tiles. :class:`SortedPairs` groups the pairs by (candidate slice, row block) once per batch
 and reads host-side offsets (host memory, so CPU only: on an accelerator the offsets would cost one device
@@ -99,7 +100,7 @@ def query_groups(side: SideIndex, plans: Sequence, position_of: torch.Tensor | N
 
 
 class PairTiles:
-    """Per-tile gathers of pair codes, then per-row sums of the codes and of their absolute values.
+    """Per-tile gathers of the filtered pairs' comparison codes, then per-row counts of the codes above / below.
 
     Parameters
     ----------
@@ -110,6 +111,9 @@ class PairTiles:
         Index of the first pair of each row block, then the number of pairs (pairs are sorted by row).
     bounds : sequence of (start, stop)
         The candidate slices.
+
+    Every tile of the batch passes through :meth:`gather_` once; a tile's rows are the task rows of its block,
+    or, with a row map ``tile_rows``, the distinct-query rows those tasks use.
     """
 
     def __init__(
@@ -123,27 +127,40 @@ class PairTiles:
         self.row_starts = list(row_starts)
         self.pair_offsets = list(pair_offsets)
         self.bounds = list(bounds)
+        #: (P,) the comparison code of each pair: 1 above, -1 below its row's true score, 0 equal (or NaN score)
         self.codes = torch.zeros(pairs.rows.numel(), dtype=torch.float32, device=pairs.rows.device)
         self._rows = pairs.rows
 
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        """Read the codes of the pairs inside ``tile`` (the rows of ``block`` x the slice ``slice_index``)."""
+    def gather_(
+        self,
+        tile: torch.Tensor,
+        tile_rows: torch.Tensor | None,
+        true_scores: torch.Tensor,
+        block: int,
+        slice_index: int,
+    ) -> None:
+        """Record the codes of the pairs inside ``tile`` (the rows of ``block`` x the slice ``slice_index``).
+
+        ``tile_rows`` maps the block's task rows to tile rows (None: the identity); ``true_scores`` has shape
+        (B,) and is set for the block's rows."""
         raise NotImplementedError
 
-    def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        """Set the codes of the pairs inside ``tile`` to 0: filtered candidates then count as nothing."""
-        raise NotImplementedError
+    def counts(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per row: (#filtered candidates above, #below the true score), LongTensors of shape (size,)."""
+        total, absolute = self._sums(size)
+        total, absolute = total.long(), absolute.long()
+        return (absolute + total) // 2, (absolute - total) // 2
 
-    def sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """Per-row (sum of codes, sum of |codes|) of shape (size,); exact integers (NaN for a NaN code)."""
-        zeros = torch.zeros(size, dtype=self.codes.dtype, device=self.codes.device)
-        return zeros.index_add(0, self._rows, self.codes), zeros.index_add(0, self._rows, self.codes.abs())
+    def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per row: (sum of codes, sum of |codes|), exact integers in float64."""
+        zeros = torch.zeros(size, dtype=torch.float64, device=self.codes.device)
+        codes = self.codes.double()
+        return zeros.index_add(0, self._rows, codes), zeros.index_add(0, self._rows, codes.abs())
 
-    def _codes_like(self, tile: torch.Tensor) -> torch.Tensor:
-        """The code buffer, in the dtype of the score tiles."""
-        if self.codes.dtype != tile.dtype:
-            self.codes = self.codes.to(tile.dtype)
-        return self.codes
+
+def comparison_codes_of(values: torch.Tensor, true_scores: torch.Tensor) -> torch.Tensor:
+    """(values > true) - (values < true) as float32: 1, 0 or -1 (0 for NaN, which the tile kernels flag)."""
+    return (values > true_scores).float() - (values < true_scores).float()
 
 
 class SortedPairs(PairTiles):
@@ -151,7 +168,7 @@ class SortedPairs(PairTiles):
 
     With a single slice the pairs are already grouped (they are sorted by row) and the offsets come from the
     plan; with several slices one stable sort per batch groups them. :class:`QueryGroup` rows are handled as
-    blocks: one ``index_fill_`` / ``index_select`` over their rows and their shared positions per tile.
+    blocks: one ``index_select`` over their rows and their shared positions per tile.
     """
 
     def __init__(
@@ -166,6 +183,7 @@ class SortedPairs(PairTiles):
         self._groups_of_block = self._place_groups(groups)
         self._group_sums = torch.zeros(2, self.row_starts[-1], dtype=torch.float64, device=pairs.rows.device)
         rows, positions = pairs.rows, pairs.positions
+        self._positions = positions
         if len(self.bounds) == 1:
             self.segments = self.pair_offsets
             self._flat = rows * self.bounds[0][1] + positions
@@ -179,14 +197,19 @@ class SortedPairs(PairTiles):
         self._rows, self._positions = rows[order], positions[order]
         self.segments = [0, *torch.cumsum(torch.bincount(key, minlength=len(bounds) * num_blocks), 0).tolist()]
 
-    def _segment(self, tile: torch.Tensor, block: int, slice_index: int) -> tuple[int, int, torch.Tensor]:
+    def _segment(
+        self, tile: torch.Tensor, tile_rows: torch.Tensor | None, block: int, slice_index: int
+    ) -> tuple[int, int, torch.Tensor]:
         """The pair range [lo, hi) of a tile and the pairs' flat indices into it."""
         segment = slice_index * (len(self.row_starts) - 1) + block
         lo, hi = self.segments[segment], self.segments[segment + 1]
         first_row, (start, _stop) = self.row_starts[block], self.bounds[slice_index]
-        if len(self.bounds) == 1:
+        if tile_rows is None and len(self.bounds) == 1:
             return lo, hi, self._flat[lo:hi] - first_row * tile.shape[1]
-        return lo, hi, (self._rows[lo:hi] - first_row) * tile.shape[1] + (self._positions[lo:hi] - start)
+        local = self._rows[lo:hi] - first_row
+        if tile_rows is not None:
+            local = tile_rows[local]
+        return lo, hi, local * tile.shape[1] + (self._positions[lo:hi] - start)
 
     def _place_groups(self, groups: Sequence[QueryGroup]) -> list[list[tuple[int, int, torch.Tensor, list[int]]]]:
         """Per row block: (first row, last row + 1, positions, per-slice offsets into positions) of its groups."""
@@ -210,49 +233,57 @@ class SortedPairs(PairTiles):
             if b > a:
                 yield slice(lo - first, hi - first), slice(lo, hi), positions[a:b] - start
 
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        lo, hi, flat = self._segment(tile, block, slice_index)
+    def gather_(
+        self,
+        tile: torch.Tensor,
+        tile_rows: torch.Tensor | None,
+        true_scores: torch.Tensor,
+        block: int,
+        slice_index: int,
+    ) -> None:
+        lo, hi, flat = self._segment(tile, tile_rows, block, slice_index)
         if hi > lo:
-            torch.take(tile, flat, out=self._codes_like(tile)[lo:hi])
+            values = torch.take(tile, flat)
+            self.codes[lo:hi] = comparison_codes_of(values, true_scores[self._rows[lo:hi]])
         for local, rows, columns in self._group_columns(block, slice_index):
-            codes = tile[local].index_select(1, columns)
-            self._group_sums[0, rows] += codes.sum(dim=1)
-            self._group_sums[1, rows] += codes.abs_().sum(dim=1)
+            if tile_rows is None:
+                values = tile[local].index_select(1, columns)
+            else:  # a group's tasks share one query: one tile row
+                values = tile[tile_rows[local.start]].index_select(0, columns).unsqueeze(0)
+            codes = comparison_codes_of(values, true_scores[rows].unsqueeze(1))
+            self._group_sums[0, rows] += codes.sum(dim=1, dtype=torch.float64)
+            self._group_sums[1, rows] += codes.abs_().sum(dim=1, dtype=torch.float64)
 
-    def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        lo, hi, flat = self._segment(tile, block, slice_index)
-        if hi > lo:
-            tile.view(-1).index_fill_(0, flat, 0)
-        for local, _rows, columns in self._group_columns(block, slice_index):
-            tile[local].index_fill_(1, columns, 0)
-
-    def sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
-        total, absolute = super().sums(size)
+    def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+        total, absolute = super()._sums(size)
         return total + self._group_sums[0], absolute + self._group_sums[1]
 
 
 class MaskedPairs(PairTiles):
     """Pairs in their original order, masked per tile: no host offsets, so no device synchronisation."""
 
-    def _inside(self, tile: torch.Tensor, block: int, slice_index: int) -> tuple[torch.Tensor, ...]:
-        """For every pair: whether it lies in the tile, its (clamped) flat index, and its code there (0 outside)."""
+    def gather_(
+        self,
+        tile: torch.Tensor,
+        tile_rows: torch.Tensor | None,
+        true_scores: torch.Tensor,
+        block: int,
+        slice_index: int,
+    ) -> None:
+        if not self.codes.numel():
+            return
         rows, positions = self.pairs.rows, self.pairs.positions
-        first_row, (start, _stop) = self.row_starts[block], self.bounds[slice_index]
+        first_row, last_row = self.row_starts[block], self.row_starts[block + 1]
+        start, stop = self.bounds[slice_index]
         local_row, local_column = rows - first_row, positions - start
-        inside = (local_row >= 0) & (local_row < tile.shape[0]) & (local_column >= 0)
-        inside &= local_column < tile.shape[1]
+        inside = (local_row >= 0) & (local_row < last_row - first_row) & (local_column >= 0)
+        inside &= local_column < stop - start
+        local_row = local_row.clamp(0, last_row - first_row - 1)
+        if tile_rows is not None:
+            local_row = tile_rows[local_row]
         flat = (local_row * tile.shape[1] + local_column).clamp_(0, tile.numel() - 1)
-        values = torch.take(tile, flat)
-        return inside, flat, torch.where(inside, values, torch.zeros_like(values))
-
-    def gather_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        if self.codes.numel():
-            self._codes_like(tile).add_(self._inside(tile, block, slice_index)[2])
-
-    def zero_(self, tile: torch.Tensor, block: int, slice_index: int) -> None:
-        if self.codes.numel():  # adding -code inside the tile, 0 elsewhere: no write races on clamped indices
-            _inside, flat, values = self._inside(tile, block, slice_index)
-            tile.view(-1).index_put_((flat,), values.neg_(), accumulate=True)
+        codes = comparison_codes_of(torch.take(tile, flat), true_scores[rows])
+        self.codes.add_(torch.where(inside, codes, torch.zeros_like(codes)))
 
 
 def pair_tiles(

@@ -111,25 +111,33 @@ class SidePlan:
         self._pairs_before = np.concatenate([[0], np.cumsum(expanded)])
         self._expanded = torch.from_numpy(expanded).to(order.device)
 
-    def ranges(self, batch_size: int, max_pairs: int) -> Iterator[tuple[int, int]]:
-        """Batches as [begin, end) ranges of the order: at most ``batch_size`` tasks and, beyond a first task,
-        at most ``max_pairs`` filtered pairs; never across a slice group."""
+    def ranges(self, batch_size: int, max_pairs: int, by_queries: bool = False) -> Iterator[tuple[int, int]]:
+        """Batches as [begin, end) ranges of the order: at most ``batch_size`` tasks (``by_queries``: distinct
+        queries) and, beyond a first task, at most ``max_pairs`` filtered pairs; never across a slice group."""
         boundaries = np.flatnonzero(np.diff(self._slices)) + 1
         for group_begin, group_end in zip([0, *boundaries], [*boundaries, self.num_tasks], strict=True):
             begin = int(group_begin)
             while begin < group_end:
                 limit = int(np.searchsorted(self._pairs_before, self._pairs_before[begin] + max_pairs, side="right"))
-                end = min(begin + batch_size, int(group_end), max(limit - 1, begin + 1))
+                size_end = begin + batch_size
+                if by_queries:
+                    size_end = int(np.searchsorted(self._query_id, self._query_id[begin] + batch_size, side="left"))
+                end = min(size_end, int(group_end), max(limit - 1, begin + 1))
                 yield begin, end
                 begin = end
 
-    def batch(self, begin: int, end: int, tile_rows: int) -> PlannedBatch:
-        """Materialise tasks [begin, end) with row blocks of at most ``tile_rows`` tasks."""
+    def batch(self, begin: int, end: int, tile_rows: int, by_queries: bool = False) -> PlannedBatch:
+        """Materialise tasks [begin, end) with row blocks of at most ``tile_rows`` tasks (``by_queries``: tasks
+        of at most ``tile_rows`` distinct queries, for kernels that read repeated queries' rows in place)."""
         ids = self._query_id[begin:end]
         first = int(ids[0])
         blocks = []
-        for row_start in range(0, end - begin, tile_rows):
-            row_stop = min(row_start + tile_rows, end - begin)
+        if by_queries:
+            cuts = np.searchsorted(ids - first, np.arange(tile_rows, int(ids[-1]) - first + 1, tile_rows))
+            row_ranges = zip([0, *cuts.tolist()], [*cuts.tolist(), end - begin], strict=True)
+        else:
+            row_ranges = ((start, min(start + tile_rows, end - begin)) for start in range(0, end - begin, tile_rows))
+        for row_start, row_stop in row_ranges:
             query_start, query_stop = int(ids[row_start]) - first, int(ids[row_stop - 1]) - first + 1
             query_rows = None
             if query_stop - query_start != row_stop - row_start:

@@ -13,6 +13,7 @@ import torch
 from kgeval import batching
 from kgeval.counting import BatchCounts, Workspace, count_batch, slice_bounds
 from kgeval.filtering import SideIndex
+from kgeval.kernels import eager_kernel, resolve_kernel
 from kgeval.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval.planning import PlannedBatch, SidePlan
 from kgeval.scoring import CandidateScorer
@@ -27,8 +28,8 @@ MIN_TASKS_PER_SLICE = 64
 
 
 def default_kernel(device: torch.device) -> str:
-    """The counting kernel for a device: "sign" on CPU, "compare" elsewhere (kgeval.counting)."""
-    return "sign" if device.type == "cpu" else "compare"
+    """The eager counting kernel for a device: "sign" on CPU, "compare" elsewhere (kgeval.kernels)."""
+    return eager_kernel(device)
 
 
 def default_layout(device: torch.device) -> str:
@@ -45,6 +46,7 @@ def rank_side(
     sizes: batching.Sizes,
     progress: object | None = None,
     raw_too: bool = False,
+    kernel: str = "auto",
 ) -> tuple[BatchCounts, BatchCounts | None]:
     """Counts of every task of one side, in the order of ``queries``: filtered (raw without ``side_index``),
     and raw as well when ``raw_too``.
@@ -65,20 +67,26 @@ def rank_side(
         Receives ``update(number of tasks)`` after each batch.
     raw_too : bool, default=False
         With ``side_index``, also return the raw counts of the same pass.
+    kernel : {"auto", "eager", "compiled"}, default="auto"
+        The counting kernel (kgeval.kernels.resolve_kernel; "eager" is :func:`default_kernel` of the device).
     """
     device = queries.device
     starts = lengths = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
-    layout, kernel = default_layout(device), default_kernel(device)
+    layout = default_layout(device)
+    kernel = resolve_kernel(kernel, device, queries.shape[0] * scorer.num_candidates, default_kernel(device))
     group_min_pairs = GROUP_MIN_PAIRS if layout == "sorted" else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * MIN_TASKS_PER_SLICE
     plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
+    # the compiled kernel reads repeated queries' score rows in place: batches and tiles then count distinct
+    # queries, so every model call and GEMM has its full size however many tasks share a query
+    by_queries = kernel == "compiled"
 
     def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:
-        batch = plan.batch(begin, end, sizes.tile_rows)
+        batch = plan.batch(begin, end, sizes.tile_rows, by_queries)
         batch_true = true_positions[batch.tasks]
         tiles = num_filtered = None
         if side_index is not None:
@@ -98,7 +106,8 @@ def rank_side(
         return counts
 
     key = batching.shape_key(scorer, sizes, device)
-    parts = batching.run_with_retry(plan.ranges(sizes.batch_size, sizes.max_pairs), run, key, sizes.automatic, device)
+    ranges = plan.ranges(sizes.batch_size, sizes.max_pairs, by_queries)
+    parts = batching.run_with_retry(ranges, run, key, sizes.automatic, device)
     restore = torch.empty_like(plan.order)
     restore[plan.order] = torch.arange(plan.num_tasks, device=device)
     counts = BatchCounts.cat([part[0] for part in parts], restore)

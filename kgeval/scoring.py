@@ -16,6 +16,7 @@ sorted whitelist of ``restrict_entities_to``). A scorer is driven as::
     scorer.begin(queries)                                  # once per batch: its (U, 2) distinct queries
     scorer.start_slice(start, stop)                        # once per candidate slice
     scorer.block(query_start, query_stop, rows, workspace) # one tile: (task rows, stop - start) scores
+    scorer.query_tile(query_start, query_stop)             # or: (distinct-query rows, stop - start) scores
 """
 
 from __future__ import annotations
@@ -125,6 +126,11 @@ class CandidateScorer:
         copy = workspace.tile(query_rows.numel(), tile.shape[1], tile)
         return torch.index_select(tile, 0, query_rows, out=copy), True
 
+    def query_tile(self, query_start: int, query_stop: int) -> torch.Tensor:
+        """Scores of distinct-query rows [query_start, query_stop) against the current slice, shape
+        (query_stop - query_start, stop - start); the caller must not overwrite them."""
+        return self._query_block(query_start, query_stop)
+
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         """Scores of distinct-query rows [query_start, query_stop) against the current slice."""
         raise NotImplementedError
@@ -150,7 +156,14 @@ class FullRowScorer(CandidateScorer):
         if self.candidate_ids is not None:
             scores = scores.index_select(1, self.candidate_ids)
         self._row = scores
-        self.nan_free = _nan_free(scores)
+        self._nan_free: bool | None = None
+
+    @property
+    def nan_free(self) -> bool:  # type: ignore[override]
+        """Checked on first use: the compiled kernel checks NaN itself and never asks."""
+        if self._nan_free is None:
+            self._nan_free = _nan_free(self._row)
+        return self._nan_free
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         return self._row[query_start:query_stop, self._start : self._stop]
@@ -169,7 +182,14 @@ class SlicedScorer(CandidateScorer):
         else:
             raw = getattr(self.model, method)(queries, **{CANDIDATE_KEYWORD[self.target]: ids})
         self._slab = check_scores(raw, (queries.shape[0], stop - start), method)  # type: ignore[union-attr]
-        self.nan_free = _nan_free(self._slab)
+        self._nan_free: bool | None = None
+
+    @property
+    def nan_free(self) -> bool:  # type: ignore[override]
+        """Checked on first use: the compiled kernel checks NaN itself and never asks."""
+        if self._nan_free is None:
+            self._nan_free = _nan_free(self._slab)
+        return self._nan_free
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         return self._slab[query_start:query_stop]

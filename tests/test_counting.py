@@ -1,4 +1,4 @@
-"""kgeval.counting: comparison codes, both kernels, and counts from code sums."""
+"""kgeval.counting and kgeval.kernels: comparison codes, every tile kernel, counts, and the kernel choice."""
 
 from __future__ import annotations
 
@@ -6,8 +6,12 @@ import numpy as np
 import pytest
 import torch
 
+from kgeval import kernels
 from kgeval.counting import BatchCounts, RowBlock, comparison_codes, count_batch, slice_bounds
+from kgeval.kernels import count_tile
 from kgeval.scoring import FullRowScorer, Workspace
+
+KERNELS = ["sign", "compare", "compiled"]
 
 INF, NAN = float("inf"), float("nan")
 
@@ -21,15 +25,93 @@ def test_comparison_codes_rule() -> None:
     assert torch.isnan(comparison_codes(torch.ones(1, 3), torch.tensor([NAN]))).all()
 
 
-def test_counts_from_sums() -> None:
-    # codes of two tasks: [1, 1, -1, 0(true), 0] and [-1, 0(true), NaN]
-    sums = torch.tensor([[1.0, NAN], [3.0, 1.0]], dtype=torch.float64)
-    counts = BatchCounts.from_sums(sums, torch.tensor([5, 3]))
-    assert counts.greater[0] == 2
-    assert counts.equal[0] == 1
+def test_counts_from_greater_and_less() -> None:
+    # task 0: 5 candidates, 2 above and 1 below the true score, so 1 tie; task 1: 3 candidates, 1 below
+    counts = BatchCounts.from_counts(
+        torch.tensor([2, 0]), torch.tensor([1, 1]), torch.tensor([False, True]), torch.tensor([5, 3])
+    )
+    assert counts.equal.tolist() == [1, 1]
     assert counts.has_nan.tolist() == [False, True]
     optimistic, pessimistic, num_candidates = counts.ranks()
     assert (int(optimistic[0]), int(pessimistic[0]), int(num_candidates[0])) == (3, 4, 5)
+
+
+def _tile_brute_force(tile: np.ndarray, rows: np.ndarray, true: np.ndarray) -> tuple[list, list, list]:
+    greater = [int(np.sum(tile[r] > t)) for r, t in zip(rows, true, strict=True)]
+    less = [int(np.sum(tile[r] < t)) for r, t in zip(rows, true, strict=True)]
+    nan = [bool(np.isnan(tile[r]).any() or np.isnan(t)) for r, t in zip(rows, true, strict=True)]
+    return greater, less, nan
+
+
+@pytest.mark.parametrize("with_rows", [False, True])
+@pytest.mark.parametrize("kernel", KERNELS)
+@pytest.mark.parametrize("seed", range(6))
+def test_count_tile_matches_brute_force(kernel: str, seed: int, with_rows: bool) -> None:
+    rng = np.random.default_rng(seed)
+    height, width = int(rng.integers(1, 9)), int(rng.integers(1, 40))
+    tile = rng.integers(-2, 3, size=(height, width)).astype(np.float32)
+    for value, share in ((INF, 0.1), (-INF, 0.1), (NAN, 0.02 * (seed % 3))):
+        tile[rng.random(tile.shape) < share] = value
+    rows = rng.integers(0, height, size=int(rng.integers(1, 12))) if with_rows else np.arange(height)
+    true = tile[rows, rng.integers(0, width, size=rows.size)]
+    true[rng.random(rows.size) < 0.1] = rng.choice([INF, -INF, 3.0, -3.0])
+    expected = _tile_brute_force(tile, rows, true)
+    tensor = torch.from_numpy(tile)
+    greater, less, nan = count_tile(
+        tensor.clone(), torch.from_numpy(true), kernel, torch.from_numpy(rows) if with_rows else None,
+        owned=True, workspace=Workspace(),
+    )  # fmt: skip
+    assert nan.tolist() == expected[2]
+    clean = [i for i, flagged in enumerate(expected[2]) if not flagged]  # counts of NaN rows are unspecified
+    assert [int(greater[i]) for i in clean] == [expected[0][i] for i in clean]
+    assert [int(less[i]) for i in clean] == [expected[1][i] for i in clean]
+
+
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_count_tile_leaves_a_tile_it_does_not_own_unchanged(kernel: str) -> None:
+    tile = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
+    copy = tile.clone()
+    greater, less, _nan = count_tile(tile, torch.tensor([2.0, 3.0]), kernel, owned=False)
+    assert torch.equal(tile, copy)
+    assert (greater.tolist(), less.tolist()) == ([1, 0], [1, 2])
+
+
+def test_count_tile_float64_and_unknown_kernel() -> None:
+    tile = torch.tensor([[1.0, 1.0 + 2**-40, 1.0 - 2**-40]], dtype=torch.float64)
+    for kernel in KERNELS:
+        greater, less, _nan = count_tile(tile.clone(), torch.tensor([1.0], dtype=torch.float64), kernel)
+        assert (int(greater[0]), int(less[0])) == (1, 1), kernel
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        count_tile(tile, torch.tensor([1.0], dtype=torch.float64), "fast")
+
+
+def test_auto_kernel_compiles_after_the_eager_budget(monkeypatch) -> None:
+    """The ski-rental rule: eager until the process has counted AUTO_COMPILE_AFTER_SCORES scores, then compiled."""
+    cpu = torch.device("cpu")
+    monkeypatch.setattr(kernels, "AUTO_COMPILE_AFTER_SCORES", 100)
+    monkeypatch.setattr(kernels, "eager_scores_counted", 0)
+    assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
+    assert kernels.resolve_kernel("auto", cpu, 60) == "sign"  # 60 counted before: below 100
+    assert kernels.eager_scores_counted == 120
+    assert kernels.resolve_kernel("auto", cpu, 60) == "compiled"
+    assert kernels.resolve_kernel("eager", cpu, 60) == "sign"
+    assert kernels.resolve_kernel("auto", torch.device("meta"), 60) == "compare"  # other devices stay eager
+    assert kernels.resolve_kernel("compiled", cpu, 1) == "compiled"
+    with pytest.raises(ValueError, match="kernel must be one of"):
+        kernels.resolve_kernel("fast", cpu, 1)
+
+
+def test_compiled_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
+    def broken(*args):
+        raise RuntimeError("no compiler")
+
+    monkeypatch.setattr(kernels, "_compiled", lambda: broken)
+    kernels.compiled_kernel_available.cache_clear()
+    try:
+        with pytest.warns(RuntimeWarning, match="torch.compile is not usable here .no compiler."):
+            assert kernels.resolve_kernel("compiled", torch.device("cpu"), 1) == "sign"
+    finally:
+        kernels.compiled_kernel_available.cache_clear()
 
 
 class Rows:
@@ -49,7 +131,7 @@ def _brute_force(scores: np.ndarray, true_positions: np.ndarray) -> tuple[list[i
     return greater, equal
 
 
-@pytest.mark.parametrize("kernel", ["sign", "compare"])
+@pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(5))
 def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
     rng = np.random.default_rng(seed)
@@ -75,7 +157,7 @@ def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
     assert not counts.has_nan.any()
 
 
-@pytest.mark.parametrize("kernel", ["sign", "compare"])
+@pytest.mark.parametrize("kernel", KERNELS)
 def test_nan_rows_are_flagged(kernel: str) -> None:
     scores = torch.tensor([[1.0, NAN, 0.0], [1.0, 2.0, 0.0], [INF, -INF, NAN], [NAN, 1.0, 1.0]])
     scorer = FullRowScorer(Rows(scores), "tail", 3, None)

@@ -43,30 +43,36 @@ def integer_distmult(
 
 
 def evaluate(model, graph, **kwargs):
-    evaluator_kwargs = {key: kwargs.pop(key) for key in ("filtered", "ks", "batch_size", "slice_size") if key in kwargs}
+    names = ("filtered", "ks", "batch_size", "slice_size", "kernel")
+    evaluator_kwargs = {key: kwargs.pop(key) for key in names if key in kwargs}
     evaluator = RankBasedEvaluator(**evaluator_kwargs)
     return evaluator.evaluate(
         model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False, **kwargs
     )
 
 
+@pytest.mark.parametrize("kernel", ["eager", "compiled"])
 @pytest.mark.parametrize("kind", sorted(MODEL_KINDS))
 @pytest.mark.parametrize("filtered", [True, False])
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(1, 1), (2, 3), (7, 5), (None, None), (1000, 1000)])
-def test_matches_reference(kind: str, filtered: bool, batch_size: int | None, slice_size: int | None) -> None:
+def test_matches_reference(
+    kind: str, filtered: bool, batch_size: int | None, slice_size: int | None, kernel: str
+) -> None:
     rng = np.random.default_rng(7)
     graph = random_graph(rng, num_entities=13, num_relations=3, num_triples=25, num_filter=40)
     table = quantised_table(rng, 13, 3, levels=3, inf_fraction=0.1)
-    results = evaluate(MODEL_KINDS[kind](table), graph, filtered=filtered, batch_size=batch_size, slice_size=slice_size)
+    model = MODEL_KINDS[kind](table)
+    results = evaluate(model, graph, filtered=filtered, batch_size=batch_size, slice_size=slice_size, kernel=kernel)
     assert_ranks_match(results, reference_ranks(table, graph.triples, graph.filter_triples, filtered=filtered))
     assert_metrics_match(results, reference_metrics(table, graph.triples, graph.filter_triples, filtered=filtered))
 
 
+@pytest.mark.parametrize("kernel", ["eager", "compiled"])
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(1, 1), (3, 4), (None, None)])
-def test_gemm_fast_path_matches_reference(batch_size: int | None, slice_size: int | None) -> None:
+def test_gemm_fast_path_matches_reference(batch_size: int | None, slice_size: int | None, kernel: str) -> None:
     graph = random_graph(3, num_entities=11, num_relations=2, num_triples=30, num_filter=30)
     model, table = integer_distmult(11, 2)
-    results = evaluate(model, graph, batch_size=batch_size, slice_size=slice_size)
+    results = evaluate(model, graph, batch_size=batch_size, slice_size=slice_size, kernel=kernel)
     assert_ranks_match(results, reference_ranks(table, graph.triples, graph.filter_triples))
     assert_metrics_match(results, reference_metrics(table, graph.triples, graph.filter_triples))
 
@@ -206,3 +212,9 @@ def test_batches_never_exceed_batch_and_slice_size() -> None:
     RankBasedEvaluator(batch_size=3, slice_size=5).evaluate(model, graph.triples, use_tqdm=False)
     assert model.score_calls
     assert all(rows <= 3 and columns <= 5 for _, rows, columns in model.score_calls)
+
+
+def test_invalid_kernel_raises_and_repr_names_it() -> None:
+    with pytest.raises(ValueError, match=r"^kernel must be one of \('auto', 'eager', 'compiled'\), got 'fast'$"):
+        RankBasedEvaluator(kernel="fast")  # type: ignore[arg-type]
+    assert "kernel='compiled'" in repr(RankBasedEvaluator(kernel="compiled"))

@@ -1,4 +1,4 @@
-"""kgeval.pairs: filtered pairs of a batch, and per-tile gathers / zeroing in both layouts."""
+"""kgeval.pairs: filtered pairs of a batch, and per-tile gathers of their comparison codes in both layouts."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import torch
 
 from kgeval.counting import slice_bounds
 from kgeval.filtering import FilterIndex
-from kgeval.pairs import BatchPairs, MaskedPairs, SortedPairs, expand_pairs, pair_tiles
+from kgeval.pairs import BatchPairs, MaskedPairs, QueryGroup, SortedPairs, expand_pairs, pair_tiles
 
 
 def _setup(seed: int, restrict: bool):
@@ -47,42 +47,74 @@ def test_expand_pairs_lists_every_known_answer(seed: int, restrict: bool) -> Non
     assert torch.equal(pairs.rows, torch.sort(pairs.rows).values)
 
 
+def _expected_counts(scores: torch.Tensor, true_scores: torch.Tensor, pairs: BatchPairs) -> tuple[list, list]:
+    """Per row: filtered pairs scored above / below the row's true score, by brute force."""
+    greater, less = [0] * len(true_scores), [0] * len(true_scores)
+    for row, position in zip(pairs.rows.tolist(), pairs.positions.tolist(), strict=True):
+        value, true = float(scores[row, position]), float(true_scores[row])
+        greater[row] += value > true
+        less[row] += value < true
+    return greater, less
+
+
+@pytest.mark.parametrize("row_map", [False, True])
 @pytest.mark.parametrize("slice_size", [12, 5, 3])
 @pytest.mark.parametrize("seed", range(3))
-def test_sorted_and_masked_layouts_agree(seed: int, slice_size: int) -> None:
-    *_unused, pairs = _setup(seed, restrict=False)
+def test_both_layouts_count_the_pairs_above_and_below(seed: int, slice_size: int, row_map: bool) -> None:
+    *_unused, pairs = _setup(seed, restrict=seed == 2)
     row_starts = [0, 4, 9, 15]
     lengths = torch.bincount(pairs.rows, minlength=15)
     offsets = [int(lengths[:start].sum()) for start in row_starts]
     bounds = slice_bounds(12, slice_size)
     rng = np.random.default_rng(seed)
     scores = torch.from_numpy(rng.integers(-1, 2, size=(15, 12)).astype(np.float32))
-    results = {}
+    true_scores = torch.from_numpy(rng.integers(-1, 2, size=15).astype(np.float32))
+    # with a row map, tiles hold the distinct rows (row r of the batch is row 2 * r of a taller score matrix)
+    source = torch.zeros(30, 12).index_copy_(0, torch.arange(0, 30, 2), scores) if row_map else scores
     for layout in ("sorted", "masked"):
         tiles = pair_tiles(pairs, row_starts, offsets, bounds, layout)
         assert isinstance(tiles, SortedPairs if layout == "sorted" else MaskedPairs)
-        zeroed = scores.clone()
         for block, (first, last) in enumerate(itertools.pairwise(row_starts)):
             for j, (start, stop) in enumerate(bounds):
-                tile = zeroed[first:last, start:stop].contiguous()
-                tiles.gather_(tile, block, j)
-                tiles.zero_(tile, block, j)
-                zeroed[first:last, start:stop] = tile
-        results[layout] = (zeroed, *tiles.sums(15))
-    for a, b in zip(results["sorted"], results["masked"], strict=True):
-        assert torch.equal(a, b)
-    expected = scores.clone()
-    expected[pairs.rows, pairs.positions] = 0
-    assert torch.equal(results["sorted"][0], expected)
-    code_sum = torch.zeros(15).index_add_(0, pairs.rows, scores[pairs.rows, pairs.positions])
-    assert torch.equal(results["sorted"][1], code_sum)
+                if row_map:
+                    tile_rows = torch.arange(last - first) * 2 + 1  # odd rows: decoys between them
+                    tile = torch.full((2 * (last - first) + 1, stop - start), 99.0)
+                    tile[tile_rows] = source[2 * first : 2 * last : 2, start:stop]
+                else:
+                    tile_rows, tile = None, scores[first:last, start:stop].contiguous()
+                tiles.gather_(tile, tile_rows, true_scores, block, j)
+        greater, less = tiles.counts(15)
+        assert (greater.tolist(), less.tolist()) == _expected_counts(scores, true_scores, pairs), layout
+
+
+def test_query_groups_count_like_their_pairs() -> None:
+    """A group's known answers, counted as one block per tile, equal the same answers counted pair by pair."""
+    rng = np.random.default_rng(7)
+    scores = torch.from_numpy(rng.integers(-1, 2, size=(6, 10)).astype(np.float32))
+    true_scores = torch.from_numpy(rng.integers(-1, 2, size=6).astype(np.float32))
+    positions = torch.tensor([1, 4, 5, 8])  # rows 2..4 share a query with these known answers
+    group = QueryGroup(2, 5, positions)
+    rows = torch.tensor([0, 0, 1, 5])
+    singles = BatchPairs(rows, torch.tensor([3, 9, 2, 0]), torch.zeros(6, dtype=torch.long))
+    everything = BatchPairs(
+        torch.cat([rows[:3], torch.arange(2, 5).repeat_interleave(4), rows[3:]]),
+        torch.cat([singles.positions[:3], positions.repeat(3), singles.positions[3:]]),
+        singles.num_filtered,
+    )
+    for slice_size in (10, 4, 3):
+        bounds = slice_bounds(10, slice_size)
+        grouped = pair_tiles(singles, [0, 3, 6], [0, 3, 4], bounds, "sorted", [group])
+        for block, (first, last) in enumerate([(0, 3), (3, 6)]):
+            for j, (start, stop) in enumerate(bounds):
+                grouped.gather_(scores[first:last, start:stop], None, true_scores, block, j)
+        counted = [part.tolist() for part in grouped.counts(6)]
+        assert counted == list(_expected_counts(scores, true_scores, everything))
 
 
 def test_empty_pairs() -> None:
     pairs = BatchPairs.empty(3, torch.device("cpu"))
     tiles = pair_tiles(pairs, [0, 3], [0, 0], [(0, 4)], "sorted")
     tile = torch.ones(3, 4)
-    tiles.gather_(tile, 0, 0)
-    tiles.zero_(tile, 0, 0)
+    tiles.gather_(tile, None, torch.zeros(3), 0, 0)
     assert torch.equal(tile, torch.ones(3, 4))
-    assert all(torch.equal(part, torch.zeros(3)) for part in tiles.sums(3))
+    assert all(torch.equal(part, torch.zeros(3, dtype=torch.long)) for part in tiles.counts(3))

@@ -100,3 +100,28 @@ def test_mixed_slices_order_by_query_only_and_list_each_blocks_true_slices() -> 
     for block in batch.blocks:
         rows = batch.tasks[block.row_start : block.row_stop]
         assert block.true_slices == tuple(sorted(set((true_positions[rows] // 4).tolist())))
+
+
+@pytest.mark.parametrize("tile_rows", [1, 2, 5])
+@pytest.mark.parametrize("batch_size", [1, 3, 8])
+def test_batches_and_blocks_by_distinct_queries(batch_size: int, tile_rows: int) -> None:
+    """For kernels that read repeated queries in place: sizes count distinct queries, not tasks."""
+    queries, _true_positions, _counts, plan = _plan(2)
+    ranges = list(plan.ranges(batch_size, 10**6, by_queries=True))
+    assert [begin for begin, _ in ranges] == [0, *(end for _, end in ranges[:-1])]
+    assert ranges[-1][1] == 40
+    for begin, end in ranges:
+        distinct = len(set(plan.query_id[begin:end].tolist()))
+        assert 1 <= distinct <= batch_size
+        batch = plan.batch(begin, end, tile_rows, by_queries=True)
+        covered = []
+        for block in batch.blocks:
+            assert 1 <= block.query_stop - block.query_start <= tile_rows
+            local = range(block.row_stop - block.row_start) if block.query_rows is None else block.query_rows.tolist()
+            for row, query_row in zip(range(block.row_start, block.row_stop), local, strict=True):
+                assert batch.queries[block.query_start + query_row].tolist() == queries[batch.tasks[row]].tolist()
+            covered.extend(range(block.row_start, block.row_stop))
+        assert covered == list(range(end - begin))
+    # a batch holds every task of its queries unless the size or a slice group cuts it
+    sizes = [len(set(plan.query_id[b:e].tolist())) for b, e in ranges]
+    assert max(sizes) == min(batch_size, len(set(plan.query_id.tolist())))

@@ -1,8 +1,8 @@
 """Exactness of the ranking loop (kgeval.ranking) end to end, against the brute-force reference.
 
-Every scorer path (whole rows, per-slice calls), both counting kernels ("sign", "compare"), both pair layouts
-("sorted", "masked"), several batch and slice sizes, filtered / raw / both, and entity restriction, on random
-tie-heavy graphs with +/-inf scores and repeated triples.
+Every scorer path (whole rows, per-slice calls), every counting kernel ("sign", "compare", "compiled"), both
+pair layouts ("sorted", "masked"), several batch and slice sizes, filtered / raw / both, and entity restriction,
+on random tie-heavy graphs with +/-inf scores and repeated triples.
 """
 
 from __future__ import annotations
@@ -26,7 +26,8 @@ MODELS = {"sliced": TableModel, "full_rows": FullScoreTableModel}
 #: (counting kernel, pair layout, GROUP_MIN_PAIRS, MIN_TASKS_PER_SLICE): GROUP_MIN_PAIRS = 1 makes every
 #: repeated query a block-filtered group; MIN_TASKS_PER_SLICE = 10**9 makes every multi-slice batch mix slices
 VARIANTS = [("sign", "sorted", 1, None), ("sign", "sorted", None, 10**9), ("compare", "masked", None, None),
-            ("sign", "masked", None, 10**9), ("compare", "sorted", 1, 10**9)]  # fmt: skip
+            ("sign", "masked", None, 10**9), ("compare", "sorted", 1, 10**9), ("compiled", "sorted", 1, None),
+            ("compiled", "masked", None, 10**9), ("compiled", "sorted", None, None)]  # fmt: skip
 SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 
 

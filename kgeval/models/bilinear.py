@@ -7,6 +7,10 @@ from torch import nn
 
 from kgeval.models.base import QueryCandidateModule, Target, as_complex, as_real, make_generator
 
+#: RESCAL queries computed at once: their gathered (chunk, d, d) relation matrices stay in cache (gathering a
+#: 1,024-query batch's matrices at once took a fifth of a WN18RR evaluation, dim 100)
+QUERY_CHUNK = 128
+
 
 class DistMult(QueryCandidateModule):
     """DistMult (Yang et al., 2015): score(h, r, t) = Σ_i h_i · r_i · t_i.
@@ -125,6 +129,11 @@ class RESCAL(QueryCandidateModule):
         return self.relation_embeddings(relations).view(-1, self.dim, self.dim)
 
     def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
-        if target == "tail":
-            return torch.bmm(self.entity_embeddings(first).unsqueeze(1), self._matrices(second)).squeeze(1)
-        return torch.bmm(self._matrices(first), self.entity_embeddings(second).unsqueeze(2)).squeeze(2)
+        parts = []
+        for start in range(0, first.numel(), QUERY_CHUNK):
+            a, b = first[start : start + QUERY_CHUNK], second[start : start + QUERY_CHUNK]
+            if target == "tail":
+                parts.append(torch.bmm(self.entity_embeddings(a).unsqueeze(1), self._matrices(b)).squeeze(1))
+            else:
+                parts.append(torch.bmm(self._matrices(a), self.entity_embeddings(b).unsqueeze(2)).squeeze(2))
+        return torch.cat(parts) if parts else self.entity_embeddings.weight.new_empty(0, self.dim)

@@ -45,8 +45,9 @@ class RankBasedEvaluator:
     ks : sequence of int, default=(1, 3, 5, 10)
         The k of hits@k.
     batch_size : int, optional
-        Ranking tasks scored at once. None: chosen from the device's memory (kgeval.batching), and a batch
-        that runs out of memory is halved and retried.
+        Ranking tasks scored at once (with the compiled kernel: distinct queries, whatever number of tasks
+        share them). None: chosen from the device's memory (kgeval.batching), and a batch that runs out of
+        memory is halved and retried.
     slice_size : int, optional
         Candidates scored per model call / GEMM. None: all when they fit the memory budget, otherwise slices.
     keep_records : bool, default=True

@@ -178,12 +178,25 @@ def comparison_counts(
 
 @functools.cache
 def _compiled():
-    """The compiled kernel (compiled lazily, once per process, for dynamic shapes)."""
-    return torch.compile(comparison_counts, dynamic=True)
+    """The compiled kernel (compiled lazily, once per process, for dynamic shapes).
+
+    Compilation runs in this process (``compile_threads=1``): inductor's default pool of compiler processes
+    each import torch, which on a small machine kept both cores busy for seconds after the compilation had
+    finished, and a pool is not allowed in daemonic worker processes anyway."""
+    from torch._inductor import config
+
+    compiled = torch.compile(comparison_counts, dynamic=True)
+
+    def run(scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor):
+        with config.patch(compile_threads=1):
+            return compiled(scores, rows, true_scores)
+
+    return run
 
 
-@functools.cache
+@functools.lru_cache(maxsize=32)
 def _identity(size: int, device: torch.device) -> torch.Tensor:
+    """arange(size) on a device, kept for the next tile of the same height."""
     return torch.arange(size, device=device)
 
 
@@ -193,7 +206,12 @@ def compiled_kernel_available() -> bool:
     uncompiled computation, including inf and NaN. If it fails (no C++ compiler, an unsupported platform), a
     warning says so and kgeval counts with its eager kernels."""
     inf, nan = float("inf"), float("nan")
-    scores = torch.tensor([[1.0, 2.0, nan, 0.0, 2.0], [inf, 2.0, 2.0, -inf, 0.5], [0.0, 0.0, 0.0, 0.0, 0.0]])
+    # three rows, seven candidates, five tasks: distinct sizes, so the compiled code assumes no equal sizes
+    scores = torch.tensor([
+        [1.0, 2.0, nan, 0.0, 2.0, 3.0, -1.0],
+        [inf, 2.0, 2.0, -inf, 0.5, 2.0, 1.0],
+        [0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
+    ])  # fmt: skip
     rows = torch.tensor([0, 1, 2, 1, 1])
     true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf])
     try:

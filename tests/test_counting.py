@@ -10,6 +10,7 @@ from kgeval import kernels
 from kgeval.counting import BatchCounts, RowBlock, comparison_codes, count_batch, slice_bounds
 from kgeval.kernels import count_tile
 from kgeval.scoring import FullRowScorer, Workspace
+from tests.support.kernels import skip_unless_usable
 
 KERNELS = ["sign", "compare", "compiled"]
 
@@ -47,6 +48,7 @@ def _tile_brute_force(tile: np.ndarray, rows: np.ndarray, true: np.ndarray) -> t
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(6))
 def test_count_tile_matches_brute_force(kernel: str, seed: int, with_rows: bool) -> None:
+    skip_unless_usable(kernel)
     rng = np.random.default_rng(seed)
     height, width = int(rng.integers(1, 9)), int(rng.integers(1, 40))
     tile = rng.integers(-2, 3, size=(height, width)).astype(np.float32)
@@ -69,6 +71,7 @@ def test_count_tile_matches_brute_force(kernel: str, seed: int, with_rows: bool)
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_count_tile_leaves_a_tile_it_does_not_own_unchanged(kernel: str) -> None:
+    skip_unless_usable(kernel)
     tile = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
     copy = tile.clone()
     greater, less, _nan = count_tile(tile, torch.tensor([2.0, 3.0]), kernel, owned=False)
@@ -79,6 +82,7 @@ def test_count_tile_leaves_a_tile_it_does_not_own_unchanged(kernel: str) -> None
 def test_count_tile_float64_and_unknown_kernel() -> None:
     tile = torch.tensor([[1.0, 1.0 + 2**-40, 1.0 - 2**-40]], dtype=torch.float64)
     for kernel in KERNELS:
+        skip_unless_usable(kernel)
         greater, less, _nan = count_tile(tile.clone(), torch.tensor([1.0], dtype=torch.float64), kernel)
         assert (int(greater[0]), int(less[0])) == (1, 1), kernel
     with pytest.raises(ValueError, match="kernel must be one of"):
@@ -93,10 +97,13 @@ def test_auto_kernel_compiles_after_the_eager_budget(monkeypatch) -> None:
     assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
     assert kernels.resolve_kernel("auto", cpu, 60) == "sign"  # 60 counted before: below 100
     assert kernels.eager_scores_counted == 120
+    monkeypatch.setattr(kernels, "compiled_kernel_available", lambda: True)  # the rule, not this machine
     assert kernels.resolve_kernel("auto", cpu, 60) == "compiled"
     assert kernels.resolve_kernel("eager", cpu, 60) == "sign"
     assert kernels.resolve_kernel("auto", torch.device("meta"), 60) == "compare"  # other devices stay eager
     assert kernels.resolve_kernel("compiled", cpu, 1) == "compiled"
+    monkeypatch.setattr(kernels, "compiled_kernel_available", lambda: False)
+    assert kernels.resolve_kernel("compiled", cpu, 1) == "sign"
     with pytest.raises(ValueError, match="kernel must be one of"):
         kernels.resolve_kernel("fast", cpu, 1)
 
@@ -134,6 +141,7 @@ def _brute_force(scores: np.ndarray, true_positions: np.ndarray) -> tuple[list[i
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(5))
 def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
+    skip_unless_usable(kernel)
     rng = np.random.default_rng(seed)
     scores = rng.integers(-2, 3, size=(6, 13)).astype(np.float32)
     scores[rng.random(scores.shape) < 0.15] = INF
@@ -159,6 +167,7 @@ def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_nan_rows_are_flagged(kernel: str) -> None:
+    skip_unless_usable(kernel)
     scores = torch.tensor([[1.0, NAN, 0.0], [1.0, 2.0, 0.0], [INF, -INF, NAN], [NAN, 1.0, 1.0]])
     scorer = FullRowScorer(Rows(scores), "tail", 3, None)
     queries = torch.stack([torch.arange(4), torch.zeros(4, dtype=torch.long)], dim=1)

@@ -23,6 +23,7 @@ from tests.helpers.graphs import (
 )
 from tests.helpers.invariance import assert_metrics_match, assert_ranks_match, assert_results_equal
 from tests.helpers.reference import reference_metrics, reference_ranks
+from tests.support.kernels import skip_unless_usable
 
 MODEL_KINDS = {"sliced": TableModel, "full-row": FullScoreTableModel}
 
@@ -58,6 +59,7 @@ def evaluate(model, graph, **kwargs):
 def test_matches_reference(
     kind: str, filtered: bool, batch_size: int | None, slice_size: int | None, kernel: str
 ) -> None:
+    skip_unless_usable(kernel)
     rng = np.random.default_rng(7)
     graph = random_graph(rng, num_entities=13, num_relations=3, num_triples=25, num_filter=40)
     table = quantised_table(rng, 13, 3, levels=3, inf_fraction=0.1)
@@ -70,6 +72,7 @@ def test_matches_reference(
 @pytest.mark.parametrize("kernel", ["eager", "compiled"])
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(1, 1), (3, 4), (None, None)])
 def test_gemm_fast_path_matches_reference(batch_size: int | None, slice_size: int | None, kernel: str) -> None:
+    skip_unless_usable(kernel)
     graph = random_graph(3, num_entities=11, num_relations=2, num_triples=30, num_filter=30)
     model, table = integer_distmult(11, 2)
     results = evaluate(model, graph, batch_size=batch_size, slice_size=slice_size, kernel=kernel)

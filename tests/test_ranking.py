@@ -21,6 +21,7 @@ from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, gr
 from tests.helpers.invariance import assert_results_equal
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
+from tests.support.kernels import skip_unless_usable
 
 MODELS = {"sliced": TableModel, "full_rows": FullScoreTableModel}
 #: (counting kernel, pair layout, GROUP_MIN_PAIRS, MIN_TASKS_PER_SLICE): GROUP_MIN_PAIRS = 1 makes every
@@ -34,6 +35,7 @@ SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 def _force(patch, variant) -> None:
     """Force a counting kernel, a pair layout (the defaults depend on the device) and the planning thresholds."""
     kernel, layout, group_min_pairs, min_tasks_per_slice = variant
+    skip_unless_usable(kernel)
     patch.setattr(ranking, "default_kernel", lambda device: kernel)
     patch.setattr(ranking, "default_layout", lambda device: layout)
     if group_min_pairs is not None:

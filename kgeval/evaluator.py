@@ -8,7 +8,9 @@ the batches, runs the loop under ``torch.inference_mode()`` on the model's devic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
@@ -32,6 +34,34 @@ ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0}
 
 #: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
 FilterMode = bool | Literal["both"]
+
+
+@dataclass
+class EvaluationInputs:
+    """The checked arguments of one :meth:`RankBasedEvaluator.evaluate` call, on the model's device."""
+
+    triples: torch.Tensor  #: LongTensor (n, 3): mapped_triples
+    filter_triples: list[torch.Tensor]  #: the additional filter triples, each (m, 3)
+    task_index: torch.Tensor  #: LongTensor: rows of ``triples`` to evaluate (this process's share once sharded)
+    num_entities: int
+    targets: tuple[Target, ...]
+    candidate_ids: torch.Tensor | None  #: sorted candidate whitelist (restrict_entities_to), None: all entities
+    relation_ids: torch.Tensor | None  #: restrict_relations_to, None: all relations
+    batch_size: int | None
+    slice_size: int | None
+
+
+@contextmanager
+def evaluation_mode(model: Any) -> Iterator[None]:
+    """``model.eval()`` for the block, then ``model.train(was_training)`` (models without these are left alone)."""
+    was_training = getattr(model, "training", None)
+    if callable(getattr(model, "eval", None)):
+        model.eval()
+    try:
+        yield
+    finally:
+        if was_training is not None and callable(getattr(model, "train", None)):
+            model.train(was_training)
 
 
 class RankBasedEvaluator:
@@ -153,66 +183,26 @@ class RankBasedEvaluator:
         """
         group = resolve_group(distributed, process_group)
         with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
-            targets = _checks.check_targets(targets)
-            _checks.check_model(model, targets)
-            num_entities = _checks.check_num_entities(model, num_entities)
-            batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size
-            slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size
-            device = model_device(model)
-            triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
-            filter_tensors = [
-                f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)
-            ]
-            candidate_ids = None
-            if restrict_entities_to is not None:
-                candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
-                candidate_ids = candidate_ids.to(device)
-            relation_ids = None
-            if restrict_relations_to is not None:
-                relation_ids = _checks.check_relation_ids(restrict_relations_to, "restrict_relations_to").to(device)
-            task_index = self._tasks_inside_restriction(
-                triples, candidate_ids, num_entities, drop_outside_restriction, relation_ids
-            )
-            if task_index.numel() == 0 and relation_ids is not None:
-                raise ValueError(
-                    "no triple of mapped_triples is left to evaluate with "
-                    f"restrict_relations_to={relation_ids.tolist()}"
-                )
-            if task_index.numel() == 0:
-                raise ValueError("mapped_triples is empty: there is nothing to evaluate")
+            inputs = self._checked_inputs(
+                model, mapped_triples, additional_filter_triples, num_entities, restrict_entities_to, targets,
+                batch_size, slice_size, drop_outside_restriction, restrict_relations_to,
+            )  # fmt: skip
             check.expect_same(
-                mapped_triples=triples,
-                additional_filter_triples=filter_tensors,
-                restrict_entities_to=candidate_ids,
-                restrict_relations_to=relation_ids,
+                mapped_triples=inputs.triples,
+                additional_filter_triples=inputs.filter_triples,
+                restrict_entities_to=inputs.candidate_ids,
+                restrict_relations_to=inputs.relation_ids,
                 drop_outside_restriction=bool(drop_outside_restriction),
-                num_entities=num_entities,
-                targets=targets,
+                num_entities=inputs.num_entities,
+                targets=inputs.targets,
                 evaluator=(self.filtered, self.ks, self.keep_records),
             )
-            index = FILTER_INDEX_CACHE.get([triples, *filter_tensors], device) if self.filtered is not False else None
-        task_index = shard(task_index, group)
-
-        was_training = getattr(model, "training", None)
-        if callable(getattr(model, "eval", None)):
-            model.eval()
-        try:
-            with CollectiveCheck(group), torch.inference_mode():
-                accumulators = self._rank_all(
-                    model,
-                    triples,
-                    task_index,
-                    targets,
-                    num_entities,
-                    candidate_ids,
-                    index,
-                    batch_size,
-                    slice_size,
-                    use_tqdm,
-                )
-        finally:
-            if was_training is not None and callable(getattr(model, "train", None)):
-                model.train(was_training)
+            index = None
+            if self.filtered is not False:
+                index = FILTER_INDEX_CACHE.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
+        inputs.task_index = shard(inputs.task_index, group)
+        with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode():
+            accumulators = self._rank_all(model, inputs, index, use_tqdm)
         filtered = {target: pair[0] for target, pair in accumulators.items()}
         raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None
         if group is not None:
@@ -222,6 +212,55 @@ class RankBasedEvaluator:
         if raw is not None:
             return build_results(filtered, self.ks, raw=build_results(raw, self.ks))  # type: ignore[arg-type]
         return build_results(filtered, self.ks)
+
+    # -- input checks -----------------------------------------------------------------------------------------
+    def _checked_inputs(
+        self,
+        model: Any,
+        mapped_triples: torch.Tensor,
+        additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None,
+        num_entities: int | None,
+        restrict_entities_to: torch.Tensor | Iterable[int] | None,
+        targets: Sequence[Target],
+        batch_size: int | None,
+        slice_size: int | None,
+        drop_outside_restriction: bool,
+        restrict_relations_to: torch.Tensor | Iterable[int] | None,
+    ) -> EvaluationInputs:
+        """The arguments of :meth:`evaluate`, checked and moved to the model's device (ValueError / TypeError
+        naming the offending argument otherwise)."""
+        targets = _checks.check_targets(targets)
+        _checks.check_model(model, targets)
+        num_entities = _checks.check_num_entities(model, num_entities)
+        device = model_device(model)
+        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
+        filter_triples = [f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)]
+        candidate_ids = relation_ids = None
+        if restrict_entities_to is not None:
+            candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
+            candidate_ids = candidate_ids.to(device)
+        if restrict_relations_to is not None:
+            relation_ids = _checks.check_relation_ids(restrict_relations_to, "restrict_relations_to").to(device)
+        task_index = self._tasks_inside_restriction(
+            triples, candidate_ids, num_entities, drop_outside_restriction, relation_ids
+        )
+        if task_index.numel() == 0 and relation_ids is not None:
+            raise ValueError(
+                f"no triple of mapped_triples is left to evaluate with restrict_relations_to={relation_ids.tolist()}"
+            )
+        if task_index.numel() == 0:
+            raise ValueError("mapped_triples is empty: there is nothing to evaluate")
+        return EvaluationInputs(
+            triples=triples,
+            filter_triples=filter_triples,
+            task_index=task_index,
+            num_entities=num_entities,
+            targets=targets,
+            candidate_ids=candidate_ids,
+            relation_ids=relation_ids,
+            batch_size=_checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size,
+            slice_size=_checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size,
+        )
 
     # -- planning ---------------------------------------------------------------------------------------------
     @staticmethod
@@ -253,18 +292,11 @@ class RankBasedEvaluator:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _rank_all(
-        self,
-        model: Any,
-        triples: torch.Tensor,
-        task_index: torch.Tensor,
-        targets: Sequence[Target],
-        num_entities: int,
-        candidate_ids: torch.Tensor | None,
-        index: FilterIndex | None,
-        batch_size: int | None,
-        slice_size: int | None,
-        use_tqdm: bool,
+        self, model: Any, inputs: EvaluationInputs, index: FilterIndex | None, use_tqdm: bool
     ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
+        """Rank this process's tasks (``inputs.task_index``) on every target side."""
+        triples, task_index, num_entities = inputs.triples, inputs.task_index, inputs.num_entities
+        candidate_ids, targets = inputs.candidate_ids, inputs.targets
         position_of = None
         if candidate_ids is not None:
             position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=triples.device)
@@ -277,8 +309,9 @@ class RankBasedEvaluator:
             for target in targets:
                 scorer = make_scorer(model, target, num_entities, candidate_ids, fast_path=self.fast_path)
                 accumulators[target] = self._rank_target(
-                    scorer, evaluated, task_index, target, index, position_of, batch_size, slice_size, progress
-                )
+                    scorer, evaluated, task_index, target, index, position_of, inputs.batch_size, inputs.slice_size,
+                    progress,
+                )  # fmt: skip
         return accumulators
 
     def _rank_target(

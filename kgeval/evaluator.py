@@ -88,7 +88,8 @@ class RankBasedEvaluator:
         How score tiles are counted (kgeval.kernels): "eager" runs PyTorch operations as they come; "compiled"
         fuses the counting into one pass with ``torch.compile`` (about 3x less counting time on a CPU, after a
         one-off compilation of a few seconds per process; falls back to eager with a warning where compiling
-        fails); "auto" counts eagerly and, on a CPU, compiles once this process has counted 10**10 scores.
+        fails); "auto" counts eagerly and, on a CPU, compiles once this process has counted (or is about to count)
+        10**10 scores.
 
     Examples
     --------

@@ -94,11 +94,14 @@ def test_auto_kernel_compiles_after_the_eager_budget(monkeypatch) -> None:
     cpu = torch.device("cpu")
     monkeypatch.setattr(kernels, "AUTO_COMPILE_AFTER_SCORES", 100)
     monkeypatch.setattr(kernels, "eager_scores_counted", 0)
-    assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
-    assert kernels.resolve_kernel("auto", cpu, 60) == "sign"  # 60 counted before: below 100
-    assert kernels.eager_scores_counted == 120
     monkeypatch.setattr(kernels, "compiled_kernel_available", lambda: True)  # the rule, not this machine
-    assert kernels.resolve_kernel("auto", cpu, 60) == "compiled"
+    assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
+    assert kernels.resolve_kernel("auto", cpu, 39) == "sign"  # 60 + 39 < 100
+    assert kernels.eager_scores_counted == 99
+    assert kernels.resolve_kernel("auto", cpu, 1) == "compiled"  # 99 + 1 reaches 100
+    assert kernels.eager_scores_counted == 99  # compiled counting is not tallied
+    monkeypatch.setattr(kernels, "eager_scores_counted", 0)
+    assert kernels.resolve_kernel("auto", cpu, 100) == "compiled"  # one side that large compiles at once
     assert kernels.resolve_kernel("eager", cpu, 60) == "sign"
     assert kernels.resolve_kernel("auto", torch.device("meta"), 60) == "compare"  # other devices stay eager
     assert kernels.resolve_kernel("compiled", cpu, 1) == "compiled"

@@ -144,7 +144,24 @@ class CandidateScorer:
         return self.candidate_ids[start:stop]
 
 
-class FullRowScorer(CandidateScorer):
+class HeldScoresScorer(CandidateScorer):
+    """Scorers that hold a block of scores the model returned (``_held``), checked for NaN on first use only:
+    the compiled kernel checks NaN itself and never asks."""
+
+    _held_nan_free: bool | None = None
+
+    def _hold(self, scores: torch.Tensor) -> None:
+        """Keep a new score block (its NaN check is pending)."""
+        self._held, self._held_nan_free = scores, None
+
+    @property
+    def nan_free(self) -> bool:  # type: ignore[override]
+        if self._held_nan_free is None:
+            self._held_nan_free = _nan_free(self._held)
+        return self._held_nan_free
+
+
+class FullRowScorer(HeldScoresScorer):
     """For models that only score all entities at once: one call per batch, tiles are views."""
 
     slices_save_work = False
@@ -155,21 +172,13 @@ class FullRowScorer(CandidateScorer):
         scores = check_scores(getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method)
         if self.candidate_ids is not None:
             scores = scores.index_select(1, self.candidate_ids)
-        self._row = scores
-        self._nan_free: bool | None = None
-
-    @property
-    def nan_free(self) -> bool:  # type: ignore[override]
-        """Checked on first use: the compiled kernel checks NaN itself and never asks."""
-        if self._nan_free is None:
-            self._nan_free = _nan_free(self._row)
-        return self._nan_free
+        self._hold(scores)
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
-        return self._row[query_start:query_stop, self._start : self._stop]
+        return self._held[query_start:query_stop, self._start : self._stop]
 
 
-class SlicedScorer(CandidateScorer):
+class SlicedScorer(HeldScoresScorer):
     """For models accepting ``tails=`` / ``heads=``: one call per slice with that slice's candidate ids."""
 
     def start_slice(self, start: int, stop: int) -> None:
@@ -181,18 +190,10 @@ class SlicedScorer(CandidateScorer):
             raw = getattr(self.model, method)(queries)
         else:
             raw = getattr(self.model, method)(queries, **{CANDIDATE_KEYWORD[self.target]: ids})
-        self._slab = check_scores(raw, (queries.shape[0], stop - start), method)  # type: ignore[union-attr]
-        self._nan_free: bool | None = None
-
-    @property
-    def nan_free(self) -> bool:  # type: ignore[override]
-        """Checked on first use: the compiled kernel checks NaN itself and never asks."""
-        if self._nan_free is None:
-            self._nan_free = _nan_free(self._slab)
-        return self._nan_free
+        self._hold(check_scores(raw, (queries.shape[0], stop - start), method))  # type: ignore[union-attr]
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
-        return self._slab[query_start:query_stop]
+        return self._held[query_start:query_stop]
 
 
 class GemmScorer(CandidateScorer):

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from kgeval.kernels import count_tile
+from kgeval.kernels import codes_against, count_tile
 from kgeval.pairs import PairTiles
 from kgeval.scoring import CandidateScorer, Workspace
 
@@ -53,9 +53,7 @@ def comparison_codes(scores: torch.Tensor, true_scores: torch.Tensor) -> torch.T
     >>> comparison_codes(torch.tensor([[3.0, 1.0, 2.0, float("inf")]]), torch.tensor([2.0]))
     tensor([[ 1., -1.,  0.,  1.]])
     """
-    true_column = true_scores.unsqueeze(1)
-    codes = (scores > true_column).to(scores.dtype) - (scores < true_column).to(scores.dtype)
-    return torch.where(torch.isnan(scores) | torch.isnan(true_column), torch.nan, codes)
+    return codes_against(scores, true_scores.unsqueeze(1))
 
 
 @dataclass

@@ -21,7 +21,7 @@ from kgeval import _checks, batching
 from kgeval.accumulators import MetricAccumulator
 from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
-from kgeval.kernels import KERNEL_CHOICES, KernelChoice
+from kgeval.kernels import KernelChoice, check_kernel_choice
 from kgeval.keys import RANK_TYPES, TARGETS, Target
 from kgeval.metrics.registry import null_model_table
 from kgeval.ranking import rank_side
@@ -116,9 +116,7 @@ class RankBasedEvaluator:
         self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
         self.keep_records = bool(keep_records)
         self.fast_path = bool(fast_path)
-        if kernel not in KERNEL_CHOICES:
-            raise ValueError(f"kernel must be one of {KERNEL_CHOICES}, got {kernel!r}")
-        self.kernel: KernelChoice = kernel
+        self.kernel: KernelChoice = check_kernel_choice(kernel)  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         return (

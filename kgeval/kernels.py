@@ -50,6 +50,30 @@ AUTO_COMPILE_AFTER_SCORES = 10**10
 eager_scores_counted = 0
 
 
+def check_kernel_choice(kernel: str) -> str:
+    """``kernel`` if it is one of :data:`KERNEL_CHOICES`, else a ValueError naming them."""
+    if kernel not in KERNEL_CHOICES:
+        raise ValueError(f"kernel must be one of {KERNEL_CHOICES}, got {kernel!r}")
+    return kernel
+
+
+def codes_against(values: torch.Tensor, true_values: torch.Tensor, mark_nan: bool = True) -> torch.Tensor:
+    """The comparison code of each value against the true value it broadcasts with: 1 above, 0 equal, -1 below
+    (+/-inf compare as ordinary values). A NaN on either side gives NaN, or 0 with ``mark_nan=False`` (for
+    callers whose NaN rows are flagged elsewhere). Same dtype as ``values``."""
+    codes = (values > true_values).to(values.dtype) - (values < true_values).to(values.dtype)
+    if not mark_nan:
+        return codes
+    return torch.where(torch.isnan(values) | torch.isnan(true_values), torch.nan, codes)
+
+
+def counts_from_code_sums(total: torch.Tensor, absolute: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(#above, #below) as LongTensors from the sums of codes (#above - #below) and of |codes| (#above + #below),
+    exact integers in a floating dtype."""
+    total, absolute = total.long(), absolute.long()
+    return (absolute + total) // 2, (absolute - total) // 2
+
+
 def eager_kernel(device: torch.device) -> str:
     """The eager kernel for a device: "sign" on CPU, "compare" elsewhere."""
     return "sign" if device.type == "cpu" else "compare"
@@ -75,8 +99,7 @@ def resolve_kernel(requested: str, device: torch.device, num_scores: int, eager:
         one with a warning (from :func:`compiled_kernel_available`).
     """
     global eager_scores_counted
-    if requested not in KERNEL_CHOICES:
-        raise ValueError(f"kernel must be one of {KERNEL_CHOICES}, got {requested!r}")
+    check_kernel_choice(requested)
     eager = eager or eager_kernel(device)
     if requested == "compiled":
         return "compiled" if compiled_kernel_available() else eager
@@ -132,8 +155,7 @@ def count_tile(
             tile = torch.index_select(tile, 0, rows, out=workspace.tile(rows.numel(), tile.shape[1], tile))
         owned = True
     total, absolute, nan = _eager_sums(tile, true_scores, kernel, owned, nan_free, workspace)
-    total, absolute = total.long(), absolute.long()
-    return (absolute + total) // 2, (absolute - total) // 2, nan
+    return (*counts_from_code_sums(total, absolute), nan)
 
 
 def _eager_sums(

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from kgeval.filtering import SideIndex, stable_argsort
+from kgeval.kernels import codes_against, counts_from_code_sums
 
 
 @dataclass
@@ -147,20 +148,13 @@ class PairTiles:
 
     def counts(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row: (#filtered candidates above, #below the true score), LongTensors of shape (size,)."""
-        total, absolute = self._sums(size)
-        total, absolute = total.long(), absolute.long()
-        return (absolute + total) // 2, (absolute - total) // 2
+        return counts_from_code_sums(*self._sums(size))
 
     def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row: (sum of codes, sum of |codes|), exact integers in float64."""
         zeros = torch.zeros(size, dtype=torch.float64, device=self.codes.device)
         codes = self.codes.double()
         return zeros.index_add(0, self._rows, codes), zeros.index_add(0, self._rows, codes.abs())
-
-
-def comparison_codes_of(values: torch.Tensor, true_scores: torch.Tensor) -> torch.Tensor:
-    """(values > true) - (values < true) as float32: 1, 0 or -1 (0 for NaN, which the tile kernels flag)."""
-    return (values > true_scores).float() - (values < true_scores).float()
 
 
 class SortedPairs(PairTiles):
@@ -244,13 +238,13 @@ class SortedPairs(PairTiles):
         lo, hi, flat = self._segment(tile, tile_rows, block, slice_index)
         if hi > lo:
             values = torch.take(tile, flat)
-            self.codes[lo:hi] = comparison_codes_of(values, true_scores[self._rows[lo:hi]])
+            self.codes[lo:hi] = codes_against(values, true_scores[self._rows[lo:hi]], mark_nan=False)
         for local, rows, columns in self._group_columns(block, slice_index):
             if tile_rows is None:
                 values = tile[local].index_select(1, columns)
             else:  # a group's tasks share one query: one tile row
                 values = tile[tile_rows[local.start]].index_select(0, columns).unsqueeze(0)
-            codes = comparison_codes_of(values, true_scores[rows].unsqueeze(1))
+            codes = codes_against(values, true_scores[rows].unsqueeze(1), mark_nan=False)
             self._group_sums[0, rows] += codes.sum(dim=1, dtype=torch.float64)
             self._group_sums[1, rows] += codes.abs_().sum(dim=1, dtype=torch.float64)
 
@@ -282,7 +276,7 @@ class MaskedPairs(PairTiles):
         if tile_rows is not None:
             local_row = tile_rows[local_row]
         flat = (local_row * tile.shape[1] + local_column).clamp_(0, tile.numel() - 1)
-        codes = comparison_codes_of(torch.take(tile, flat), true_scores[rows])
+        codes = codes_against(torch.take(tile, flat), true_scores[rows], mark_nan=False)
         self.codes.add_(torch.where(inside, codes, torch.zeros_like(codes)))
 
 

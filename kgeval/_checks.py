@@ -133,18 +133,7 @@ def check_scores(scores: Any, expected_shape: tuple[int, int], method: str) -> t
 
 def check_entity_ids(ids: Any, name: str, num_entities: int) -> torch.Tensor:
     """A candidate whitelist (tensor, list or set of ids) as a sorted, unique LongTensor inside range."""
-    if isinstance(ids, torch.Tensor):
-        tensor = ids
-    else:
-        try:
-            tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
-        except (TypeError, ValueError) as error:
-            raise TypeError(f"{name} must be a tensor, list or set of entity ids, got {type(ids).__name__}") from error
-    if tensor.numel() == 0:
-        raise ValueError(f"{name} must not be empty")
-    if tensor.dtype.is_floating_point or tensor.dtype == torch.bool:
-        raise TypeError(f"{name} must hold integer ids, got dtype {tensor.dtype}")
-    tensor = tensor.reshape(-1).long().cpu()
+    tensor = _id_tensor(ids, name, "entity")
     out_of_range = (tensor < 0) | (tensor >= num_entities)
     if bool(out_of_range.any()):
         raise ValueError(f"{name} holds id {int(tensor[out_of_range][0])} outside [0, {num_entities})")
@@ -153,22 +142,26 @@ def check_entity_ids(ids: Any, name: str, num_entities: int) -> torch.Tensor:
 
 def check_relation_ids(ids: Any, name: str) -> torch.Tensor:
     """A relation selection (tensor, list or set of ids) as a sorted, unique, non-empty LongTensor of ids >= 0."""
+    tensor = _id_tensor(ids, name, "relation")
+    if bool((tensor < 0).any()):
+        raise ValueError(f"{name} holds the negative id {int(tensor[tensor < 0][0])}")
+    return torch.unique(tensor)
+
+
+def _id_tensor(ids: Any, name: str, kind: str) -> torch.Tensor:
+    """A tensor, list or set of ``kind`` ids as a flat, non-empty int64 CPU tensor (range unchecked)."""
     if isinstance(ids, torch.Tensor):
         tensor = ids
     else:
         try:
             tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
         except (TypeError, ValueError) as error:
-            kind = type(ids).__name__
-            raise TypeError(f"{name} must be a tensor, list or set of relation ids, got {kind}") from error
+            raise TypeError(f"{name} must be a tensor, list or set of {kind} ids, got {type(ids).__name__}") from error
     if tensor.numel() == 0:
         raise ValueError(f"{name} must not be empty")
     if tensor.dtype.is_floating_point or tensor.dtype.is_complex or tensor.dtype == torch.bool:
         raise TypeError(f"{name} must hold integer ids, got dtype {tensor.dtype}")
-    tensor = tensor.reshape(-1).long().cpu()
-    if bool((tensor < 0).any()):
-        raise ValueError(f"{name} holds the negative id {int(tensor[tensor < 0][0])}")
-    return torch.unique(tensor)
+    return tensor.reshape(-1).long().cpu()
 
 
 def check_rank_batch(

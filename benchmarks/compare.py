@@ -121,6 +121,13 @@ def kgeval_own(args):
 BARE_BATCH_SIZES = (144, 288, 1024)
 
 
+def _fastest(run, sizes, repeats: int) -> tuple[int, dict]:
+    """``measure(run(size))`` for every size: the fastest size and its measurement."""
+    results = {size: measure(lambda size=size: run(size), repeats) for size in sizes}
+    size = min(results, key=lambda s: results[s]["seconds"])
+    return size, results[size]
+
+
 @contender("bare-gemm-all")
 def bare_gemm_all(args):
     """The query of every task times all candidates (cdist for L1), in the fastest of BARE_BATCH_SIZES."""
@@ -140,9 +147,8 @@ def bare_gemm_all(args):
                         vectors @ candidates.T
 
     sizes = BARE_BATCH_SIZES if model.kgeval_similarity != "l1" else BARE_BATCH_SIZES[-1:]  # cdist: slow, one
-    results = {size: measure(lambda size=size: run(size), args.repeats) for size in sizes}
-    size = min(results, key=lambda s: results[s]["seconds"])
-    return {**results[size], "batch_size": size}
+    size, result = _fastest(run, sizes, args.repeats)
+    return {**result, "batch_size": size}
 
 
 @contender("bare-gemm-distinct")
@@ -165,9 +171,8 @@ def bare_gemm_distinct(args):
                 for start in range(0, len(distinct), size):
                     model.kgeval_query(distinct[start : start + size], target) @ model.kgeval_candidates(target).T
 
-    results = {size: measure(lambda size=size: run(size), args.repeats) for size in BARE_BATCH_SIZES}
-    size = min(results, key=lambda s: results[s]["seconds"])
-    return {**results[size], "rows": sum(len(q) for _, q in batches), "tasks": 2 * len(data.test)}
+    _size, result = _fastest(run, BARE_BATCH_SIZES, args.repeats)
+    return {**result, "rows": sum(len(q) for _, q in batches), "tasks": 2 * len(data.test)}
 
 
 @contender("kgeval-scores-only")
@@ -195,9 +200,8 @@ def bare_scores_all(args):
                 for start in range(0, len(pairs), size):
                     method(pairs[start : start + size])
 
-    results = {size: measure(lambda size=size: run(size), args.repeats) for size in sizes}
-    size = min(results, key=lambda s: results[s]["seconds"])
-    return {**results[size], "batch_size": size}
+    size, result = _fastest(run, sizes, args.repeats)
+    return {**result, "batch_size": size}
 
 
 @contender("bare-scores-distinct")

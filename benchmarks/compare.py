@@ -9,8 +9,8 @@ Every contender runs in its own subprocess (so its peak RSS is its own) and repo
 ``--repeats`` calls; with ``--rounds 2`` the whole set runs twice, interleaved, and the faster round counts (the
 machine may be shared). Printed: one table per group and the ratios the project's targets are stated in.
 All evaluations are filtered (train + valid + test), rank both sides and compute every metric. kgeval runs
-with each counting kernel: ``[eager]`` (what a one-off evaluation uses) and ``[compiled]`` (torch.compile; its
-"first s" includes compiling in a fresh process, "best s" is a later call).
+with each counting kernel: ``[eager]`` (what a one-off evaluation uses) and ``[numba]`` (the numba kernel; its
+"first s" includes loading numba and the kernel in a fresh process, "best s" is a later call).
 """
 
 from __future__ import annotations
@@ -87,7 +87,7 @@ class ScoresOnly:
 
 
 #: the counting kernels kgeval contenders run with (suffix "[kernel]" of a contender name)
-KERNELS = ("eager", "compiled")
+KERNELS = ("eager", "numba")
 
 
 def _evaluate(model: Any, data, known, triples=None, **kwargs) -> Any:
@@ -260,7 +260,7 @@ def torchkge_evaluator(args):
 
 # -- the parent --------------------------------------------------------------------------------------------------
 def _worker(name: str, argv: list[str]) -> tuple[str, list[str]]:
-    """The worker and arguments of a contender name: "kgeval-fast[compiled]" runs kgeval-fast --kernel compiled."""
+    """The worker and arguments of a contender name: "kgeval-fast[numba]" runs kgeval-fast --kernel numba."""
     worker, _, kernel = name.partition("[")
     return worker, [*argv, "--kernel", kernel.rstrip("]") or "eager"]
 
@@ -302,10 +302,10 @@ def main() -> None:
     common = ["--dataset", args.dataset, "--repeats", str(args.repeats), "--pykeen-triples", args.pykeen_triples]
     started = time.time()
     print(f"# kgeval benchmark: {args.dataset}\n\nmachine: {machine()}\nload average before: {load_average()}\n")
-    headline = ["kgeval-fast[eager]", "kgeval-fast[compiled]", "bare-gemm-all", "bare-gemm-distinct",
-                "kgeval-own-score_t[eager]", "kgeval-own-score_t[compiled]", "kgeval-scores-only[eager]",
-                "kgeval-scores-only[compiled]", "bare-scores-all", "bare-scores-distinct[eager]",
-                "bare-scores-distinct[compiled]", "kgeval-on-pykeen[eager]", "kgeval-on-pykeen[compiled]", "pykeen",
+    headline = ["kgeval-fast[eager]", "kgeval-fast[numba]", "bare-gemm-all", "bare-gemm-distinct",
+                "kgeval-own-score_t[eager]", "kgeval-own-score_t[numba]", "kgeval-scores-only[eager]",
+                "kgeval-scores-only[numba]", "bare-scores-all", "bare-scores-distinct[eager]",
+                "bare-scores-distinct[numba]", "kgeval-on-pykeen[eager]", "kgeval-on-pykeen[numba]", "pykeen",
                 "torchkge"]  # fmt: skip
     main_results = _run_all(headline, lambda name: _worker(name, common), args.rounds)
     rows = []
@@ -334,21 +334,21 @@ def main() -> None:
             print(f"- [{kernel}] {label}: {ratio}")
 
     if not args.skip_models:
-        kinds = ("kgeval-fast[eager]", "kgeval-fast[compiled]", "kgeval-own-score_t[eager]", "bare-gemm-all")
+        kinds = ("kgeval-fast[eager]", "kgeval-fast[numba]", "kgeval-own-score_t[eager]", "bare-gemm-all")
         names = [f"{kind}:{model}" for model in FAST_MODELS for kind in kinds]
         model_results = _run_all(
             names, lambda n: _worker(n.split(":")[0], [*common, "--model", n.split(":")[1]]), args.rounds
         )
         rows = []
         for model in FAST_MODELS:
-            eager, compiled, own, bare = (model_results[f"{kind}:{model}"] for kind in kinds)
+            eager, fused, own, bare = (model_results[f"{kind}:{model}"] for kind in kinds)
             ratio = lambda a, b: f"{a['seconds'] / b['seconds']:.2f}" if "seconds" in a and "seconds" in b else "-"  # noqa: E731
-            rows.append([model, _cell(eager, "seconds"), _cell(compiled, "seconds"), _cell(own, "seconds"),
-                         _cell(bare, "seconds"), ratio(eager, own), ratio(eager, bare), ratio(compiled, bare),
+            rows.append([model, _cell(eager, "seconds"), _cell(fused, "seconds"), _cell(own, "seconds"),
+                         _cell(bare, "seconds"), ratio(eager, own), ratio(eager, bare), ratio(fused, bare),
                          _cell(eager, "extra_rss_mib", 0)])  # fmt: skip
         print("\n## fast paths (bare: every task's query times all candidates; cdist for L1)\n")
-        header = ["model", "fast s (eager)", "fast s (compiled)", "own score_t s (eager)", "bare GEMM s",
-                  "eager / own", "eager / bare", "compiled / bare", "extra RSS MiB (eager)"]  # fmt: skip
+        header = ["model", "fast s (eager)", "fast s (numba)", "own score_t s (eager)", "bare GEMM s",
+                  "eager / own", "eager / bare", "numba / bare", "extra RSS MiB (eager)"]  # fmt: skip
         print(format_table(rows, header))
     print(f"\nload average after: {load_average()}; wall time {time.time() - started:.0f} s")
 

@@ -137,7 +137,7 @@ def count_batch(
         Filtered candidates other than the true answer (with ``pairs``).
     raw_too : bool, default=False
         With ``pairs``, also return the raw counts (they come with the pass).
-    kernel : {"sign", "compare", "compiled"}, default="sign"
+    kernel : {"sign", "compare", "numba"}, default="sign"
         The tile kernel (kgeval.kernels).
     workspace : Workspace, optional
         Scratch memory reused across batches.
@@ -192,9 +192,9 @@ def _tile(
 ) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
     """The scores of a block against the current slice: (tile, tile row of each task or None, owned).
 
-    The compiled kernel reads repeated queries' rows in place, so it gets the distinct-query tile and the row
-    map; the eager kernels get one row per task (copied, or recomputed when cheaper -- the scorer decides)."""
-    if kernel == "compiled":
+    The numba kernel reads repeated queries' rows in place, so it gets the distinct-query tile and the row map;
+    the eager kernels get one row per task (copied, or recomputed when cheaper -- the scorer decides)."""
+    if kernel == "numba":
         return scorer.query_tile(block.query_start, block.query_stop), block.query_rows, False
     tile, owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
     return tile, None, owned

@@ -75,7 +75,7 @@ class RankBasedEvaluator:
     ks : sequence of int, default=(1, 3, 5, 10)
         The k of hits@k.
     batch_size : int, optional
-        Ranking tasks scored at once (with the compiled kernel: distinct queries, whatever number of tasks
+        Ranking tasks scored at once (with the numba kernel: distinct queries, whatever number of tasks
         share them). None: chosen from the device's memory (kgeval.batching), and a batch that runs out of
         memory is halved and retried.
     slice_size : int, optional
@@ -84,12 +84,11 @@ class RankBasedEvaluator:
         Keep one record per ranking task in the results (rank export, median, per-relation views, ...).
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one.
-    kernel : {"auto", "eager", "compiled"}, default="auto"
-        How score tiles are counted (kgeval.kernels): "eager" runs PyTorch operations as they come; "compiled"
-        fuses the counting into one pass with ``torch.compile`` (about 3x less counting time on a CPU, after a
-        one-off compilation of a few seconds per process; falls back to eager with a warning where compiling
-        fails); "auto" counts eagerly and, on a CPU, compiles once this process has counted (or is about to count)
-        10**10 scores.
+    kernel : {"auto", "eager", "numba"}, default="auto"
+        How score tiles are counted (kgeval.kernels): "eager" runs PyTorch operations as they come; "numba" counts
+        in one parallel pass compiled by numba (CPU only; about 5x less counting time, for about half a second per
+        process to load numba; falls back to eager with a warning where it cannot run); "auto" counts eagerly
+        and, on a CPU, switches to numba once this process has counted (or is about to count) 10**9 scores.
 
     Examples
     --------

@@ -67,7 +67,7 @@ def rank_side(
         Receives ``update(number of tasks)`` after each batch.
     raw_too : bool, default=False
         With ``side_index``, also return the raw counts of the same pass.
-    kernel : {"auto", "eager", "compiled"}, default="auto"
+    kernel : {"auto", "eager", "numba"}, default="auto"
         The counting kernel (kgeval.kernels.resolve_kernel; "eager" is :func:`default_kernel` of the device).
     """
     device = queries.device
@@ -81,9 +81,9 @@ def rank_side(
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * MIN_TASKS_PER_SLICE
     plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
-    # the compiled kernel reads repeated queries' score rows in place: batches and tiles then count distinct
+    # the numba kernel reads repeated queries' score rows in place: batches and tiles then count distinct
     # queries, so every model call and GEMM has its full size however many tasks share a query
-    by_queries = kernel == "compiled"
+    by_queries = kernel == "numba"
 
     def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:
         batch = plan.batch(begin, end, sizes.tile_rows, by_queries)

@@ -146,7 +146,7 @@ class CandidateScorer:
 
 class HeldScoresScorer(CandidateScorer):
     """Scorers that hold a block of scores the model returned (``_held``), checked for NaN on first use only:
-    the compiled kernel checks NaN itself and never asks."""
+    the numba kernel checks NaN itself and never asks."""
 
     _held_nan_free: bool | None = None
 

@@ -10,9 +10,8 @@ from kgeval import kernels
 from kgeval.counting import BatchCounts, RowBlock, comparison_codes, count_batch, slice_bounds
 from kgeval.kernels import count_tile
 from kgeval.scoring import FullRowScorer, Workspace
-from tests.support.kernels import skip_unless_usable
 
-KERNELS = ["sign", "compare", "compiled"]
+KERNELS = ["sign", "compare", "numba"]
 
 INF, NAN = float("inf"), float("nan")
 
@@ -48,7 +47,6 @@ def _tile_brute_force(tile: np.ndarray, rows: np.ndarray, true: np.ndarray) -> t
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(6))
 def test_count_tile_matches_brute_force(kernel: str, seed: int, with_rows: bool) -> None:
-    skip_unless_usable(kernel)
     rng = np.random.default_rng(seed)
     height, width = int(rng.integers(1, 9)), int(rng.integers(1, 40))
     tile = rng.integers(-2, 3, size=(height, width)).astype(np.float32)
@@ -71,7 +69,6 @@ def test_count_tile_matches_brute_force(kernel: str, seed: int, with_rows: bool)
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_count_tile_leaves_a_tile_it_does_not_own_unchanged(kernel: str) -> None:
-    skip_unless_usable(kernel)
     tile = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])
     copy = tile.clone()
     greater, less, _nan = count_tile(tile, torch.tensor([2.0, 3.0]), kernel, owned=False)
@@ -79,49 +76,91 @@ def test_count_tile_leaves_a_tile_it_does_not_own_unchanged(kernel: str) -> None
     assert (greater.tolist(), less.tolist()) == ([1, 0], [1, 2])
 
 
+@pytest.mark.parametrize("layout", ["column-slice", "transposed", "float16", "bfloat16", "float64"])
+@pytest.mark.parametrize("kernel", KERNELS)
+def test_count_tile_of_views_and_dtypes(kernel: str, layout: str) -> None:
+    """Tiles as the loop hands them over: column slices of a wider score matrix (read in place by the numba
+    kernel), a transposed (column-major) tile, half-precision and float64 scores; widths past any vector length."""
+    rng = np.random.default_rng(len(layout))
+    full = rng.integers(-3, 4, size=(7, 301)).astype(np.float32)  # small integers: heavy ties, exact in float16
+    full[rng.random(full.shape) < 0.05] = INF
+    rows = rng.integers(0, 7, size=9)
+    dtype = {"float16": torch.float16, "bfloat16": torch.bfloat16, "float64": torch.float64}.get(layout)
+    tensor = torch.from_numpy(full)
+    if layout == "column-slice":
+        tile, columns = tensor[:, 37:290], slice(37, 290)
+    elif layout == "transposed":
+        tile, columns = tensor.t().contiguous().t(), slice(None)
+    else:
+        tile, columns = tensor.to(dtype), slice(None)
+    true = full[rows, rng.integers(0, 301, size=rows.size)]
+    expected = _tile_brute_force(full[:, columns], rows, true)
+    greater, less, nan = count_tile(tile, torch.from_numpy(true).to(tile.dtype), kernel, torch.from_numpy(rows))
+    assert (greater.tolist(), less.tolist(), nan.tolist()) == expected
+    assert torch.equal(tensor[:, columns].to(tile.dtype), tile)  # not written to
+
+
+def test_numba_kernel_uses_torch_thread_count() -> None:
+    import numba
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        count_tile(torch.zeros(2, 3), torch.zeros(2), "numba")
+        assert numba.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_count_tile_float64_and_unknown_kernel() -> None:
     tile = torch.tensor([[1.0, 1.0 + 2**-40, 1.0 - 2**-40]], dtype=torch.float64)
     for kernel in KERNELS:
-        skip_unless_usable(kernel)
         greater, less, _nan = count_tile(tile.clone(), torch.tensor([1.0], dtype=torch.float64), kernel)
         assert (int(greater[0]), int(less[0])) == (1, 1), kernel
     with pytest.raises(ValueError, match="kernel must be one of"):
         count_tile(tile, torch.tensor([1.0], dtype=torch.float64), "fast")
 
 
-def test_auto_kernel_compiles_after_the_eager_budget(monkeypatch) -> None:
-    """The ski-rental rule: eager until the process has counted AUTO_COMPILE_AFTER_SCORES scores, then compiled."""
+def test_auto_kernel_switches_to_numba_after_the_eager_budget(monkeypatch) -> None:
+    """The ski-rental rule: eager until the process has counted AUTO_NUMBA_AFTER_SCORES scores, then numba."""
     cpu = torch.device("cpu")
-    monkeypatch.setattr(kernels, "AUTO_COMPILE_AFTER_SCORES", 100)
+    monkeypatch.setattr(kernels, "AUTO_NUMBA_AFTER_SCORES", 100)
     monkeypatch.setattr(kernels, "eager_scores_counted", 0)
-    monkeypatch.setattr(kernels, "compiled_kernel_available", lambda: True)  # the rule, not this machine
+    monkeypatch.setattr(kernels, "numba_kernel_available", lambda: True)  # the rule, not this machine
     assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
     assert kernels.resolve_kernel("auto", cpu, 39) == "sign"  # 60 + 39 < 100
     assert kernels.eager_scores_counted == 99
-    assert kernels.resolve_kernel("auto", cpu, 1) == "compiled"  # 99 + 1 reaches 100
-    assert kernels.eager_scores_counted == 99  # compiled counting is not tallied
+    assert kernels.resolve_kernel("auto", cpu, 1) == "numba"  # 99 + 1 reaches 100
+    assert kernels.eager_scores_counted == 99  # numba counting is not tallied
     monkeypatch.setattr(kernels, "eager_scores_counted", 0)
-    assert kernels.resolve_kernel("auto", cpu, 100) == "compiled"  # one side that large compiles at once
+    assert kernels.resolve_kernel("auto", cpu, 100) == "numba"  # one side that large switches at once
     assert kernels.resolve_kernel("eager", cpu, 60) == "sign"
-    assert kernels.resolve_kernel("auto", torch.device("meta"), 60) == "compare"  # other devices stay eager
-    assert kernels.resolve_kernel("compiled", cpu, 1) == "compiled"
-    monkeypatch.setattr(kernels, "compiled_kernel_available", lambda: False)
-    assert kernels.resolve_kernel("compiled", cpu, 1) == "sign"
+    assert kernels.resolve_kernel("auto", torch.device("meta"), 10**6) == "compare"  # other devices stay eager
+    assert kernels.resolve_kernel("numba", cpu, 1) == "numba"
+    with pytest.warns(RuntimeWarning, match="runs on the CPU only; counting on meta with the eager kernel"):
+        assert kernels.resolve_kernel("numba", torch.device("meta"), 1) == "compare"
+    monkeypatch.setattr(kernels, "numba_kernel_available", lambda: False)
+    assert kernels.resolve_kernel("numba", cpu, 1) == "sign"
     with pytest.raises(ValueError, match="kernel must be one of"):
         kernels.resolve_kernel("fast", cpu, 1)
 
 
-def test_compiled_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
+def test_numba_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
     def broken(*args):
-        raise RuntimeError("no compiler")
+        raise RuntimeError("numba is broken")
 
-    monkeypatch.setattr(kernels, "_compiled", lambda: broken)
-    kernels.compiled_kernel_available.cache_clear()
+    monkeypatch.setattr(kernels, "numba_counts", broken)
+    kernels.numba_kernel_available.cache_clear()
     try:
-        with pytest.warns(RuntimeWarning, match="torch.compile is not usable here .no compiler."):
-            assert kernels.resolve_kernel("compiled", torch.device("cpu"), 1) == "sign"
+        with pytest.warns(RuntimeWarning, match="numba counting kernel is not usable here .numba is broken."):
+            assert kernels.resolve_kernel("numba", torch.device("cpu"), 1) == "sign"
     finally:
-        kernels.compiled_kernel_available.cache_clear()
+        kernels.numba_kernel_available.cache_clear()
+
+
+def test_numba_kernel_probe_passes_here() -> None:
+    """numba is a dependency: its kernel must work wherever kgeval installs (no silent fallback in CI)."""
+    assert kernels.numba_kernel_available()
 
 
 class Rows:
@@ -144,7 +183,6 @@ def _brute_force(scores: np.ndarray, true_positions: np.ndarray) -> tuple[list[i
 @pytest.mark.parametrize("kernel", KERNELS)
 @pytest.mark.parametrize("seed", range(5))
 def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
-    skip_unless_usable(kernel)
     rng = np.random.default_rng(seed)
     scores = rng.integers(-2, 3, size=(6, 13)).astype(np.float32)
     scores[rng.random(scores.shape) < 0.15] = INF
@@ -170,7 +208,6 @@ def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
 
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_nan_rows_are_flagged(kernel: str) -> None:
-    skip_unless_usable(kernel)
     scores = torch.tensor([[1.0, NAN, 0.0], [1.0, 2.0, 0.0], [INF, -INF, NAN], [NAN, 1.0, 1.0]])
     scorer = FullRowScorer(Rows(scores), "tail", 3, None)
     queries = torch.stack([torch.arange(4), torch.zeros(4, dtype=torch.long)], dim=1)

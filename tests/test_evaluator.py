@@ -23,7 +23,6 @@ from tests.helpers.graphs import (
 )
 from tests.helpers.invariance import assert_metrics_match, assert_ranks_match, assert_results_equal
 from tests.helpers.reference import reference_metrics, reference_ranks
-from tests.support.kernels import skip_unless_usable
 
 MODEL_KINDS = {"sliced": TableModel, "full-row": FullScoreTableModel}
 
@@ -52,14 +51,13 @@ def evaluate(model, graph, **kwargs):
     )
 
 
-@pytest.mark.parametrize("kernel", ["eager", "compiled"])
+@pytest.mark.parametrize("kernel", ["eager", "numba"])
 @pytest.mark.parametrize("kind", sorted(MODEL_KINDS))
 @pytest.mark.parametrize("filtered", [True, False])
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(1, 1), (2, 3), (7, 5), (None, None), (1000, 1000)])
 def test_matches_reference(
     kind: str, filtered: bool, batch_size: int | None, slice_size: int | None, kernel: str
 ) -> None:
-    skip_unless_usable(kernel)
     rng = np.random.default_rng(7)
     graph = random_graph(rng, num_entities=13, num_relations=3, num_triples=25, num_filter=40)
     table = quantised_table(rng, 13, 3, levels=3, inf_fraction=0.1)
@@ -69,10 +67,9 @@ def test_matches_reference(
     assert_metrics_match(results, reference_metrics(table, graph.triples, graph.filter_triples, filtered=filtered))
 
 
-@pytest.mark.parametrize("kernel", ["eager", "compiled"])
+@pytest.mark.parametrize("kernel", ["eager", "numba"])
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(1, 1), (3, 4), (None, None)])
 def test_gemm_fast_path_matches_reference(batch_size: int | None, slice_size: int | None, kernel: str) -> None:
-    skip_unless_usable(kernel)
     graph = random_graph(3, num_entities=11, num_relations=2, num_triples=30, num_filter=30)
     model, table = integer_distmult(11, 2)
     results = evaluate(model, graph, batch_size=batch_size, slice_size=slice_size, kernel=kernel)
@@ -218,6 +215,6 @@ def test_batches_never_exceed_batch_and_slice_size() -> None:
 
 
 def test_invalid_kernel_raises_and_repr_names_it() -> None:
-    with pytest.raises(ValueError, match=r"^kernel must be one of \('auto', 'eager', 'compiled'\), got 'fast'$"):
+    with pytest.raises(ValueError, match=r"^kernel must be one of \('auto', 'eager', 'numba'\), got 'fast'$"):
         RankBasedEvaluator(kernel="fast")  # type: ignore[arg-type]
-    assert "kernel='compiled'" in repr(RankBasedEvaluator(kernel="compiled"))
+    assert "kernel='numba'" in repr(RankBasedEvaluator(kernel="numba"))

@@ -1,6 +1,6 @@
 """Exactness of the ranking loop (kgeval.ranking) end to end, against the brute-force reference.
 
-Every scorer path (whole rows, per-slice calls), every counting kernel ("sign", "compare", "compiled"), both
+Every scorer path (whole rows, per-slice calls), every counting kernel ("sign", "compare", "numba"), both
 pair layouts ("sorted", "masked"), several batch and slice sizes, filtered / raw / both, and entity restriction,
 on random tie-heavy graphs with +/-inf scores and repeated triples.
 """
@@ -21,21 +21,19 @@ from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, gr
 from tests.helpers.invariance import assert_results_equal
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
-from tests.support.kernels import skip_unless_usable
 
 MODELS = {"sliced": TableModel, "full_rows": FullScoreTableModel}
 #: (counting kernel, pair layout, GROUP_MIN_PAIRS, MIN_TASKS_PER_SLICE): GROUP_MIN_PAIRS = 1 makes every
 #: repeated query a block-filtered group; MIN_TASKS_PER_SLICE = 10**9 makes every multi-slice batch mix slices
 VARIANTS = [("sign", "sorted", 1, None), ("sign", "sorted", None, 10**9), ("compare", "masked", None, None),
-            ("sign", "masked", None, 10**9), ("compare", "sorted", 1, 10**9), ("compiled", "sorted", 1, None),
-            ("compiled", "masked", None, 10**9), ("compiled", "sorted", None, None)]  # fmt: skip
+            ("sign", "masked", None, 10**9), ("compare", "sorted", 1, 10**9), ("numba", "sorted", 1, None),
+            ("numba", "masked", None, 10**9), ("numba", "sorted", None, None)]  # fmt: skip
 SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 
 
 def _force(patch, variant) -> None:
     """Force a counting kernel, a pair layout (the defaults depend on the device) and the planning thresholds."""
     kernel, layout, group_min_pairs, min_tasks_per_slice = variant
-    skip_unless_usable(kernel)
     patch.setattr(ranking, "default_kernel", lambda device: kernel)
     patch.setattr(ranking, "default_layout", lambda device: layout)
     if group_min_pairs is not None:

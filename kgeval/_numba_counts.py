@@ -3,12 +3,24 @@
 Kept in a module of its own so that importing kgeval does not import numba, and so that numba can cache the
 compiled machine code on disk (``cache=True`` needs a module-level function): a process loads it in a fraction
 of a second instead of compiling it again.
+
+Threading layer: unless the user chose one (``NUMBA_THREADING_LAYER``), numba is asked for a fork-safe layer --
+TBB where the ``tbb`` package is installed (a dependency on x86-64), otherwise OpenMP off Linux or numba's own
+work queue. Numba's default would take GNU OpenMP on Linux, after which every fork()ed child that counts
+(a DataLoader worker, a multiprocessing pool) is killed ("fork() called from a process already using GNU
+OpenMP"). The work queue is not thread-safe; kgeval.kernels serialises its calls.
 """
 
 from __future__ import annotations
 
+import os
+
+import numba
 import numpy as np
 from numba import njit, prange
+
+if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
+    numba.config.THREADING_LAYER = "forksafe"  # read when numba first starts its threads
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")

@@ -29,6 +29,7 @@ one with more than that many scores uses it at once. Other devices count with th
 from __future__ import annotations
 
 import functools
+import threading
 import warnings
 from typing import Literal
 
@@ -46,6 +47,10 @@ KERNELS: tuple[str, ...] = ("sign", "compare", "numba")
 #: 2-core CPU, 10**9 scores (~0.5 s) match the cost of loading numba and the cached kernel (~0.5 s per process;
 #: ~2 s the first time, when numba compiles it)
 AUTO_NUMBA_AFTER_SCORES = 10**9
+
+#: one numba kernel call at a time: numba's work-queue threading layer (the fork-safe one where TBB is missing)
+#: must not be entered by two threads at once
+_NUMBA_LOCK = threading.Lock()
 
 #: scores counted by an eager kernel under "auto" in this process (see :func:`resolve_kernel`)
 eager_scores_counted = 0
@@ -227,7 +232,8 @@ def numba_counts(
         flat = scores.as_strided(((num_rows - 1) * row_stride + width,), (1,))  # every row of the tile, in place
         starts = (rows * row_stride).numpy()
         true = true_scores.detach().to(scores.dtype).contiguous().numpy()
-        count_rows(flat.numpy(), starts, width, true, counts[0].numpy(), counts[1].numpy(), counts[2].numpy())
+        with _NUMBA_LOCK:
+            count_rows(flat.numpy(), starts, width, true, counts[0].numpy(), counts[1].numpy(), counts[2].numpy())
     return counts[0], counts[1], counts[2]
 
 

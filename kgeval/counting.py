@@ -177,6 +177,7 @@ def count_batch(
             greater[rows] += above
             less[rows] += below
             has_nan[rows] |= nan
+        tile = None  # a view of the scorer's scores: let them go before it asks the model for the next slice
     everything = torch.full((size,), scorer.num_candidates, dtype=torch.int64, device=device)
     raw = BatchCounts.from_counts(greater, less, has_nan, everything)
     if pairs is None or num_filtered is None:

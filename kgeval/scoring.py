@@ -154,6 +154,13 @@ class HeldScoresScorer(CandidateScorer):
         """Keep a new score block (its NaN check is pending)."""
         self._held, self._held_nan_free = scores, None
 
+    def _release(self) -> None:
+        """Let go of the held block before asking the model for the next one, so that the allocator can hand its
+        memory straight back to the model: holding it (two blocks of up to 16 MiB alive at once) made glibc
+        return memory to the system and fault it in again at every call, a third of the time of a whole-row
+        model's evaluation."""
+        self._held = None
+
     @property
     def nan_free(self) -> bool:  # type: ignore[override]
         if self._held_nan_free is None:
@@ -168,6 +175,7 @@ class FullRowScorer(HeldScoresScorer):
 
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
+        self._release()
         method = SCORE_METHOD[self.target]
         scores = check_scores(getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method)
         if self.candidate_ids is not None:
@@ -183,6 +191,7 @@ class SlicedScorer(HeldScoresScorer):
 
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
+        self._release()
         method = SCORE_METHOD[self.target]
         ids = self._ids(start, stop)
         queries = self._queries

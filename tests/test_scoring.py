@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import weakref
 
 import pytest
 import torch
@@ -144,3 +145,31 @@ def test_workspace_reuses_its_buffer() -> None:
     assert second.shape == (2, 3)
     assert second.data_ptr() == first.data_ptr()
     assert workspace.tile(2, 3, like.double()).dtype == torch.float64
+
+
+class WatchedScores:
+    """Returns fresh score rows and records, at each call, whether the rows it returned before are still alive."""
+
+    def __init__(self, num_entities: int) -> None:
+        self.num_entities = num_entities
+        self.previous: list[weakref.ref] = []
+        self.alive_at_call: list[bool] = []
+
+    def score_t(self, batch: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
+        self.alive_at_call.append(any(ref() is not None for ref in self.previous))
+        width = self.num_entities if tails is None else tails.numel()
+        scores = torch.zeros(batch.shape[0], width)
+        self.previous = [weakref.ref(scores)]
+        return scores
+
+
+@pytest.mark.parametrize("scorer_class", [FullRowScorer, SlicedScorer])
+def test_held_scores_are_released_before_the_next_model_call(scorer_class) -> None:
+    """Two score blocks alive at once made the allocator return memory and fault it in again at every call."""
+    model = WatchedScores(6)
+    scorer = scorer_class(model, "tail", 6, None)
+    for _batch in range(2):
+        scorer.begin(torch.zeros(3, 2, dtype=torch.long))
+        for start in (0, 3):
+            scorer.start_slice(start, start + 3)
+    assert model.alive_at_call and not any(model.alive_at_call)

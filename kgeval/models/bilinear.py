@@ -10,6 +10,8 @@ from kgeval.models.base import QueryCandidateModule, Target, as_complex, as_real
 #: RESCAL queries computed at once: their gathered (chunk, d, d) relation matrices stay in cache (gathering a
 #: 1,024-query batch's matrices at once took a fifth of a WN18RR evaluation, dim 100)
 QUERY_CHUNK = 128
+#: RESCAL multiplies by relation when a batch has at least this many queries per distinct relation
+GROUP_MIN_QUERIES_PER_RELATION = 2
 
 
 class DistMult(QueryCandidateModule):
@@ -129,6 +131,13 @@ class RESCAL(QueryCandidateModule):
         return self.relation_embeddings(relations).view(-1, self.dim, self.dim)
 
     def _query(self, first: torch.Tensor, second: torch.Tensor, target: Target) -> torch.Tensor:
+        """Tail queries h^T M_r, head queries M_r t, shape (B, d). Queries sharing a relation are multiplied by its
+        matrix in one GEMM when a batch has few relations for its size (gathering one d x d matrix per query
+        copied B d^2 floats: a quarter of an FB15k-237 RESCAL evaluation); otherwise in chunks of batched
+        products."""
+        relations, entities = (second, first) if target == "tail" else (first, second)
+        if relations.numel() >= GROUP_MIN_QUERIES_PER_RELATION * torch.unique(relations).numel():
+            return self._query_by_relation(self.entity_embeddings(entities), relations, target)
         parts = []
         for start in range(0, first.numel(), QUERY_CHUNK):
             a, b = first[start : start + QUERY_CHUNK], second[start : start + QUERY_CHUNK]
@@ -137,3 +146,15 @@ class RESCAL(QueryCandidateModule):
             else:
                 parts.append(torch.bmm(self._matrices(a), self.entity_embeddings(b).unsqueeze(2)).squeeze(2))
         return torch.cat(parts) if parts else self.entity_embeddings.weight.new_empty(0, self.dim)
+
+    def _query_by_relation(self, vectors: torch.Tensor, relations: torch.Tensor, target: Target) -> torch.Tensor:
+        """(B, d) entity vectors times their relation's matrix (from the left for tails, v^T M_r; from the right
+        for heads, M_r v = v^T M_r^T), one GEMM per distinct relation."""
+        matrices = self.relation_embeddings.weight.view(-1, self.dim, self.dim)
+        order = torch.argsort(relations, stable=True)
+        distinct, counts = torch.unique_consecutive(relations[order], return_counts=True)
+        query = vectors.new_empty(vectors.shape)
+        for relation, rows in zip(distinct.tolist(), torch.split(order, counts.tolist()), strict=True):
+            matrix = matrices[relation] if target == "tail" else matrices[relation].T
+            query[rows] = vectors[rows] @ matrix
+        return query

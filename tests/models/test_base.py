@@ -150,3 +150,16 @@ def test_transe_norm_must_be_1_or_2(p) -> None:
 def test_invalid_sizes(factory) -> None:
     with pytest.raises(ValueError, match=r"^dim must be a positive int, got 0$"):
         factory(3, 2, dim=0)
+
+
+@pytest.mark.parametrize("triples", [[[0, 0, 1], [2, 1, 3], [4, 2, 5]], [[0, 0, 1], [2, 0, 3], [4, 2, 5], [1, 2, 0]]])
+def test_rescal_queries_per_query_and_per_relation(triples) -> None:
+    """One relation per query takes the batched products, repeated relations one GEMM per relation."""
+    model = RESCAL(E, R, dim=D, seed=0)
+    batch = torch.tensor(triples)
+    with torch.no_grad():
+        scores = model.score_hrt(batch)
+        tails, heads = model.score_t(batch[:, :2]), model.score_h(batch[:, 1:])
+    rows = torch.arange(len(triples))
+    for got in (scores, tails[rows, batch[:, 2]], heads[rows, batch[:, 0]]):
+        torch.testing.assert_close(got, torch.tensor([brute_force_score(model, *row) for row in triples]))

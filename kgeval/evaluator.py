@@ -88,7 +88,8 @@ class RankBasedEvaluator:
         How score tiles are counted (kgeval.kernels): "eager" runs PyTorch operations as they come; "numba" counts
         in one parallel pass compiled by numba (CPU only; about 5x less counting time, for about half a second per
         process to load numba; falls back to eager with a warning where it cannot run); "auto" counts eagerly
-        and, on a CPU, switches to numba once this process has counted (or is about to count) 10**9 scores.
+        and, on a CPU, switches to numba once this process has counted (or is about to count) 10**9 scores, or
+        at once if numba is already loaded.
 
     Examples
     --------

@@ -23,7 +23,9 @@ neither count. Three kernels compute them:
 process has counted eagerly, with those it is about to count, reach :data:`AUTO_NUMBA_AFTER_SCORES` -- the
 ski-rental rule: by then the time the eager kernel would lose roughly equals the loading cost, so switching never
 costs more than about twice the best choice made in hindsight, a small one-off evaluation never waits for numba, and
-one with more than that many scores uses it at once. Other devices count with the eager ``"compare"``.
+one with more than that many scores uses it at once. Once numba is loaded in the process (by that rule, or by a
+caller asking for ``"numba"``), "auto" uses it for every evaluation: there is nothing left to pay. Other devices
+count with the eager ``"compare"``.
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ _NUMBA_LOCK = threading.Lock()
 
 #: scores counted by an eager kernel under "auto" in this process (see :func:`resolve_kernel`)
 eager_scores_counted = 0
+
+#: the numba kernel has been loaded and has passed its probe in this process: "auto" then has nothing left to pay
+numba_loaded = False
 
 
 def check_kernel_choice(kernel: str) -> str:
@@ -114,7 +119,7 @@ def resolve_kernel(requested: str, device: torch.device, num_scores: int, eager:
             return eager
         return "numba" if numba_kernel_available() else eager
     if requested == "auto" and device.type == "cpu":
-        if eager_scores_counted + num_scores >= AUTO_NUMBA_AFTER_SCORES and numba_kernel_available():
+        if numba_loaded or (eager_scores_counted + num_scores >= AUTO_NUMBA_AFTER_SCORES and numba_kernel_available()):
             return "numba"
         eager_scores_counted += num_scores
     return eager
@@ -267,10 +272,12 @@ def numba_kernel_available() -> bool:
     ])[:, 1:]  # fmt: skip
     rows = torch.tensor([0, 1, 2, 1, 1])
     true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf])
+    global numba_loaded
     try:
         got = numba_counts(scores, rows, true_scores)
         expected = comparison_counts(scores, rows, true_scores)
         if all(torch.equal(a, b) for a, b in zip(got, expected, strict=True)):
+            numba_loaded = True
             return True
         problem: object = "its results differ from the PyTorch computation"
     except Exception as error:  # numba missing, or failing to compile here: do not use it

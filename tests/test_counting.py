@@ -127,6 +127,7 @@ def test_auto_kernel_switches_to_numba_after_the_eager_budget(monkeypatch) -> No
     monkeypatch.setattr(kernels, "AUTO_NUMBA_AFTER_SCORES", 100)
     monkeypatch.setattr(kernels, "eager_scores_counted", 0)
     monkeypatch.setattr(kernels, "numba_kernel_available", lambda: True)  # the rule, not this machine
+    monkeypatch.setattr(kernels, "numba_loaded", False)
     assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
     assert kernels.resolve_kernel("auto", cpu, 39) == "sign"  # 60 + 39 < 100
     assert kernels.eager_scores_counted == 99
@@ -136,6 +137,10 @@ def test_auto_kernel_switches_to_numba_after_the_eager_budget(monkeypatch) -> No
     assert kernels.resolve_kernel("auto", cpu, 100) == "numba"  # one side that large switches at once
     assert kernels.resolve_kernel("eager", cpu, 60) == "sign"
     assert kernels.resolve_kernel("auto", torch.device("meta"), 10**6) == "compare"  # other devices stay eager
+    monkeypatch.setattr(kernels, "numba_loaded", True)  # loaded already: nothing left to pay
+    assert kernels.resolve_kernel("auto", cpu, 1) == "numba"
+    assert kernels.resolve_kernel("eager", cpu, 1) == "sign"
+    monkeypatch.setattr(kernels, "numba_loaded", False)
     assert kernels.resolve_kernel("numba", cpu, 1) == "numba"
     with pytest.warns(RuntimeWarning, match="runs on the CPU only; counting on meta with the eager kernel"):
         assert kernels.resolve_kernel("numba", torch.device("meta"), 1) == "compare"
@@ -161,6 +166,7 @@ def test_numba_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
 def test_numba_kernel_probe_passes_here() -> None:
     """numba is a dependency: its kernel must work wherever kgeval installs (no silent fallback in CI)."""
     assert kernels.numba_kernel_available()
+    assert kernels.numba_loaded
 
 
 class Rows:

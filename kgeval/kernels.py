@@ -90,7 +90,7 @@ def eager_kernel(device: torch.device) -> str:
     return "sign" if device.type == "cpu" else "compare"
 
 
-def resolve_kernel(requested: str, device: torch.device, num_scores: int, eager: str | None = None) -> str:
+def resolve_kernel(requested: str, device: torch.device, num_scores: int) -> str:
     """The kernel to count ``num_scores`` scores with on ``device``.
 
     Parameters
@@ -100,8 +100,6 @@ def resolve_kernel(requested: str, device: torch.device, num_scores: int, eager:
     num_scores : int
         Scores about to be counted (tasks x candidates); under "auto" they count towards the switch, and add to
         the eager tally when they are counted eagerly.
-    eager : str, optional
-        The eager kernel to use (default :func:`eager_kernel` of the device).
 
     Returns
     -------
@@ -111,7 +109,7 @@ def resolve_kernel(requested: str, device: torch.device, num_scores: int, eager:
     """
     global eager_scores_counted
     check_kernel_choice(requested)
-    eager = eager or eager_kernel(device)
+    eager = eager_kernel(device)
     if requested == "numba":
         if device.type != "cpu":
             warnings.warn(f"kgeval: the numba counting kernel runs on the CPU only; counting on {device} with the "

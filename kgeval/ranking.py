@@ -13,7 +13,7 @@ import torch
 from kgeval import batching
 from kgeval.counting import BatchCounts, Workspace, count_batch, slice_bounds
 from kgeval.filtering import SideIndex
-from kgeval.kernels import eager_kernel, resolve_kernel
+from kgeval.kernels import resolve_kernel
 from kgeval.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval.planning import PlannedBatch, SidePlan
 from kgeval.scoring import CandidateScorer
@@ -25,11 +25,6 @@ GROUP_MIN_PAIRS = 2048
 #: with fewer tasks per candidate slice, batches mix slices (one extra pass for the true scores) instead of
 #: grouping tasks by the slice of their answer: tiny groups would read every candidate for a handful of tasks
 MIN_TASKS_PER_SLICE = 64
-
-
-def default_kernel(device: torch.device) -> str:
-    """The eager counting kernel for a device: "sign" on CPU, "compare" elsewhere (kgeval.kernels)."""
-    return eager_kernel(device)
 
 
 def default_layout(device: torch.device) -> str:
@@ -68,14 +63,14 @@ def rank_side(
     raw_too : bool, default=False
         With ``side_index``, also return the raw counts of the same pass.
     kernel : {"auto", "eager", "numba"}, default="auto"
-        The counting kernel (kgeval.kernels.resolve_kernel; "eager" is :func:`default_kernel` of the device).
+        The counting kernel (kgeval.kernels.resolve_kernel).
     """
     device = queries.device
     starts = lengths = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
     layout = default_layout(device)
-    kernel = resolve_kernel(kernel, device, queries.shape[0] * scorer.num_candidates, default_kernel(device))
+    kernel = resolve_kernel(kernel, device, queries.shape[0] * scorer.num_candidates)
     group_min_pairs = GROUP_MIN_PAIRS if layout == "sorted" else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * MIN_TASKS_PER_SLICE

@@ -34,7 +34,7 @@ SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 def _force(patch, variant) -> None:
     """Force a counting kernel, a pair layout (the defaults depend on the device) and the planning thresholds."""
     kernel, layout, group_min_pairs, min_tasks_per_slice = variant
-    patch.setattr(ranking, "default_kernel", lambda device: kernel)
+    patch.setattr(ranking, "resolve_kernel", lambda requested, device, num_scores: kernel)
     patch.setattr(ranking, "default_layout", lambda device: layout)
     if group_min_pairs is not None:
         patch.setattr(ranking, "GROUP_MIN_PAIRS", group_min_pairs)

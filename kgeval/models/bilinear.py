@@ -136,8 +136,9 @@ class RESCAL(QueryCandidateModule):
         copied B d^2 floats: a quarter of an FB15k-237 RESCAL evaluation); otherwise in chunks of batched
         products."""
         relations, entities = (second, first) if target == "tail" else (first, second)
-        if relations.numel() >= GROUP_MIN_QUERIES_PER_RELATION * torch.unique(relations).numel():
-            return self._query_by_relation(self.entity_embeddings(entities), relations, target)
+        distinct, counts = torch.unique(relations, return_counts=True)
+        if relations.numel() >= GROUP_MIN_QUERIES_PER_RELATION * distinct.numel():
+            return self._query_by_relation(self.entity_embeddings(entities), relations, distinct, counts, target)
         parts = []
         for start in range(0, first.numel(), QUERY_CHUNK):
             a, b = first[start : start + QUERY_CHUNK], second[start : start + QUERY_CHUNK]
@@ -147,12 +148,19 @@ class RESCAL(QueryCandidateModule):
                 parts.append(torch.bmm(self._matrices(a), self.entity_embeddings(b).unsqueeze(2)).squeeze(2))
         return torch.cat(parts) if parts else self.entity_embeddings.weight.new_empty(0, self.dim)
 
-    def _query_by_relation(self, vectors: torch.Tensor, relations: torch.Tensor, target: Target) -> torch.Tensor:
+    def _query_by_relation(
+        self,
+        vectors: torch.Tensor,
+        relations: torch.Tensor,
+        distinct: torch.Tensor,
+        counts: torch.Tensor,
+        target: Target,
+    ) -> torch.Tensor:
         """(B, d) entity vectors times their relation's matrix (from the left for tails, v^T M_r; from the right
-        for heads, M_r v = v^T M_r^T), one GEMM per distinct relation."""
+        for heads, M_r v = v^T M_r^T), one GEMM per distinct relation (``distinct``, sorted, with their
+        ``counts``: ``torch.unique`` of ``relations``)."""
         matrices = self.relation_embeddings.weight.view(-1, self.dim, self.dim)
-        order = torch.argsort(relations, stable=True)
-        distinct, counts = torch.unique_consecutive(relations[order], return_counts=True)
+        order = torch.argsort(relations, stable=True)  # rows grouped by relation, in the order of ``distinct``
         query = vectors.new_empty(vectors.shape)
         for relation, rows in zip(distinct.tolist(), torch.split(order, counts.tolist()), strict=True):
             matrix = matrices[relation] if target == "tail" else matrices[relation].T

@@ -2,13 +2,16 @@
 
 A key names one reported number. Sides and rank types have defaults (``both``, ``realistic``) and synonyms
 (``best`` = optimistic, ``worst`` = pessimistic, ``avg`` / ``average`` = realistic); metric names are matched
-case-insensitively against the canonical names and aliases of :mod:`kgeval.metrics.registry`. Every synonym
-lives in this module and nowhere else.
+case-insensitively against the canonical names and aliases, and every key PyKEEN's parser accepts means here what
+it means in PyKEEN (class names, names without underscores, a trailing ``.k``, ``hits_at_k`` = hits@10). Every
+synonym lives in this module and nowhere else.
 
 >>> parse_key("mrr")
 MetricKey(side='both', rank_type='realistic', name='inverse_harmonic_mean_rank')
 >>> parse_key("tail.best.h@10")
 MetricKey(side='tail', rank_type='optimistic', name='hits_at_10')
+>>> parse_key("head.best.hits_at_k.3")
+MetricKey(side='head', rank_type='optimistic', name='hits_at_3')
 >>> format_key(parse_key("Head.worst.MR"))
 'head.pessimistic.arithmetic_mean_rank'
 """
@@ -75,7 +78,35 @@ NAME_ALIASES: dict[str, str] = {
     "zgmr": "z_geometric_mean_rank",
 }
 
-#: prefixes of k-parameterised names: written form -> canonical family prefix (``<prefix>_at_<k>``)
+#: every canonical metric name without a k parameter, and the k-parameterised families (``<prefix>_at_k``); the
+#: metric table (:mod:`kgeval.metrics.registry`) checks at import that it defines exactly these
+PLAIN_NAMES: tuple[str, ...] = (
+    "arithmetic_mean_rank",
+    "inverse_arithmetic_mean_rank",
+    "harmonic_mean_rank",
+    "inverse_harmonic_mean_rank",
+    "geometric_mean_rank",
+    "inverse_geometric_mean_rank",
+    "median_rank",
+    "inverse_median_rank",
+    "standard_deviation",
+    "variance",
+    "median_absolute_deviation",
+    "count",
+    "adjusted_arithmetic_mean_rank",
+    "adjusted_arithmetic_mean_rank_index",
+    "adjusted_inverse_harmonic_mean_rank",
+    "adjusted_geometric_mean_rank_index",
+    "z_arithmetic_mean_rank",
+    "z_inverse_harmonic_mean_rank",
+    "z_geometric_mean_rank",
+)
+K_FAMILIES: tuple[str, ...] = ("hits_at_k", "adjusted_hits_at_k", "z_hits_at_k")
+
+#: k of a family named without one (``hits_at_k``, ``h@k``, ``zahk``): PyKEEN's default
+DEFAULT_K = 10
+
+#: prefixes of kgeval's per-k names: written form -> canonical family prefix (``<prefix>@<k>`` / ``<prefix>_at_<k>``)
 _K_PREFIXES: dict[str, str] = {
     "hits": "hits",
     "h": "hits",
@@ -87,6 +118,37 @@ _K_PREFIXES: dict[str, str] = {
 }
 _K_PATTERN = re.compile(r"^(?P<prefix>[a-z_]+?)(?:@|_at_)(?P<k>[0-9]+)$")
 
+#: PyKEEN's spellings of the k-families without a k (its class-resolver synonyms): written form -> family
+_K_FAMILY_SYNONYMS: dict[str, str] = {
+    **dict.fromkeys(("h@", "h@k", "h_at_", "hits@", "hits@k", "hits_at_", "hits_at_k"), "hits_at_k"),
+    **dict.fromkeys(
+        ("adjusted_hits_at_", "adjusted_hits_at_k", "ah@", "ah@k", "ah_at_", "ahits@", "ahits@k", "ahits_at_", "ahk"),
+        "adjusted_hits_at_k",
+    ),
+    **dict.fromkeys(("z_hits_at_", "z_hits_at_k", "zahk"), "z_hits_at_k"),
+}
+
+#: the suffix PyKEEN's metric resolver strips from class names (``HitsAtKRankBasedMetric`` = ``HitsAtK``)
+_RESOLVER_SUFFIX = "rankbasedmetric"
+
+
+def normalize_name(name: str) -> str:
+    """A metric name as PyKEEN's class resolver compares it: lower case without ``_``, ``-`` and spaces, and
+    without the suffix ``rankbasedmetric`` (so ``MeanRank``, ``mean_rank`` and ``meanrank`` are one name)."""
+    normalized = name.lower().replace("-", "").replace("_", "").replace(" ", "")
+    return normalized.removesuffix(_RESOLVER_SUFFIX) if normalized != _RESOLVER_SUFFIX else normalized
+
+
+def _normalized_table() -> dict[str, str]:
+    """normalized written form -> canonical name or k-family (names, aliases, PyKEEN's synonyms)."""
+    table = {normalize_name(name): name for name in (*PLAIN_NAMES, *K_FAMILIES)}
+    table.update({normalize_name(alias): name for alias, name in NAME_ALIASES.items()})
+    table.update({normalize_name(alias): family for alias, family in _K_FAMILY_SYNONYMS.items()})
+    return table
+
+
+_NORMALIZED = _normalized_table()
+
 
 class MetricKey(NamedTuple):
     """A fully resolved metric key: side, rank type and canonical metric name (k included)."""
@@ -96,17 +158,31 @@ class MetricKey(NamedTuple):
     name: str
 
 
-def canonical_name(name: str) -> str:
+def canonical_name(name: str, k: int | None = None) -> str:
     """Map a metric name or alias (any case) to its canonical spelling; unknown names pass through lower-cased.
 
-    ``hits@10``, ``h@10`` and ``hits_at_10`` all become ``hits_at_10``; ``ah@3`` becomes ``adjusted_hits_at_3``.
+    Every spelling PyKEEN's key parser accepts resolves to the metric PyKEEN resolves it to: ``hits@10``,
+    ``h@10`` and ``hits_at_10`` become ``hits_at_10``; ``ah@3`` becomes ``adjusted_hits_at_3``; class names and
+    names without underscores (``MeanRank``, ``meanrank``, ``zahk``) are matched as PyKEEN's resolver matches
+    them. A k-family named without its k (``hits_at_k``, ``h@k``, ``adjusted_hits_at_k``) takes ``k`` (a key's
+    trailing ``.k``), else :data:`DEFAULT_K` = 10 as in PyKEEN; a k written in the name wins over ``k``.
     k must be a positive integer written in decimal digits.
     """
     lowered = name.strip().lower()
     match = _K_PATTERN.match(lowered)
     if match is not None and match.group("prefix") in _K_PREFIXES and int(match.group("k")) > 0:
         return f"{_K_PREFIXES[match.group('prefix')]}_at_{int(match.group('k'))}"
-    return NAME_ALIASES.get(lowered, lowered)
+    if lowered in NAME_ALIASES:
+        return NAME_ALIASES[lowered]
+    resolved = _NORMALIZED.get(normalize_name(lowered))
+    if resolved is None:
+        return lowered
+    if resolved in K_FAMILIES:
+        k = DEFAULT_K if k is None else k
+        if k <= 0:
+            return lowered
+        return resolved.replace("_at_k", f"_at_{k}")
+    return resolved
 
 
 def k_family_aliases(family: str) -> tuple[str, ...]:
@@ -124,7 +200,10 @@ def split_k(name: str) -> tuple[str, int | None]:
 
 
 def parse_key(key: str) -> MetricKey:
-    """Parse ``[side.][rank_type.]name`` into a :class:`MetricKey` with defaults ``both`` and ``realistic``.
+    """Parse ``[side.][rank_type.]name[.k]`` into a :class:`MetricKey` with defaults ``both`` and ``realistic``.
+
+    The trailing ``.k`` is PyKEEN's: it gives the k of a k-family named without one (``head.best.hits_at_k.3``
+    is ``head.optimistic.hits_at_3``) and is ignored after any other name, as PyKEEN ignores it.
 
     Raises
     ------
@@ -135,8 +214,11 @@ def parse_key(key: str) -> MetricKey:
     if not isinstance(key, str):
         raise TypeError(f"a metric key must be a str, got {type(key).__name__}")
     parts = [part.strip().lower() for part in key.split(".")]
+    k = None
+    if len(parts) > 1 and parts[-1].isascii() and parts[-1].isdigit():
+        k = int(parts.pop())
     if len(parts) > 3 or any(not part for part in parts):
-        raise KeyError(f"malformed metric key {key!r}: expected '[side.][rank_type.]name'")
+        raise KeyError(f"malformed metric key {key!r}: expected '[side.][rank_type.]name[.k]'")
     side: Side = DEFAULT_SIDE
     rank_type: RankType = DEFAULT_RANK_TYPE
     *prefix, name = parts
@@ -160,7 +242,7 @@ def parse_key(key: str) -> MetricKey:
                 f"unknown side or rank type {part!r} in metric key {key!r}; "
                 f"expected one of {SIDES + tuple(RANK_TYPE_SYNONYMS)}"
             )
-    return MetricKey(side=side, rank_type=rank_type, name=canonical_name(name))
+    return MetricKey(side=side, rank_type=rank_type, name=canonical_name(name, k))
 
 
 def format_key(key: MetricKey) -> str:

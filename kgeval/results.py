@@ -25,6 +25,9 @@ if TYPE_CHECKING:
 
 JSON_FORMAT = "kgeval.results/1"
 
+#: PyKEEN 1.11 reports its adjusted and z hits@k under one k-less key each; kgeval exports them for k = 10
+PYKEEN_K_LESS_KEYS: dict[str, str] = {"adjusted_hits_at_10": "adjusted_hits_at_k", "z_hits_at_10": "z_hits_at_k"}
+
 #: columns of the per-task records and their dtypes
 RECORD_COLUMNS: dict[str, str] = {
     "head": "int64",
@@ -115,15 +118,22 @@ class RankBasedMetricResults:
             raise KeyError(f"{format_key(parsed)} was not reported by this evaluation{extra}")
         return parsed
 
-    def get_metric(self, key: str) -> float:
+    def get_metric(self, name: str | tuple[str, str, str] | None = None) -> float:
         """The value of a metric key such as ``"both.realistic.hits_at_10"``, ``"mrr"`` or ``"tail.best.mr"``.
+
+        Parameters
+        ----------
+        name : str, (side, rank_type, metric) tuple, or None
+            Any key PyKEEN's ``get_metric(name=...)`` accepts, with the same meaning: a key string, a
+            ``RankBasedMetricKey``-like tuple, or None for PyKEEN's default key
+            ``both.realistic.inverse_harmonic_mean_rank``.
 
         Raises
         ------
         KeyError
             For an unknown or unreported key, with close matches.
         """
-        return self.data[tuple(self.resolve_key(key))]  # type: ignore[index]
+        return self.data[tuple(self.resolve_key(_key_string(name)))]  # type: ignore[index]
 
     def __getitem__(self, key: str) -> float:
         return self.get_metric(key)
@@ -153,20 +163,37 @@ class RankBasedMetricResults:
         return self._null_moments(key)[1]
 
     # -- exports ----------------------------------------------------------------------------------------------
+    def exported_items(self) -> dict[tuple[Side, RankType, str], float]:
+        """Every reported number and, as PyKEEN reports them too, its k-less keys ``adjusted_hits_at_k`` and
+        ``z_hits_at_k`` holding the values for k = 10 (PyKEEN's default k; only when 10 is one of ``ks``)."""
+        items = dict(self.data)
+        for (side, rank_type, key), value in self.data.items():
+            if key in PYKEEN_K_LESS_KEYS:
+                items[(side, rank_type, PYKEEN_K_LESS_KEYS[key])] = value
+        return items
+
     def to_flat_dict(self, prefix: str | None = None) -> dict[str, float]:
-        """``"side.rank_type.metric" -> value`` (``"prefix.side.rank_type.metric"`` with a prefix)."""
+        """``"side.rank_type.metric" -> value`` (``"prefix.side.rank_type.metric"`` with a prefix), every key of
+        :meth:`exported_items`."""
         head = f"{prefix}." if prefix else ""
-        return {f"{head}{side}.{rank_type}.{key}": value for (side, rank_type, key), value in self.data.items()}
+        items = self.exported_items().items()
+        return {f"{head}{side}.{rank_type}.{key}": value for (side, rank_type, key), value in items}
 
     def to_dict(self) -> dict[str, dict[str, dict[str, float]]]:
-        """Nested ``side -> rank_type -> metric -> value``."""
+        """Nested ``side -> rank_type -> metric -> value`` (PyKEEN's nesting), every key of :meth:`exported_items`."""
         out: dict[str, dict[str, dict[str, float]]] = {}
-        for (side, rank_type, key), value in self.data.items():
+        for (side, rank_type, key), value in self.exported_items().items():
             out.setdefault(side, {}).setdefault(rank_type, {})[key] = value
         return out
 
     def to_df(self) -> pd.DataFrame:
-        """A long table with columns side, rank_type, metric, value."""
+        """A long table with PyKEEN's columns ``Side``, ``Rank_type``, ``Metric``, ``Value`` (every key of
+        :meth:`exported_items`)."""
+        rows = [(side, rank_type, key, value) for (side, rank_type, key), value in self.exported_items().items()]
+        return pd.DataFrame(rows, columns=["Side", "Rank_type", "Metric", "Value"])
+
+    def _long_frame(self) -> pd.DataFrame:
+        """The reported numbers as a long table with columns side, rank_type, metric, value (display)."""
         rows = [(side, rank_type, key, value) for (side, rank_type, key), value in self.data.items()]
         return pd.DataFrame(rows, columns=["side", "rank_type", "metric", "value"])
 
@@ -245,14 +272,14 @@ class RankBasedMetricResults:
     # -- display ----------------------------------------------------------------------------------------------
     def table(self) -> pd.DataFrame:
         """Wide table: one row per metric, one column per (side, rank type) that was reported."""
-        frame = self.to_df()
+        frame = self._long_frame()
         wide = frame.pivot_table(
             index="metric", columns=["side", "rank_type"], values="value", sort=False, dropna=False
         )
         return wide
 
     def __str__(self) -> str:
-        frame = self.to_df()
+        frame = self._long_frame()
         if frame.empty:
             return "RankBasedMetricResults(no metrics)"
         realistic = frame[frame.rank_type == "realistic"].pivot(index="metric", columns="side", values="value")
@@ -302,6 +329,17 @@ class RankBasedMetricResults:
         from kgeval.stats import confidence_interval
 
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
+
+
+def _key_string(name: str | tuple[str, str, str] | None) -> str:
+    """A metric key given as PyKEEN's get_metric takes it (string, key tuple, None) as a key string."""
+    if name is None:
+        return "both.realistic.inverse_harmonic_mean_rank"  # PyKEEN's default metric key
+    if isinstance(name, tuple) and len(name) == 3 and all(isinstance(part, str) for part in name):
+        return ".".join(name)
+    if not isinstance(name, str):
+        raise TypeError(f"a metric key must be a str or a (side, rank_type, metric) tuple, got {name!r}")
+    return name
 
 
 def _same_float(a: float, b: float) -> bool:

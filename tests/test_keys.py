@@ -23,6 +23,22 @@ CASES = [
     ("zh@10", ("both", "realistic", "z_hits_at_10")),
     ("adjusted_mrr", ("both", "realistic", "adjusted_inverse_harmonic_mean_rank")),
     ("count", ("both", "realistic", "count")),
+    # PyKEEN's parser: class names, names without underscores, k-families without k (k = 10), a trailing .k
+    ("MeanRank", ("both", "realistic", "arithmetic_mean_rank")),
+    ("meanrank", ("both", "realistic", "arithmetic_mean_rank")),
+    ("InverseMedianRank", ("both", "realistic", "inverse_median_rank")),
+    ("rankcount", ("both", "realistic", "count")),
+    ("hits_at_k", ("both", "realistic", "hits_at_10")),
+    ("hits@k", ("both", "realistic", "hits_at_10")),
+    ("HitsAtK", ("both", "realistic", "hits_at_10")),
+    ("zahk", ("both", "realistic", "z_hits_at_10")),
+    ("ahk", ("both", "realistic", "adjusted_hits_at_10")),
+    ("AdjustedHitsAtKRankBasedMetric", ("both", "realistic", "adjusted_hits_at_10")),
+    ("head.best.hits_at_k.3", ("head", "optimistic", "hits_at_3")),
+    ("tail.adjusted_hits_at_k.5", ("tail", "realistic", "adjusted_hits_at_5")),
+    ("hits_at_10.5", ("both", "realistic", "hits_at_10")),  # a k in the name wins over the trailing one
+    ("mrr.5", ("both", "realistic", "inverse_harmonic_mean_rank")),  # ignored after a name without k
+    ("hits@03", ("both", "realistic", "hits_at_3")),
 ]
 
 
@@ -40,11 +56,11 @@ def test_format_round_trip(key: str, _expected) -> None:
 @pytest.mark.parametrize(
     ("key", "message"),
     [
-        ("hits_at_10.5", "unknown side or rank type 'hits_at_10' in metric key 'hits_at_10.5'"),
-        ("a.b.c.d", "malformed metric key 'a.b.c.d': expected '[side.][rank_type.]name'"),
+        ("mrr.best", "unknown side or rank type 'mrr' in metric key 'mrr.best'"),
+        ("a.b.c.d", "malformed metric key 'a.b.c.d': expected '[side.][rank_type.]name[.k]'"),
         ("left.best.mr", "unknown side 'left' in metric key 'left.best.mr'"),
         ("tail.bestest.mr", "unknown rank type 'bestest' in metric key 'tail.bestest.mr'"),
-        ("tail..mr", "malformed metric key 'tail..mr': expected '[side.][rank_type.]name'"),
+        ("tail..mr", "malformed metric key 'tail..mr': expected '[side.][rank_type.]name[.k]'"),
     ],
 )
 def test_malformed_keys(key: str, message: str) -> None:

@@ -45,7 +45,11 @@ def test_unreported_k_is_a_key_error(results) -> None:
 def test_flat_dict_and_prefix(results) -> None:
     flat = results.to_flat_dict()
     assert flat["both.realistic.hits_at_10"] == results.get_metric("hits@10")
-    assert len(flat) == len(results.data)
+    # PyKEEN's k-less adjusted / z hits@k keys are exported too, with the values for k = 10 (PyKEEN's default)
+    k_less = {key for key in flat if key.endswith(("adjusted_hits_at_k", "z_hits_at_k"))}
+    assert len(k_less) == 2 * 9 and len(flat) == len(results.data) + len(k_less)
+    for key in k_less:
+        assert flat[key] == flat[key.removesuffix("k") + "10"]
     prefixed = results.to_flat_dict(prefix="validation")
     assert prefixed == {f"validation.{key}": value for key, value in flat.items()}
 
@@ -53,11 +57,12 @@ def test_flat_dict_and_prefix(results) -> None:
 def test_nested_dict_and_dataframe(results) -> None:
     nested = results.to_dict()
     assert nested["tail"]["optimistic"]["count"] == 20
+    assert nested["both"]["pessimistic"]["z_hits_at_k"] == nested["both"]["pessimistic"]["z_hits_at_10"]
     frame = results.to_df()
-    assert list(frame.columns) == ["side", "rank_type", "metric", "value"]
-    assert len(frame) == len(results.data)
-    row = frame[(frame.side == "head") & (frame.rank_type == "realistic") & (frame.metric == "median_rank")]
-    assert row.value.item() == results.get_metric("head.median_rank")
+    assert list(frame.columns) == ["Side", "Rank_type", "Metric", "Value"]  # PyKEEN's columns
+    assert len(frame) == len(results.to_flat_dict())
+    row = frame[(frame.Side == "head") & (frame.Rank_type == "realistic") & (frame.Metric == "median_rank")]
+    assert row.Value.item() == results.get_metric("head.median_rank")
 
 
 def test_json_round_trip_is_exact(results) -> None:

@@ -69,18 +69,18 @@ def test_adjusted_variance_is_the_scaled_base_variance(results: RankBasedMetricR
     assert results.variance("amr") == pytest.approx(variance / expectation**2, rel=1e-12)
 
 
-def test_adjusted_metrics_on_other_rank_types_are_an_error(results: RankBasedMetricResults) -> None:
-    with pytest.raises(KeyError) as error:
-        results.get_metric("both.optimistic.amri")
-    assert error.value.args[0] == (
-        "adjusted_arithmetic_mean_rank_index is defined for realistic ranks only, not optimistic "
-        "(key 'both.optimistic.amri')"
-    )
-    with pytest.raises(KeyError) as error:
-        results.expected("tail.worst.zh@10")
-    assert error.value.args[0] == (
-        "z_hits_at_10 is defined for realistic ranks only, not pessimistic (key 'tail.worst.zh@10')"
-    )
+def test_adjusted_metrics_of_other_rank_types_use_the_same_null_model(results: RankBasedMetricResults) -> None:
+    """PyKEEN reports the adjusted family for every rank type: the formula on those ranks, the same null model."""
+    for rank_type in ("optimistic", "pessimistic"):
+        mr = results.get_metric(f"both.{rank_type}.mr")
+        assert results.get_metric(f"both.{rank_type}.amri") == pytest.approx(
+            1 - (mr - 1) / (results.expected("mr") - 1), rel=1e-12
+        )
+        hits = results.get_metric(f"tail.{rank_type}.hits@10")
+        assert results.get_metric(f"tail.{rank_type}.zh@10") == pytest.approx(
+            (hits - results.expected("tail.hits@10")) / results.variance("tail.hits@10") ** 0.5, rel=1e-12
+        )
+    assert results.expected("tail.worst.zh@10") == results.expected("tail.zh@10") == 0.0
 
 
 def test_metrics_without_a_closed_form_have_no_moments(results: RankBasedMetricResults) -> None:

@@ -11,7 +11,16 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kgeval.keys import NAME_ALIASES, RANK_TYPES, RankType, close_matches, k_family_aliases, split_k
+from kgeval.keys import (
+    K_FAMILIES,
+    NAME_ALIASES,
+    PLAIN_NAMES,
+    RANK_TYPES,
+    RankType,
+    close_matches,
+    k_family_aliases,
+    split_k,
+)
 from kgeval.metrics import adjusted, null_model, plain
 from kgeval.metrics.summary import RankSummary, UndefinedMetricWarning
 
@@ -147,7 +156,8 @@ _SIGNED_UNIT = ValueRange(-1.0, 1.0, low_inclusive=True, high_inclusive=True)
 def _adjusted(
     metric: adjusted.AdjustedMetric, value_range: ValueRange, increasing: bool, description: str
 ) -> MetricInfo:
-    """The table record of an adjusted / z metric: realistic ranks only, null-model based."""
+    """The table record of an adjusted / z metric: null-model based, defined for every rank type as in PyKEEN
+    (the null model does not depend on the rank type; METRICS.md defines them on realistic ranks)."""
     needs_records = metric.base == "geometric_mean_rank"
     return MetricInfo(
         metric.name,
@@ -155,7 +165,6 @@ def _adjusted(
         value_range,
         increasing,
         description,
-        rank_types=("realistic",),
         needs_records=needs_records,
         needs_candidates=True,
         section=ADJUSTED_SECTION,
@@ -177,6 +186,8 @@ ADJUSTED_METRICS: tuple[MetricInfo, ...] = (
 )
 
 METRICS: dict[str, MetricInfo] = {info.name: info for info in (*PLAIN_METRICS, *ADJUSTED_METRICS)}
+if set(METRICS) != {*PLAIN_NAMES, *K_FAMILIES}:  # the key grammar resolves exactly the names of this table
+    raise RuntimeError(f"kgeval.keys and the metric table disagree: {set(METRICS) ^ {*PLAIN_NAMES, *K_FAMILIES}}")
 
 
 def register(info: MetricInfo) -> None:
@@ -200,8 +211,10 @@ def lookup(name: str) -> tuple[MetricInfo, int | None]:
         For an unknown name, listing close matches.
     """
     family, k = split_k(name)
-    if family in METRICS:
+    if family in METRICS and (k is not None or family not in K_FAMILIES):
         return METRICS[family], k
+    if family in METRICS:
+        raise KeyError(f"{name!r} needs a positive k: write e.g. {family.replace('_at_k', '_at_10')}")
     known = sorted(list(METRICS) + list(NAME_ALIASES))
     suggestions = close_matches(name, known)
     hint = f"; did you mean {', '.join(suggestions)}?" if suggestions else ""

@@ -13,8 +13,9 @@ Conventions (all from METRICS.md unless marked as a choice of this module)
 - Metric names are the METRICS.md keys (``"inverse_harmonic_mean_rank"``, ``"hits_at_10"``,
   ``"adjusted_hits_at_3"``); the aliases of METRICS.md (``"mrr"``, ``"h@10"``, ``"zmr"``, ...) are accepted as
   input, case-insensitively. Result dictionaries always use the full keys, with k spelled out.
-- Adjusted and z metrics are defined on realistic ranks, so :func:`metrics_from_ranks` reports them for the
-  realistic rank type only (choice of this module, after METRICS.md "Adjusted metrics ..., realistic ranks").
+- Adjusted and z metrics are defined on realistic ranks; :func:`metrics_from_ranks` also reports them for
+  optimistic and pessimistic ranks, as PyKEEN does: the same formula applied to those ranks, with the null
+  model's moments from the num_candidates (which do not depend on the rank type).
 - A zero denominator in an adjusted or z metric yields ``nan`` (no warning is emitted by the reference).
 - Metrics of an empty rank set are ``nan``, except ``count`` which is 0.
 """
@@ -654,7 +655,7 @@ def metrics_from_ranks(
     -------
     metrics : dict
         ``(side, rank_type, key) -> float`` for side in ``targets`` + ``("both",)``, every rank type and every
-        key of :func:`plain_keys`; for rank type ``"realistic"`` also every key of :func:`adjusted_keys`.
+        key of :func:`plain_keys` and of :func:`adjusted_keys`.
     """
     ks = [_check_k(k) for k in ks]
     targets = list(targets)
@@ -668,9 +669,8 @@ def metrics_from_ranks(
             values = np.concatenate([np.asarray(ranks[p][rank_type]) for p in parts])
             for key in plain_keys(ks):
                 out[side, rank_type, key] = plain_metric(key, values, counts)
-            if rank_type == "realistic":
-                for key in adjusted_keys(ks):
-                    out[side, rank_type, key] = adjusted_metric(key, values, counts)
+            for key in adjusted_keys(ks):
+                out[side, rank_type, key] = adjusted_metric(key, values, counts)
     return out
 
 

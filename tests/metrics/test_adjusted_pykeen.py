@@ -157,4 +157,5 @@ def test_pykeens_catalogue_resolves_in_kgeval(metric_class: type) -> None:
     info = METRICS[names.pop()]
     if info.increasing is not None:
         assert info.increasing == metric_class.increasing
-    assert set(info.rank_types) == set(metric_class.supported_rank_types)
+    # PyKEEN's parser accepts only these rank types, yet its evaluator reports every metric for all three
+    assert set(metric_class.supported_rank_types) <= set(info.rank_types) == {"optimistic", "pessimistic", "realistic"}

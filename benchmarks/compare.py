@@ -94,7 +94,7 @@ def _evaluate(model: Any, data, known, triples=None, **kwargs) -> Any:
     from kgeval import RankBasedEvaluator
 
     triples = data.test if triples is None else triples
-    return RankBasedEvaluator(**kwargs).evaluate(model, triples, known, use_tqdm=False)
+    return RankBasedEvaluator(**kwargs).evaluate(model, triples, additional_filter_triples=known, use_tqdm=False)
 
 
 def _task_queries(data) -> dict[str, torch.Tensor]:

@@ -45,7 +45,9 @@ def sweep(args):
     model = DistMult(entities, relations, dim=args.dim, seed=0)
     evaluator = RankBasedEvaluator()
     with torch.inference_mode():
-        result = measure(lambda: evaluator.evaluate(model, test, [train], use_tqdm=False), args.repeats)
+        result = measure(
+            lambda: evaluator.evaluate(model, test, additional_filter_triples=[train], use_tqdm=False), args.repeats
+        )
     return {**result, "entities": entities, "train": num_train, "test": args.test_triples}
 
 

@@ -52,8 +52,12 @@ def main() -> None:
     evaluator = RankBasedEvaluator(ks=(1, 3, 10))
     filters = [data.train, data.valid]
     results = {
-        f"DistMult ({args.epochs} epochs)": evaluator.evaluate(model, data.test, filters, use_tqdm=False),
-        "popularity baseline": evaluator.evaluate(baseline, data.test, filters, use_tqdm=False),
+        f"DistMult ({args.epochs} epochs)": evaluator.evaluate(
+            model, data.test, additional_filter_triples=filters, use_tqdm=False
+        ),
+        "popularity baseline": evaluator.evaluate(
+            baseline, data.test, additional_filter_triples=filters, use_tqdm=False
+        ),
     }
     for name, one in results.items():
         print(f"{name}: micro MRR {one.get_metric('mrr'):.4f}, hits@10 {one.get_metric('hits@10'):.4f}")

@@ -104,6 +104,22 @@ def check_num_entities(model: Any, num_entities: int | None) -> int:
     return check_positive_int(num_entities, "num_entities")  # type: ignore[return-value]
 
 
+def check_device(device: Any, model_device: torch.device) -> None:
+    """PyKEEN's ``device`` argument: None or the model's own device (kgeval never moves a model)."""
+    if device is None:
+        return
+    try:
+        wanted = torch.device(device)
+    except (TypeError, RuntimeError) as error:
+        raise ValueError(f"device must be a torch.device or a device string, got {device!r}") from error
+    same = wanted.type == model_device.type and wanted.index in (None, model_device.index)
+    if not same:
+        raise ValueError(
+            f"device={str(wanted)!r}, but the model lives on {str(model_device)!r}: kgeval evaluates a model where "
+            "it lives and never moves it; move it first with model.to(device)"
+        )
+
+
 def check_model(model: Any, targets: Sequence[Target]) -> None:
     """The model exposes the scoring method of every requested target."""
     for target in targets:

@@ -208,7 +208,9 @@ def _run_strat(args: argparse.Namespace) -> int:
             filters = [dataset.train, dataset.valid] if args.split == "test" else [dataset.train]
             model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
             evaluator = RankBasedEvaluator(ks=tuple(args.ks))
-            ranks = evaluator.evaluate(model, getattr(dataset, args.split), filters, use_tqdm=not args.no_progress)
+            ranks = evaluator.evaluate(
+                model, getattr(dataset, args.split), additional_filter_triples=filters, use_tqdm=not args.no_progress
+            )
         splits = _POPULARITY[args.popularity]
         popularity = stratified.evaluated_triples(ranks) if splits is None else [getattr(dataset, s) for s in splits]
         if args.plot:

@@ -8,7 +8,7 @@ the batches, runs the loop under ``torch.inference_mode()`` on the model's devic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -21,6 +21,7 @@ from kgeval import _checks, batching
 from kgeval.accumulators import MetricAccumulator
 from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
+from kgeval.integrations import scoring_view
 from kgeval.kernels import KernelChoice, check_kernel_choice
 from kgeval.keys import RANK_TYPES, TARGETS, Target
 from kgeval.metrics.registry import null_model_table
@@ -129,26 +130,38 @@ class RankBasedEvaluator:
         self,
         model: Any,
         mapped_triples: torch.Tensor,
+        *,
         additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
         num_entities: int | None = None,
         restrict_entities_to: torch.Tensor | Iterable[int] | None = None,
         targets: Sequence[Target] = ("head", "tail"),
         use_tqdm: bool = True,
+        tqdm_kwargs: Mapping[str, Any] | None = None,
         batch_size: int | None = None,
         slice_size: int | None = None,
+        device: torch.device | str | None = None,
         drop_outside_restriction: bool = False,
         restrict_relations_to: torch.Tensor | Iterable[int] | None = None,
+        pre_filtered_triples: bool = True,
+        do_time_consuming_checks: bool = True,
         distributed: bool | None = None,
         process_group: Any = None,
     ) -> RankBasedMetricResults:
         """Rank the true head and tail of every triple among all candidates and compute every metric.
+
+        Every argument after ``mapped_triples`` is keyword-only: PyKEEN's third positional parameter is
+        ``batch_size``, so a positional call written for PyKEEN fails here instead of meaning something else.
+        PyKEEN's keyword arguments are all accepted with PyKEEN's meaning (``device``, ``tqdm_kwargs``,
+        ``pre_filtered_triples``, ``do_time_consuming_checks`` included; see below).
 
         Parameters
         ----------
         model : object
             Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
             accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form of
-            :class:`kgeval.scoring.QueryCandidateModel`. It is evaluated where it lives and never moved.
+            :class:`kgeval.scoring.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts (inverse
+            relations included; see :mod:`kgeval.integrations.pykeen`). It is evaluated where it lives and never
+            moved.
         mapped_triples : LongTensor of shape (n, 3)
             The (head, relation, tail) triples to rank. Always part of the filter set.
         additional_filter_triples : LongTensor of shape (m, 3), or a sequence of them, optional
@@ -160,13 +173,24 @@ class RankBasedEvaluator:
         targets : sequence of {"head", "tail"}, default=("head", "tail")
         use_tqdm : bool, default=True
             Show a progress bar over ranking tasks.
+        tqdm_kwargs : mapping, optional
+            Passed to the progress bar (``tqdm``), overriding kgeval's settings (e.g. ``{"desc": "valid"}``).
         batch_size, slice_size : int, optional
             Override the evaluator's sizes for this call.
+        device : torch.device or str, optional
+            PyKEEN's argument. kgeval evaluates on the model's device and never moves a model: None or the model's
+            device are accepted, any other device is a ValueError (move the model with ``model.to(device)``).
         drop_outside_restriction : bool, default=False
             Drop triples whose head or tail lies outside ``restrict_entities_to`` instead of raising.
         restrict_relations_to : LongTensor, list or set of relation ids, optional
             Evaluate only the triples of these relations (the others are still filtered). Combined with
             ``restrict_entities_to``, the entity check applies to the selected triples only.
+        pre_filtered_triples : bool, default=True
+            PyKEEN's argument: False means ``mapped_triples`` may hold triples outside ``restrict_entities_to``,
+            which are dropped (as ``drop_outside_restriction=True``); True means it holds none, and one is an
+            error naming the row. Triples outside ``restrict_relations_to`` are skipped either way.
+        do_time_consuming_checks : bool, default=True
+            PyKEEN's argument, accepted and ignored: kgeval's input checks take linear time and always run.
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
@@ -180,10 +204,14 @@ class RankBasedEvaluator:
         RankBasedMetricResults
             With ``filtered="both"``, the filtered results whose ``raw`` attribute holds the raw ones.
         """
+        del do_time_consuming_checks  # accepted for PyKEEN: kgeval's checks are cheap and always run
+        drop_outside_restriction = bool(drop_outside_restriction) or not pre_filtered_triples
         group = resolve_group(distributed, process_group)
         with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
+            view = scoring_view(model)  # a PyKEEN model: scored as PyKEEN predicts
+            _checks.check_device(device, model_device(view))
             inputs = self._checked_inputs(
-                model, mapped_triples, additional_filter_triples, num_entities, restrict_entities_to, targets,
+                view, mapped_triples, additional_filter_triples, num_entities, restrict_entities_to, targets,
                 batch_size, slice_size, drop_outside_restriction, restrict_relations_to,
             )  # fmt: skip
             check.expect_same(
@@ -191,7 +219,7 @@ class RankBasedEvaluator:
                 additional_filter_triples=inputs.filter_triples,
                 restrict_entities_to=inputs.candidate_ids,
                 restrict_relations_to=inputs.relation_ids,
-                drop_outside_restriction=bool(drop_outside_restriction),
+                drop_outside_restriction=drop_outside_restriction,
                 num_entities=inputs.num_entities,
                 targets=inputs.targets,
                 evaluator=(self.filtered, self.ks, self.keep_records),
@@ -201,7 +229,7 @@ class RankBasedEvaluator:
                 index = FILTER_INDEX_CACHE.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
         inputs.task_index = shard(inputs.task_index, group)
         with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode():
-            accumulators = self._rank_all(model, inputs, index, use_tqdm)
+            accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs))
         filtered = {target: pair[0] for target, pair in accumulators.items()}
         raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None
         if group is not None:
@@ -291,7 +319,7 @@ class RankBasedEvaluator:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _rank_all(
-        self, model: Any, inputs: EvaluationInputs, index: FilterIndex | None, use_tqdm: bool
+        self, model: Any, inputs: EvaluationInputs, index: FilterIndex | None, progress_settings: dict[str, Any]
     ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
         """Rank this process's tasks (``inputs.task_index``) on every target side."""
         triples, task_index, num_entities = inputs.triples, inputs.task_index, inputs.num_entities
@@ -302,9 +330,7 @@ class RankBasedEvaluator:
             position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=triples.device)
         evaluated = triples[task_index]
         accumulators = {}
-        with tqdm(
-            total=len(targets) * evaluated.shape[0], unit="task", desc="Evaluating", disable=not use_tqdm, leave=False
-        ) as progress:
+        with tqdm(**{"total": len(targets) * evaluated.shape[0], **progress_settings}) as progress:
             for target in targets:
                 scorer = make_scorer(model, target, num_entities, candidate_ids, fast_path=self.fast_path)
                 accumulators[target] = self._rank_target(
@@ -355,6 +381,13 @@ class RankBasedEvaluator:
                 f"the model produced NaN scores for the {target} task of triple {triples[first].tolist()} "
                 f"(row {int(task_index[first])} of mapped_triples); {int(has_nan.sum())} {target} task(s) affected"
             )
+
+
+def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The progress bar's keyword arguments: kgeval's defaults, overridden by the caller's ``tqdm_kwargs``."""
+    settings: dict[str, Any] = {"unit": "task", "desc": "Evaluating", "disable": not use_tqdm, "leave": False}
+    settings.update(tqdm_kwargs or {})
+    return settings
 
 
 def build_results(

@@ -246,9 +246,7 @@ class RankBasedMetricResults:
         :func:`kgeval.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
         return relations.ranks_frame(self._require_records("ranks_df"), entity_labels, relation_labels)
 
-    def per_relation(
-        self, keys: str | Sequence[str] = ("mrr", "hits@10"), relation_labels: Any = None
-    ) -> pd.DataFrame:
+    def per_relation(self, keys: str | Sequence[str] = ("mrr", "hits@10"), relation_labels: Any = None) -> pd.DataFrame:
         """One row per evaluated relation: count and each metric per side; see
         :func:`kgeval.relations.per_relation_frame`."""
         return relations.per_relation_frame(self._require_records("per_relation"), keys, self.ks, relation_labels)

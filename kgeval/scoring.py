@@ -27,6 +27,7 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from kgeval._checks import accepts_keyword, check_scores
+from kgeval.integrations import scoring_view
 from kgeval.keys import Target
 
 SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h"}
@@ -283,21 +284,24 @@ class L1Scorer(GemmScorer):
 
 
 def query_candidate_form(model: Any) -> Any | None:
-    """The object exposing the query/candidate form for ``model``: itself, an integration adapter, or None."""
+    """The object exposing the query/candidate form for ``model`` (itself or an integration's view), or None."""
+    model = scoring_view(model)
     if isinstance(model, QueryCandidateModel):
         similarity = model.kgeval_similarity
         if similarity not in SIMILARITIES:
             raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {similarity!r}")
         return model
-    from kgeval.integrations import adapt
-
-    return adapt(model)
+    return None
 
 
 def make_scorer(
     model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None, fast_path: bool = True
 ) -> CandidateScorer:
-    """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows."""
+    """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows.
+
+    A model of another library is scored through its integration's view (:func:`kgeval.integrations.scoring_view`).
+    """
+    model = scoring_view(model)
     form = query_candidate_form(model) if fast_path else None
     if form is not None:
         scorer = L1Scorer if form.kgeval_similarity == "l1" else GemmScorer

@@ -125,7 +125,9 @@ def test_evaluation_survives_injected_out_of_memory_errors() -> None:
     graph = random_graph(0, 20, 3, num_triples=60, num_filter=40)
     table = quantised_table(0, 20, 3, levels=3)
     model = OutOfMemoryAbove(table, limit=4)
-    results = RankBasedEvaluator().evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    results = RankBasedEvaluator().evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
     assert model.failures > 0
     assert all(size <= 4 for _method, size, _columns in model.score_calls)
@@ -133,7 +135,9 @@ def test_evaluation_survives_injected_out_of_memory_errors() -> None:
     assert remembered
     assert all(size <= 8 for size in remembered)  # 4 distinct queries can need up to 8 tasks
     model.failures = 0
-    again = RankBasedEvaluator().evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    again = RankBasedEvaluator().evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     assert again == results
     assert model.failures <= len(remembered)  # the remembered sizes avoid (almost) every failure
 
@@ -157,7 +161,7 @@ def test_full_row_models_retry_too() -> None:
             return super()._record(method, batch, scores)
 
     results = RankBasedEvaluator().evaluate(
-        FullRowsOutOfMemory(table), graph.triples, graph.filter_triples, use_tqdm=False
+        FullRowsOutOfMemory(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
     )
     assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
 
@@ -165,7 +169,9 @@ def test_full_row_models_retry_too() -> None:
 def test_gemm_fast_path_retry() -> None:
     model = DistMult(30, 3, dim=4, seed=0)
     graph = random_graph(2, 30, 3, num_triples=50, num_filter=20)
-    expected = RankBasedEvaluator(batch_size=50).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    expected = RankBasedEvaluator(batch_size=50).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     original = model.kgeval_query
 
     def query(batch, target):
@@ -174,6 +180,8 @@ def test_gemm_fast_path_retry() -> None:
         return original(batch, target)
 
     model.kgeval_query = query
-    results = RankBasedEvaluator().evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    results = RankBasedEvaluator().evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     for column in ("optimistic", "pessimistic", "num_candidates"):
         np.testing.assert_array_equal(results.records[column], expected.records[column])

@@ -30,7 +30,9 @@ def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def nations_results(checkpoint: Path):
     nations = load_shipped_dataset("nations")
     model = load_checkpoint(checkpoint)
-    return RankBasedEvaluator().evaluate(model, nations.test, [nations.train, nations.valid], use_tqdm=False)
+    return RankBasedEvaluator().evaluate(
+        model, nations.test, additional_filter_triples=[nations.train, nations.valid], use_tqdm=False
+    )
 
 
 def _table(out: str) -> pd.DataFrame:

@@ -80,8 +80,12 @@ def test_gemm_fast_path_matches_reference(batch_size: int | None, slice_size: in
 def test_fast_path_and_score_methods_agree() -> None:
     graph = random_graph(4, num_entities=20, num_relations=3, num_triples=40, num_filter=60)
     model, _ = integer_distmult(20, 3, dim=3, seed=2)
-    fast = RankBasedEvaluator(fast_path=True).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
-    slow = RankBasedEvaluator(fast_path=False).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    fast = RankBasedEvaluator(fast_path=True).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
+    slow = RankBasedEvaluator(fast_path=False).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     assert_results_equal(fast, slow)
 
 
@@ -151,8 +155,8 @@ def test_evaluator_is_reusable_and_deterministic() -> None:
     graph = random_graph(6, num_entities=15, num_relations=2, num_triples=30, num_filter=30)
     model = TableModel(quantised_table(np.random.default_rng(6), 15, 2))
     evaluator = RankBasedEvaluator(batch_size=4, slice_size=4)
-    first = evaluator.evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
-    second = evaluator.evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    first = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
+    second = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
     assert first == second
 
 
@@ -160,10 +164,10 @@ def test_filter_index_is_cached_by_content() -> None:
     graph = random_graph(8, num_entities=15, num_relations=2, num_triples=30, num_filter=30)
     model = TableModel(quantised_table(np.random.default_rng(8), 15, 2))
     evaluator = RankBasedEvaluator()
-    evaluator.evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
     hits = FILTER_INDEX_CACHE.hits
     copies = [t.clone() for t in graph.filter_triples]
-    evaluator.evaluate(model, graph.triples.clone(), copies, use_tqdm=False)
+    evaluator.evaluate(model, graph.triples.clone(), additional_filter_triples=copies, use_tqdm=False)
     assert FILTER_INDEX_CACHE.hits == hits + 1
 
 

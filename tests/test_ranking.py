@@ -51,7 +51,9 @@ def variant(request, monkeypatch) -> tuple:
 def _evaluate(graph, table, model_kind, filtered, batch_size, slice_size, **kwargs) -> RankBasedMetricResults:
     evaluator = RankBasedEvaluator(filtered=filtered, batch_size=batch_size, slice_size=slice_size)
     model = MODELS[model_kind](table)
-    return evaluator.evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False, **kwargs)
+    return evaluator.evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False, **kwargs
+    )
 
 
 @pytest.mark.parametrize("model_kind", list(MODELS))
@@ -139,7 +141,9 @@ def test_invalid_filtered_mode_raises() -> None:
 def test_scores_each_distinct_query_once_per_batch() -> None:
     graph, table = edge_cases()["duplicated_triples"]
     model = FullScoreTableModel(table)
-    RankBasedEvaluator(batch_size=1000).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    RankBasedEvaluator(batch_size=1000).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     distinct = {"score_t": len({(h, r) for h, r, _ in graph.triples.tolist()})}
     distinct["score_h"] = len({(r, t) for _, r, t in graph.triples.tolist()})
     rows = {method: sum(size for name, size, _ in model.score_calls if name == method) for method in distinct}

@@ -46,7 +46,7 @@ def _evaluate(graph, table, **kwargs):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         return evaluator.evaluate(
-            TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False, **kwargs
+            TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False, **kwargs
         )
 
 
@@ -330,7 +330,9 @@ def test_per_category_pools_the_tasks_of_each_category():
     train = _category_train()
     evaluated = torch.tensor([[0, 0, 3], [1, 1, 2], [2, 2, 4], [3, 3, 1], [4, 4, 0], [2, 5, 2], [1, 0, 0]])
     table = quantised_table(rng, 6, 6, levels=3)
-    results = RankBasedEvaluator(ks=KS).evaluate(TableModel(table), evaluated, [train], use_tqdm=False)
+    results = RankBasedEvaluator(ks=KS).evaluate(
+        TableModel(table), evaluated, additional_filter_triples=[train], use_tqdm=False
+    )
     view = results.per_category(train, keys=("mrr", "tail.mr"))
     ranks = reference_ranks(table, evaluated, [train])
     category_of = {0: "1-1", 1: "1-N", 2: "N-1", 3: "N-N", 4: "1-N", 5: UNSEEN}
@@ -424,7 +426,11 @@ def test_entity_check_still_raises_inside_the_selected_relations():
 def _evaluate_restricted(relations):
     graph, table = _problem(0)
     return RankBasedEvaluator().evaluate(
-        TableModel(table), graph.triples, graph.filter_triples, restrict_relations_to=relations, use_tqdm=False
+        TableModel(table),
+        graph.triples,
+        additional_filter_triples=graph.filter_triples,
+        restrict_relations_to=relations,
+        use_tqdm=False,
     )
 
 

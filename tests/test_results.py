@@ -15,7 +15,9 @@ from tests.helpers.graphs import TableModel, quantised_table, random_graph
 def results() -> RankBasedMetricResults:
     graph = random_graph(0, num_entities=12, num_relations=2, num_triples=20, num_filter=20)
     model = TableModel(quantised_table(np.random.default_rng(0), 12, 2, inf_fraction=0.1))
-    return RankBasedEvaluator(ks=(1, 10)).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    return RankBasedEvaluator(ks=(1, 10)).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
 
 
 def test_get_metric_uses_the_key_grammar(results) -> None:

@@ -18,7 +18,9 @@ def _results(keep_records: bool = True) -> tuple[RankBasedMetricResults, dict]:
     graph = random_graph(rng, 9, 3, 20, 20)
     table = quantised_table(rng, 9, 3)
     evaluator = RankBasedEvaluator(ks=(1, 3), keep_records=keep_records)
-    results = evaluator.evaluate(TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False)
+    results = evaluator.evaluate(
+        TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     return results, reference_metrics(table, graph.triples, graph.filter_triples, ks=(1, 3))
 
 

@@ -20,7 +20,9 @@ def evaluate(keep_records: bool = True) -> RankBasedMetricResults:
     graph = random_graph(rng, 25, 3, 30, 90)
     table = quantised_table(rng, 25, 3, levels=4)
     evaluator = RankBasedEvaluator(ks=KS, keep_records=keep_records)
-    return evaluator.evaluate(TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False)
+    return evaluator.evaluate(
+        TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
 
 
 @pytest.fixture(scope="module")

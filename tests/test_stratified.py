@@ -217,7 +217,9 @@ def trained(request: pytest.FixtureRequest):
     model = DistMult(dataset.num_entities, dataset.num_relations, dim=32, seed=0)
     train_model(model, dataset.train, num_epochs=1, batch_size=1024, use_tqdm=False)
     evaluator = RankBasedEvaluator(ks=(1, 3, 10))
-    results = evaluator.evaluate(model, dataset.test, [dataset.train, dataset.valid], use_tqdm=False)
+    results = evaluator.evaluate(
+        model, dataset.test, additional_filter_triples=[dataset.train, dataset.valid], use_tqdm=False
+    )
     return dataset, results
 
 

@@ -1,8 +1,9 @@
-"""Optional integrations: give models of other libraries kgeval's query/candidate fast path.
+"""Optional integrations: models of other libraries scored by kgeval the way their own library scores them.
 
-:func:`adapt` returns an object with ``kgeval_similarity`` / ``kgeval_query`` / ``kgeval_candidates`` for a model
-it recognises, or None. Each integration imports its library only when the model comes from it, so kgeval never
-depends on those libraries.
+:func:`scoring_view` returns the object kgeval scores: for a model it recognises, an integration's view that
+exposes kgeval's model protocol (and the query/candidate fast path where one exists); any other model as it is.
+Each integration imports its library only when the model comes from it, so kgeval never depends on those
+libraries.
 """
 
 from __future__ import annotations
@@ -11,10 +12,17 @@ import sys
 from typing import Any
 
 
-def adapt(model: Any) -> Any | None:
-    """A query/candidate adapter for ``model``, or None when no integration recognises it."""
-    if "pykeen" in sys.modules and type(model).__module__.startswith("pykeen"):
-        from kgeval.integrations.pykeen import adapt_pykeen_model
+def scoring_view(model: Any) -> Any:
+    """The object to score ``model`` through: an integration's view of it, or the model itself.
 
-        return adapt_pykeen_model(model)
-    return None
+    Raises
+    ------
+    TypeError
+        When an integration recognises the model but kgeval cannot score it the way its library does.
+    """
+    pykeen_models = sys.modules.get("pykeen.models")
+    if pykeen_models is not None and isinstance(model, pykeen_models.Model):
+        from kgeval.integrations.pykeen import pykeen_view
+
+        return pykeen_view(model)
+    return model

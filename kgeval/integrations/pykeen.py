@@ -1,9 +1,17 @@
-"""PyKEEN integration: the GEMM fast path for PyKEEN's DistMult, ComplEx, RESCAL, TransE and RotatE.
+"""PyKEEN integration: PyKEEN models scored exactly as PyKEEN predicts, and kgeval in PyKEEN's pipeline.
 
-A ``pykeen.models.ERModel`` whose interaction is one of those five (one entity and one relation
-representation, no inverse triples) is recognised automatically by :func:`kgeval.scoring.make_scorer`; the
-adapter reads the embeddings through the model's own representation modules (so normalisers apply as in
-PyKEEN's scoring) and builds the queries PyKEEN's interactions imply:
+kgeval imports this module only when it meets a PyKEEN model (PyKEEN is then already imported), or when a user
+imports it for :class:`RankBasedEvaluator`, PyKEEN's evaluator interface over kgeval.
+
+**Scoring.** :func:`pykeen_view` wraps a ``pykeen.models.Model`` in kgeval's model protocol the way PyKEEN's
+``model.predict(..., target=...)`` scores it: relation ids go through the model's relation inverter, and a model
+trained with inverse triples (``use_inverse_triples``) ranks heads by scoring (t, r_inv, ?) with its tail scorer.
+``predict_with_sigmoid`` is not applied: the sigmoid is increasing, so raw scores rank the same, except where
+float32 saturates it into ties that the raw scores do not have (PyKEEN then reports wider optimistic/pessimistic
+gaps; kgeval's ranks lie inside PyKEEN's). Inductive models, which PyKEEN scores per mode, are refused.
+
+The view adds the GEMM fast path for an ``ERModel`` with one entity and one relation representation whose
+interaction is one of these (inverse relations included, through the inverse relation's representation):
 
 ============  ==============  ===================  ==========
 interaction   tail query      head query           similarity
@@ -15,20 +23,24 @@ TransE        h + r           t - r                l1 / l2 (p of the interaction
 RotatE        h ∘ r           t ∘ conj(r)          l2 (real views)
 ============  ==============  ===================  ==========
 
-The ranks equal those of PyKEEN's own ``score_t`` / ``score_h`` except where two scores differ by float rounding
-only (the fast path sums in another order; for L2 it ranks 2 q.c - ||c||^2, which orders like -||q - c||).
-Anything else -- other interactions, inverse triples, several representations -- returns None, and kgeval
-calls the model's ``score_t`` / ``score_h`` as for any model. This module imports PyKEEN only when it is called
-with a PyKEEN model.
+With inverse triples the head query is the tail query of (t, r_inv). The ranks equal PyKEEN's except where two
+scores differ by float rounding only (the fast path sums in another order; for L2 it ranks 2 q.c - ||c||^2).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import Any
 
 import torch
+from pykeen.evaluation import Evaluator
+from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricResults
+from pykeen.models import ERModel, Model
 
-#: PyKEEN interaction class name -> (similarity, or None when it depends on the interaction's p)
+from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
+from kgeval.keys import Target
+
+#: PyKEEN interaction class name -> similarity (None: it depends on the interaction's p)
 SUPPORTED: dict[str, str | None] = {
     "DistMultInteraction": "dot",
     "ComplExInteraction": "dot",
@@ -38,36 +50,94 @@ SUPPORTED: dict[str, str | None] = {
 }
 
 
-def adapt_pykeen_model(model: Any) -> PyKEENQueryCandidate | None:
-    """The query/candidate form of a supported PyKEEN model, or None (see the module docstring)."""
-    from pykeen.models import ERModel
+def pykeen_view(model: Model) -> PyKEENScoring:
+    """kgeval's model protocol over a PyKEEN model, with the query/candidate form where the interaction has one.
 
-    if not isinstance(model, ERModel) or getattr(model, "use_inverse_triples", False):
+    Raises
+    ------
+    TypeError
+        For models kgeval cannot score the way PyKEEN predicts (inductive models).
+    """
+    if _is_inductive(model):
+        raise TypeError(
+            f"{type(model).__name__} is an inductive PyKEEN model, which PyKEEN scores per mode (training, "
+            "validation, testing inference graphs); kgeval does not evaluate inductive models"
+        )
+    form = _query_candidate_form(model)
+    if form is None:
+        return PyKEENScoring(model)
+    return PyKEENQueryCandidate(model, *form)
+
+
+def _is_inductive(model: Model) -> bool:
+    from pykeen.models.inductive import InductiveERModel
+
+    return isinstance(model, InductiveERModel)
+
+
+def _query_candidate_form(model: Model) -> tuple[str, str] | None:
+    """(interaction name, similarity) of a model with a GEMM form, else None (see the module docstring)."""
+    if not isinstance(model, ERModel):
         return None
     if len(model.entity_representations) != 1 or len(model.relation_representations) != 1:
         return None
-    interaction = model.interaction
-    kind = type(interaction).__name__
+    kind = type(model.interaction).__name__
     if kind not in SUPPORTED:
         return None
     similarity = SUPPORTED[kind]
     if kind == "TransEInteraction":
-        similarity = {1: "l1", 2: "l2"}.get(interaction.p)
-    if kind == "RotatEInteraction" and interaction.p != 2:
+        similarity = {1: "l1", 2: "l2"}.get(model.interaction.p)
+    if kind == "RotatEInteraction" and model.interaction.p != 2:
         similarity = None
-    if similarity is None:
-        return None
-    return PyKEENQueryCandidate(model, kind, similarity)
+    return None if similarity is None else (kind, similarity)
 
 
-class PyKEENQueryCandidate:
-    """The kgeval query/candidate protocol over a PyKEEN ERModel (see :class:`kgeval.scoring.QueryCandidateModel`)."""
+class PyKEENScoring:
+    """A PyKEEN model's scores for kgeval, target by target as ``model.predict`` computes them, without sigmoid.
 
-    def __init__(self, model: Any, kind: str, similarity: str) -> None:
+    Attributes
+    ----------
+    model : pykeen.models.Model
+    num_entities : int
+    num_relations : int
+        The relations of the data (``model.num_real_relations``: without the inverse ones).
+    """
+
+    def __init__(self, model: Model) -> None:
         self.model = model
+        self.num_entities = model.num_entities
+        self.num_relations = model.num_real_relations
+        self.inverse = bool(model.use_inverse_triples)
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    def _mapped(self, batch: torch.Tensor, relation_column: int, invert: bool = False) -> torch.Tensor:
+        """The batch with relation ids as the model stores them (unchanged without inverse triples)."""
+        if not self.inverse:
+            return batch
+        return self.model.relation_inverter.map(batch=batch, index=relation_column, invert=invert)
+
+    def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |tails|) scores of (h, r, e): PyKEEN's ``predict_t`` without sigmoid."""
+        return self.model.score_t(self._mapped(hr_batch, 1), tails=tails)
+
+    def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |heads|) scores of (e, r, t): PyKEEN's ``predict_h`` without sigmoid, i.e. (t, r_inv, e) scored
+        by the tail scorer for a model trained with inverse triples."""
+        if self.inverse:
+            return self.model.score_h_inverse(rt_batch=self._mapped(rt_batch, 0), heads=heads)
+        return self.model.score_h(rt_batch, heads=heads)
+
+
+class PyKEENQueryCandidate(PyKEENScoring):
+    """:class:`PyKEENScoring` with the query/candidate form (:class:`kgeval.scoring.QueryCandidateModel`)."""
+
+    def __init__(self, model: Model, kind: str, similarity: str) -> None:
+        super().__init__(model)
         self.kind = kind
         self.kgeval_similarity = similarity
-        self.num_entities = model.num_entities
 
     def _entities(self, ids: torch.Tensor | None) -> torch.Tensor:
         return self.model.entity_representations[0](indices=ids)
@@ -75,17 +145,21 @@ class PyKEENQueryCandidate:
     def _relations(self, ids: torch.Tensor) -> torch.Tensor:
         return self.model.relation_representations[0](indices=ids)
 
-    def kgeval_candidates(self, target: str) -> torch.Tensor:
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
         """The (E, d) entity vectors (real views of complex embeddings)."""
         return _real(self._entities(None))
 
-    def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail") or (r, t) rows (target "head")."""
         if target == "tail":
-            entity, relation = self._entities(batch[:, 0]), self._relations(batch[:, 1])
+            mapped = self._mapped(batch, 1)
+            entity, relation, side = self._entities(mapped[:, 0]), self._relations(mapped[:, 1]), "tail"
+        elif self.inverse:  # (t, r_inv, ?) as a tail query
+            mapped = self._mapped(batch, 0, invert=True)
+            entity, relation, side = self._entities(mapped[:, 1]), self._relations(mapped[:, 0]), "tail"
         else:
-            relation, entity = self._relations(batch[:, 0]), self._entities(batch[:, 1])
-        return _real(_QUERIES[self.kind](entity, relation, target))
+            entity, relation, side = self._entities(batch[:, 1]), self._relations(batch[:, 0]), "head"
+        return _real(_QUERIES[self.kind](entity, relation, side))
 
 
 def _complex(x: torch.Tensor) -> torch.Tensor:
@@ -129,3 +203,36 @@ _QUERIES = {
     "TransEInteraction": _transe,
     "RotatEInteraction": _rotate,
 }
+
+
+class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
+    """kgeval's evaluator as a ``pykeen.evaluation.Evaluator``, for PyKEEN's pipeline, stopper, callbacks and HPO.
+
+    The one line a PyKEEN user changes::
+
+        from kgeval.integrations.pykeen import RankBasedEvaluator   # was: from pykeen.evaluation import ...
+        pipeline(..., evaluator=RankBasedEvaluator, stopper="early")
+
+    The class itself, an instance, or ``evaluator_kwargs`` (``filtered``, ``ks``, ``batch_size``, ...) all work;
+    ``evaluate`` is kgeval's (it accepts PyKEEN's keyword arguments). PyKEEN's streaming interface
+    (``process_scores_`` / ``finalize``) is not offered: kgeval ranks inside ``evaluate``.
+    """
+
+    metric_result_cls = PyKEENRankBasedMetricResults  # PyKEEN's HPO normalises metric keys with it
+
+    def __init__(self, filtered: bool | str = True, **kwargs: Any) -> None:
+        KGEvalRankBasedEvaluator.__init__(self, filtered=filtered, **kwargs)  # type: ignore[arg-type]
+        self.requires_positive_mask = False
+        self.mode = None  # transductive: PyKEEN's inductive mode does not apply
+
+    def process_scores_(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("kgeval ranks inside evaluate(); it does not take PyKEEN's score batches")
+
+    def clear(self) -> None:
+        """Nothing to clear: kgeval keeps no state between evaluations."""
+
+    def finalize(self) -> Any:
+        raise NotImplementedError("kgeval ranks inside evaluate(), which returns the results")
+
+
+__all__: Collection[str] = ("PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator", "pykeen_view")

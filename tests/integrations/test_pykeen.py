@@ -1,6 +1,14 @@
-"""kgeval.integrations.pykeen: PyKEEN models get the GEMM fast path and rank exactly like PyKEEN's scoring."""
+"""kgeval.integrations.pykeen: PyKEEN models are ranked exactly as PyKEEN's own evaluator ranks them.
+
+For every model class the integration knows (and one it has no fast path for), with and without inverse triples,
+kgeval's per-task ranks are compared with the ranks PyKEEN's RankBasedEvaluator computes on the same model:
+exactly with ``fast_path=False``; on the fast path up to float near-ties, each of which is checked to be one.
+"""
 
 from __future__ import annotations
+
+import logging
+import warnings
 
 import numpy as np
 import pytest
@@ -11,13 +19,17 @@ pykeen = pytest.importorskip("pykeen")
 from pykeen import models as pykeen_models  # noqa: E402
 from pykeen.datasets import Nations  # noqa: E402
 from pykeen.evaluation import RankBasedEvaluator as PyKEENEvaluator  # noqa: E402
+from pykeen.models.inductive import InductiveERModel  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
-from kgeval.integrations import adapt  # noqa: E402
-from kgeval.scoring import GemmScorer, L1Scorer, make_scorer  # noqa: E402
+from kgeval.integrations import scoring_view  # noqa: E402
+from kgeval.integrations.pykeen import PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
+from kgeval.scoring import FullRowScorer, GemmScorer, L1Scorer, SlicedScorer, make_scorer  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
+logging.getLogger("pykeen").setLevel(logging.ERROR)
 
+#: name -> (PyKEEN class, model kwargs, fast-path similarity or None)
 CONFIGS = {
     "DistMult": ("DistMult", {}, "dot"),
     "ComplEx": ("ComplEx", {}, "dot"),
@@ -25,70 +37,197 @@ CONFIGS = {
     "TransE-L1": ("TransE", {"scoring_fct_norm": 1}, "l1"),
     "TransE-L2": ("TransE", {"scoring_fct_norm": 2}, "l2"),
     "RotatE": ("RotatE", {}, "l2"),
+    "TransH": ("TransH", {}, None),  # no GEMM form: scored through PyKEEN's own score_t / score_h
 }
+TARGETS = ("head", "tail")
 
 
-@pytest.fixture(scope="module")
-def nations():
-    return Nations()
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "inverse"])
+def dataset(request: pytest.FixtureRequest) -> Nations:
+    return Nations(create_inverse_triples=request.param)
 
 
-def _model(nations, name: str, **extra):
+def build(dataset: Nations, name: str, **extra) -> pykeen_models.Model:
     cls, kwargs, _similarity = CONFIGS[name]
     return getattr(pykeen_models, cls)(
-        triples_factory=nations.training, embedding_dim=8, random_seed=0, **kwargs, **extra
+        triples_factory=dataset.training, embedding_dim=8, random_seed=0, **kwargs, **extra
     )
 
 
-def _evaluate(model, nations, **kwargs):
-    known = [nations.training.mapped_triples, nations.validation.mapped_triples]
-    return RankBasedEvaluator(**kwargs).evaluate(model, nations.testing.mapped_triples, known, use_tqdm=False)
+def known(dataset: Nations) -> list[torch.Tensor]:
+    return [dataset.training.mapped_triples, dataset.validation.mapped_triples]
+
+
+def pykeen_ranks(model, dataset: Nations) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """target -> (optimistic, pessimistic, num_candidates) per test triple, from PyKEEN's own evaluator."""
+    evaluator = PyKEENEvaluator(clear_on_finalize=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        evaluator.evaluate(
+            model, dataset.testing.mapped_triples, additional_filter_triples=known(dataset), use_tqdm=False,
+            batch_size=32,
+        )  # fmt: skip
+    return {
+        target: (
+            np.concatenate(evaluator.ranks[target, "optimistic"]).astype(np.int64),
+            np.concatenate(evaluator.ranks[target, "pessimistic"]).astype(np.int64),
+            np.concatenate(evaluator.num_candidates[target]).astype(np.int64),
+        )
+        for target in TARGETS
+    }
+
+
+def kgeval_ranks(model, dataset: Nations, **kwargs) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """target -> (optimistic, pessimistic, num_candidates) per test triple, from kgeval's records."""
+    evaluator_kwargs = {key: kwargs.pop(key) for key in ("fast_path", "batch_size", "slice_size") if key in kwargs}
+    results = RankBasedEvaluator(**evaluator_kwargs).evaluate(
+        model, dataset.testing.mapped_triples, additional_filter_triples=known(dataset), use_tqdm=False, **kwargs
+    )
+    records = results.records
+    out = {}
+    for side, target in enumerate(TARGETS):
+        chosen = records["side"] == side
+        order = np.argsort(records["task_index"][chosen], kind="stable")
+        out[target] = tuple(records[name][chosen][order] for name in ("optimistic", "pessimistic", "num_candidates"))
+    return out
+
+
+def scores_of(model, dataset: Nations, target: str, row: int) -> tuple[np.ndarray, float]:
+    """PyKEEN's scores of every candidate and of the true answer for one task (``model.predict``)."""
+    triple = dataset.testing.mapped_triples[row : row + 1]
+    with torch.inference_mode():
+        scores = model.predict(triple, target=target)[0].double().numpy()
+    return scores, scores[int(triple[0, 0 if target == "head" else 2])]
+
+
+def assert_near_ties_only(model, dataset: Nations, fast, exact) -> None:
+    """Fast-path ranks equal the exact ones except on tasks where a candidate's score is within float rounding
+    of the true score (the GEMM sums in another order): each such difference is checked to be a near-tie."""
+    for target in TARGETS:
+        differing = np.flatnonzero((fast[target][0] != exact[target][0]) | (fast[target][1] != exact[target][1]))
+        assert len(differing) <= 0.02 * len(fast[target][0])
+        for row in differing:
+            scores, true = scores_of(model, dataset, target, int(row))
+            gaps = np.abs(scores - true)
+            gaps[gaps == 0] = np.inf
+            assert gaps.min() <= 1e-5 * max(1.0, np.abs(scores).max()), (target, row)
+        np.testing.assert_array_equal(fast[target][2], exact[target][2])
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_fast_path_ranks_equal_pykeen_scoring(nations, name: str) -> None:
-    model = _model(nations, name)
-    adapter = adapt(model)
-    assert adapter is not None
-    assert adapter.kgeval_similarity == CONFIGS[name][2]
-    scorer = make_scorer(model, "head", nations.num_entities, None)
-    assert isinstance(scorer, L1Scorer if name == "TransE-L1" else GemmScorer)
-    fast = _evaluate(model, nations, batch_size=16, slice_size=5)
-    own = _evaluate(model, nations, fast_path=False)  # PyKEEN's score_t / score_h with tails= / heads=
-    for column in ("optimistic", "pessimistic", "num_candidates", "task_index", "side"):
-        np.testing.assert_array_equal(fast.records[column], own.records[column])
+def test_ranks_equal_pykeens_evaluator(dataset: Nations, name: str) -> None:
+    model = build(dataset, name)
+    theirs = pykeen_ranks(model, dataset)
+    exact = kgeval_ranks(model, dataset, fast_path=False)
+    for target in TARGETS:
+        for ours, expected in zip(exact[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(ours, expected)
+    fast = kgeval_ranks(model, dataset, batch_size=16, slice_size=5)
+    assert_near_ties_only(model, dataset, fast, exact)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_the_fast_path_is_taken_where_the_interaction_has_one(dataset: Nations, name: str) -> None:
+    model = build(dataset, name)
+    view = scoring_view(model)
+    similarity = CONFIGS[name][2]
+    assert isinstance(view, PyKEENQueryCandidate if similarity else PyKEENScoring)
+    assert view.num_relations == dataset.training.real_num_relations == 55  # without the inverse relations
+    for target in TARGETS:
+        scorer = make_scorer(model, target, dataset.num_entities, None)
+        expected = {None: SlicedScorer, "l1": L1Scorer}.get(similarity, GemmScorer)
+        assert type(scorer) is expected
+    if similarity:
+        assert view.kgeval_similarity == similarity
+
+
+def test_inverse_models_are_not_scored_through_score_h() -> None:
+    """The defect this integration fixes: a model trained with inverse triples predicts heads through the inverse
+    relation; scoring its score_h with the raw relation id (what kgeval did) ranks heads differently."""
+    dataset = Nations(create_inverse_triples=True)
+    model = build(dataset, "DistMult")
+
+    class RawScores:  # PyKEEN's score_h / score_t called directly, as for any model
+        num_entities = model.num_entities
+
+        def score_h(self, rt_batch, heads=None):
+            return model.score_h(rt_batch, heads=heads)
+
+        def score_t(self, hr_batch, tails=None):
+            return model.score_t(hr_batch, tails=tails)
+
+    theirs = pykeen_ranks(model, dataset)
+    raw = kgeval_ranks(RawScores(), dataset, fast_path=False)
+    assert not np.array_equal(raw["head"][0], theirs["head"][0])
+    ours = kgeval_ranks(model, dataset)
+    assert (ours["head"][0] == theirs["head"][0]).mean() > 0.98
+
+
+def test_sigmoid_is_not_applied_so_saturation_adds_no_ties() -> None:
+    """``predict_with_sigmoid=True``: PyKEEN ranks sigmoid(score), which float32 saturates to 1.0 for large scores
+    (artificial ties); kgeval ranks the raw scores, so its [optimistic, pessimistic] lies inside PyKEEN's and equals
+    the ranks of the same model without sigmoid."""
+    dataset = Nations()
+    model = build(dataset, "DistMult", predict_with_sigmoid=True)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.mul_(8.0)  # scores of order 100: sigmoid(score) == 1.0 in float32
+    theirs = pykeen_ranks(model, dataset)
+    ours = kgeval_ranks(model, dataset, fast_path=False)
+    model.predict_with_sigmoid = False
+    unsaturated = pykeen_ranks(model, dataset)
+    wider = 0
+    for target in TARGETS:
+        their_opt, their_pess, their_count = theirs[target]
+        opt, pess, count = ours[target]
+        assert (their_opt <= opt).all() and (opt <= pess).all() and (pess <= their_pess).all()
+        np.testing.assert_array_equal(count, their_count)
+        np.testing.assert_array_equal(opt, unsaturated[target][0])
+        np.testing.assert_array_equal(pess, unsaturated[target][1])
+        wider += int(((their_pess - their_opt) > (pess - opt)).sum())
+    assert wider > 10  # the test data really saturates
+
+
+def test_inductive_models_are_refused() -> None:
+    model = InductiveERModel.__new__(InductiveERModel)  # the type is what kgeval checks
+    with pytest.raises(TypeError, match="inductive PyKEEN model"):
+        scoring_view(model)
+
+
+def test_other_models_pass_through() -> None:
+    linear = torch.nn.Linear(2, 2)
+    assert scoring_view(linear) is linear
+    dataset = Nations()
+    assert isinstance(make_scorer(build(dataset, "DistMult"), "tail", 14, None, fast_path=False), SlicedScorer)
+    assert not isinstance(make_scorer(build(dataset, "DistMult"), "tail", 14, None, fast_path=False), FullRowScorer)
 
 
 @pytest.mark.parametrize("name", ["DistMult", "TransE-L2", "ComplEx"])
-def test_integer_embeddings_keep_exact_ties(nations, name: str) -> None:
-    model = _model(nations, name)
+def test_integer_embeddings_keep_exact_ties(dataset: Nations, name: str) -> None:
+    """Integer embeddings: every score exact in float32, so the fast path must equal PyKEEN tie for tie."""
+    model = build(dataset, name)
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
         for parameter in model.parameters():
             parameter.copy_(torch.randint(-1, 2, parameter.shape, generator=generator).to(parameter.dtype))
-    fast, own = _evaluate(model, nations), _evaluate(model, nations, fast_path=False)
-    assert (fast.records["pessimistic"] > fast.records["optimistic"]).mean() > 0.1  # many ties
-    for column in ("optimistic", "pessimistic", "num_candidates"):
-        np.testing.assert_array_equal(fast.records[column], own.records[column])
+    theirs = pykeen_ranks(model, dataset)
+    fast = kgeval_ranks(model, dataset)
+    ties = 0
+    for target in TARGETS:
+        for ours, expected in zip(fast[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(ours, expected)
+        ties += int((fast[target][1] > fast[target][0]).sum())
+    assert ties > 0.1 * 2 * len(fast["head"][0])
 
 
-def test_unsupported_models_use_their_own_scoring(nations) -> None:
-    assert adapt(pykeen_models.TransH(triples_factory=nations.training, embedding_dim=4, random_seed=0)) is None
-    assert adapt(_model(nations, "RotatE")) is not None
-    rotate_l1 = _model(nations, "RotatE")
-    rotate_l1.interaction.p = 1
-    assert adapt(rotate_l1) is None
-    inverse = Nations(create_inverse_triples=True)
-    assert adapt(pykeen_models.DistMult(triples_factory=inverse.training, embedding_dim=4, random_seed=0)) is None
-    assert adapt(torch.nn.Linear(2, 2)) is None
-
-
-def test_metrics_equal_pykeen_evaluator(nations) -> None:
-    model = _model(nations, "DistMult")
-    known = [nations.training.mapped_triples, nations.validation.mapped_triples]
-    ours = _evaluate(model, nations)
-    theirs = PyKEENEvaluator(filtered=True).evaluate(
-        model, nations.testing.mapped_triples, additional_filter_triples=known, use_tqdm=False, batch_size=64
+def test_metrics_equal_pykeen_evaluator() -> None:
+    dataset = Nations(create_inverse_triples=True)
+    model = build(dataset, "DistMult")
+    ours = RankBasedEvaluator().evaluate(
+        model, dataset.testing.mapped_triples, additional_filter_triples=known(dataset), use_tqdm=False
     )
-    for key in ("both.realistic.inverse_harmonic_mean_rank", "tail.optimistic.hits_at_10", "head.pessimistic.mr"):
-        assert ours.get_metric(key) == pytest.approx(theirs.get_metric(key), rel=1e-6)  # PyKEEN sums in float32
+    theirs = PyKEENEvaluator(filtered=True).evaluate(
+        model, dataset.testing.mapped_triples, additional_filter_triples=known(dataset), use_tqdm=False, batch_size=64
+    )
+    for key, value in theirs.to_flat_dict().items():
+        assert ours.get_metric(key) == pytest.approx(value, rel=1e-5, abs=1e-6), key  # PyKEEN sums in float32

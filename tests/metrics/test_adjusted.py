@@ -134,7 +134,9 @@ def test_adjusted_metrics_are_named_by_their_key() -> None:
 # -- end to end through the evaluator -----------------------------------------------------------------------------
 def evaluate(table, graph, **kwargs):
     evaluator = RankBasedEvaluator(ks=KS)
-    return evaluator.evaluate(TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False, **kwargs)
+    return evaluator.evaluate(
+        TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False, **kwargs
+    )
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -157,7 +159,7 @@ def test_evaluator_reports_nan_with_a_warning_when_every_candidate_is_filtered()
     graph, table = all_filtered_graph()
     with pytest.warns(UndefinedMetricWarning):
         results = RankBasedEvaluator(ks=KS).evaluate(
-            TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False
+            TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
         )
     assert math.isnan(results.get_metric("amri"))
     assert math.isnan(results.get_metric("zmrr"))
@@ -174,7 +176,7 @@ def test_evaluator_adjusted_metrics_on_random_tie_heavy_graphs(seed: int) -> Non
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         results = RankBasedEvaluator(ks=KS).evaluate(
-            TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False
+            TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
         )
     expected = reference_metrics(table, graph.triples, graph.filter_triples, ks=KS)
     for (side, rank_type, key), value in expected.items():

@@ -75,9 +75,11 @@ def test_fast_path_equals_own_scores_and_reference(name: str, seed: int) -> None
     expected = reference_ranks(table, graph.triples, graph.filter_triples)
     for batch_size, slice_size in SIZES:
         evaluator = RankBasedEvaluator(batch_size=batch_size, slice_size=slice_size)
-        fast = evaluator.evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+        fast = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
         assert_same_ranks(fast.records, expected)
-    own = RankBasedEvaluator(fast_path=False).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+    own = RankBasedEvaluator(fast_path=False).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
     assert_same_ranks(own.records, expected)
 
 
@@ -89,7 +91,11 @@ def test_fast_path_with_restricted_candidates(name: str) -> None:
     keep = [i for i, (h, _, t) in enumerate(graph.triples.tolist()) if h in allowed and t in allowed]
     evaluator = RankBasedEvaluator(batch_size=4, slice_size=3)
     results = evaluator.evaluate(
-        model, graph.triples, graph.filter_triples, restrict_entities_to=allowed, drop_outside_restriction=True,
+        model,
+        graph.triples,
+        additional_filter_triples=graph.filter_triples,
+        restrict_entities_to=allowed,
+        drop_outside_restriction=True,
         use_tqdm=False,
     )  # fmt: skip
     known = [graph.triples, *graph.filter_triples]
@@ -103,7 +109,11 @@ def test_random_float_embeddings_rank_like_score_t() -> None:
         model = FACTORIES[name]()
         torch.manual_seed(0)
         graph = random_graph(0, E, R, num_triples=40, num_filter=20)
-        fast = RankBasedEvaluator().evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
-        own = RankBasedEvaluator(fast_path=False).evaluate(model, graph.triples, graph.filter_triples, use_tqdm=False)
+        fast = RankBasedEvaluator().evaluate(
+            model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+        )
+        own = RankBasedEvaluator(fast_path=False).evaluate(
+            model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+        )
         for column in ("optimistic", "pessimistic", "num_candidates"):
             np.testing.assert_array_equal(fast.records[column], own.records[column], err_msg=name)

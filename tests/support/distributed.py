@@ -122,7 +122,11 @@ def opt_out(rank: int | None) -> Any:
     """distributed=False inside an initialised group: every rank evaluates everything alone."""
     graph, table = tie_heavy_case()
     return RankBasedEvaluator().evaluate(
-        TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False, distributed=False
+        TableModel(table),
+        graph.triples,
+        additional_filter_triples=graph.filter_triples,
+        use_tqdm=False,
+        distributed=False,
     )
 
 
@@ -133,7 +137,7 @@ def subgroup(rank: int | None) -> Any:
 
     def run(**options: Any) -> Any:
         return RankBasedEvaluator().evaluate(
-            TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False, **options
+            TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False, **options
         )
 
     if rank is None or rank == 2:

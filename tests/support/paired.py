@@ -32,7 +32,9 @@ def two_models(seed: int = 0, num_triples: int = 30, boost_b: float = 0.0) -> di
     table_b[h, r, t] += boost_b
     evaluator = RankBasedEvaluator(ks=(1, 3, 10))
     results = [
-        evaluator.evaluate(TableModel(table), graph.triples, graph.filter_triples, use_tqdm=False)
+        evaluator.evaluate(
+            TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+        )
         for table in (table_a, table_b)
     ]
     ranks = [reference_ranks(table, graph.triples, graph.filter_triples) for table in (table_a, table_b)]

@@ -7,6 +7,7 @@ Internal code trusts its inputs; only ``evaluate``, the accumulator's ``update``
 from __future__ import annotations
 
 import inspect
+import operator
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -79,7 +80,22 @@ def check_triples(triples: Any, name: str, num_entities: int, num_relations: int
     return triples
 
 
-def check_filter_triples(filter_triples: Any, num_entities: int) -> list[torch.Tensor]:
+def model_num_relations(model: Any) -> int | None:
+    """``model.num_relations`` when the model declares a positive integer count (relation ids are checked against
+    it), else None (relation ids only need to be >= 0)."""
+    value = getattr(model, "num_relations", None)
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point:
+        value = int(value)
+    try:
+        count = operator.index(value)  # int, numpy integers; not bool-like floats
+    except TypeError:
+        return None
+    return count if count >= 1 and not isinstance(value, bool) else None
+
+
+def check_filter_triples(
+    filter_triples: Any, num_entities: int, num_relations: int | None = None
+) -> list[torch.Tensor]:
     """``additional_filter_triples`` as a list of checked (m, 3) tensors (None -> empty list)."""
     if filter_triples is None:
         return []
@@ -90,7 +106,10 @@ def check_filter_triples(filter_triples: Any, num_entities: int) -> list[torch.T
             "additional_filter_triples must be a tensor, a sequence of tensors or None, "
             f"got {type(filter_triples).__name__}"
         )
-    return [check_triples(t, f"additional_filter_triples[{i}]", num_entities) for i, t in enumerate(filter_triples)]
+    return [
+        check_triples(t, f"additional_filter_triples[{i}]", num_entities, num_relations)
+        for i, t in enumerate(filter_triples)
+    ]
 
 
 def check_num_entities(model: Any, num_entities: int | None) -> int:

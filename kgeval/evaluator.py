@@ -260,8 +260,11 @@ class RankBasedEvaluator:
         _checks.check_model(model, targets)
         num_entities = _checks.check_num_entities(model, num_entities)
         device = model_device(model)
-        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities).to(device)
-        filter_triples = [f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities)]
+        num_relations = _checks.model_num_relations(model)
+        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
+        filter_triples = [
+            f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities, num_relations)
+        ]
         candidate_ids = relation_ids = None
         if restrict_entities_to is not None:
             candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)

@@ -18,12 +18,31 @@ import torch
 
 from kgeval.keys import Target
 
-#: ids are packed as (first << 32) | second; every id is < 2**31
-_SHIFT = 32
+
+def _codes(vocabulary: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+    """The position of every id in the sorted ``vocabulary`` of distinct ids; -1 where it is absent."""
+    if vocabulary.numel() == 0:
+        return torch.full_like(ids, -1)
+    ids = ids.contiguous()
+    position = torch.searchsorted(vocabulary, ids)
+    found = vocabulary[position.clamp(max=vocabulary.numel() - 1)] == ids
+    return torch.where(found, position, -1)
 
 
-def _pack(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
-    return (first << _SHIFT) | second
+def pack_pairs(first: torch.Tensor, second: torch.Tensor) -> torch.Tensor:
+    """One int64 key per (first, second) id pair, in lexicographic order and injective for any ids >= 0.
+
+    Mixed radix with the columns' own sizes when their product fits in 63 bits; otherwise each column is first
+    replaced by the rank of its value among its distinct values (at most n each, so the product always fits).
+    A fixed shift such as ``(first << 32) | second`` is not used: it collides for ids >= 2**31.
+    """
+    if first.numel() == 0:
+        return first.clone()
+    sizes = [int(column.max()) + 1 for column in (first, second)]
+    if sizes[0] * sizes[1] < 2**63:
+        return first * sizes[1] + second
+    first, second = (torch.unique(column, return_inverse=True)[1] for column in (first, second))
+    return first * (int(second.max()) + 1) + second
 
 
 def stable_argsort(values: torch.Tensor) -> torch.Tensor:
@@ -62,24 +81,41 @@ def _sorted_unique(triples: torch.Tensor, columns: tuple[int, int, int]) -> torc
 
 @dataclass(frozen=True)
 class SideIndex:
-    """CSR of one side: ``keys`` (K,) sorted packed keys, ``offsets`` (K + 1,), ``values`` (nnz,) entity ids."""
+    """CSR of one side: ``keys`` (K,) sorted packed keys, ``offsets`` (K + 1,), ``values`` (nnz,) entity ids.
+
+    A key packs the positions of its two ids in ``first_ids`` / ``second_ids`` (the sorted distinct ids of each
+    key column), so it is exact for every id an int64 holds; an id the index has never seen finds no key.
+    """
 
     keys: torch.Tensor
     offsets: torch.Tensor
     values: torch.Tensor
+    first_ids: torch.Tensor
+    second_ids: torch.Tensor
 
     @classmethod
     def build(cls, key_first: torch.Tensor, key_second: torch.Tensor, values: torch.Tensor) -> SideIndex:
         """Build from parallel (m,) columns of unique triples already sorted by (first, second, value)."""
-        packed = _pack(key_first, key_second)
+        first_ids, second_ids = torch.unique(key_first), torch.unique(key_second)
+        packed = cls._pack(first_ids, second_ids, key_first, key_second)
         sorted_keys, counts = torch.unique_consecutive(packed, return_counts=True)
         offsets = torch.zeros(sorted_keys.numel() + 1, dtype=torch.int64, device=packed.device)
         offsets[1:] = torch.cumsum(counts, dim=0)
-        return cls(keys=sorted_keys, offsets=offsets, values=values.contiguous())
+        return cls(
+            keys=sorted_keys, offsets=offsets, values=values.contiguous(), first_ids=first_ids, second_ids=second_ids
+        )
+
+    @staticmethod
+    def _pack(
+        first_ids: torch.Tensor, second_ids: torch.Tensor, key_first: torch.Tensor, key_second: torch.Tensor
+    ) -> torch.Tensor:
+        """Keys (first position) * |second_ids| + (second position); -1 where an id is not in the index."""
+        first, second = _codes(first_ids, key_first), _codes(second_ids, key_second)
+        return torch.where((first < 0) | (second < 0), -1, first * second_ids.numel() + second)
 
     def lookup(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Start offsets and lengths (both (B,)) of each query key's value run; length 0 for unknown keys."""
-        packed = _pack(key_first, key_second)
+        packed = self._pack(self.first_ids, self.second_ids, key_first, key_second)
         if self.keys.numel() == 0:
             return torch.zeros_like(packed), torch.zeros_like(packed)
         position = torch.searchsorted(self.keys, packed)

@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from kgeval.counting import RowBlock
-from kgeval.filtering import stable_argsort
+from kgeval.filtering import pack_pairs, stable_argsort
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,7 @@ class SidePlan:
         group_min_pairs: int | None = None,
         by_true_slice: bool = True,
     ) -> None:
-        keys = (queries[:, 0] << 32) | queries[:, 1]
+        keys = pack_pairs(queries[:, 0], queries[:, 1])
         slice_of_task = true_positions // slice_size
         if not by_true_slice:
             slice_of_task = torch.zeros_like(slice_of_task)

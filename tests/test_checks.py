@@ -44,7 +44,7 @@ def test_entity_id_out_of_range_names_the_row() -> None:
     triples = GRAPH.triples.clone()
     triples[4, 2] = 8
     message = (
-        f"mapped_triples row 4 = {triples[4].tolist()} has an id out of range (entities in [0, 8), relations >= 0)"
+        f"mapped_triples row 4 = {triples[4].tolist()} has an id out of range (entities in [0, 8), relations in [0, 2))"
     )
     with raises(ValueError, message):
         evaluate(triples=triples)
@@ -55,7 +55,8 @@ def test_negative_relation_names_the_row() -> None:
     triples[0, 1] = -1
     with raises(
         ValueError,
-        f"mapped_triples row 0 = {triples[0].tolist()} has an id out of range (entities in [0, 8), relations >= 0)",
+        f"mapped_triples row 0 = {triples[0].tolist()} has an id out of range "
+        "(entities in [0, 8), relations in [0, 2))",
     ):
         evaluate(triples=triples)
 
@@ -64,7 +65,8 @@ def test_filter_triples_are_checked() -> None:
     bad = torch.tensor([[0, 0, 99]])
     with raises(
         ValueError,
-        "additional_filter_triples[1] row 0 = [0, 0, 99] has an id out of range (entities in [0, 8), relations >= 0)",
+        "additional_filter_triples[1] row 0 = [0, 0, 99] has an id out of range "
+        "(entities in [0, 8), relations in [0, 2))",
     ):
         evaluate(additional_filter_triples=[GRAPH.triples, bad])
 

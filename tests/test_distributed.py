@@ -106,7 +106,7 @@ def test_disagreeing_inputs_raise_the_same_error_on_every_rank(outcomes) -> None
 
 
 def test_invalid_input_on_one_rank_raises_on_every_rank(outcomes) -> None:
-    own = "mapped_triples row 0 = [99, 0, 1] has an id out of range (entities in [0, 12), relations >= 0)"
+    own = "mapped_triples row 0 = [99, 0, 1] has an id out of range (entities in [0, 12), relations in [0, 3))"
     assert outcomes[3][2]["invalid_on_one_rank"] == ("error", "ValueError", own)
     for rank in (0, 1):
         assert outcomes[3][rank]["invalid_on_one_rank"] == (

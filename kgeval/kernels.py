@@ -8,11 +8,13 @@ read from tile row ``rows[i]``, a kernel returns::
     nan[i]     = a NaN among the row's scores, or s*_i is NaN
 
 Counting (kgeval.counting) adds these over the slices and turns them into ranks; the true answer itself lies in
-neither count. Three kernels compute them:
+neither count. Counts are exact integers at any width: the eager kernels sum their codes in float32 up to
+2**24 candidates per row and in float64 beyond. Three kernels compute them:
 
 - ``"sign"`` (CPU, eager): comparison codes sign(s - s*) in two elementwise passes, whose row sums give
-  #greater - #less and (of their absolute values) #greater + #less. An infinite true score makes inf - inf = NaN,
-  so such a tile falls back to ``"compare"`` -- a host check, hence CPU only.
+  #greater - #less and (of their absolute values) #greater + #less. The subtraction must not decide a comparison:
+  an infinite true score makes inf - inf = NaN, and under flush-to-zero two distinct scores below ~2**-100 can
+  subtract to 0; a tile with such a true score falls back to ``"compare"`` -- a host check, hence CPU only.
 - ``"compare"`` (any device, eager): codes (s > s*) - (s < s*), and an explicit NaN check; never synchronises.
 - ``"numba"`` (CPU): the comparisons and counts in one parallel loop compiled by numba, which reads each score once
   (and reads repeated queries' rows in place instead of copying them): about 5x less counting time than ``"sign"``
@@ -178,8 +180,8 @@ def _eager_sums(
     the NaN flag. ``torch.sign`` maps NaN to 0, so the "sign" kernel finds NaN rows through the row sums of
     s - s* (NaN when a NaN is present -- or +inf and -inf both are, which an exact check then rules out)."""
     column = true_scores.unsqueeze(1)
-    dtype = torch.float64 if tile.dtype == torch.float64 else torch.float32  # sums <= W < 2**24: exact
-    if kernel == "sign" and not bool(torch.isinf(true_scores).any()):
+    dtype = _exact_sum_dtype(tile)
+    if kernel == "sign" and _subtraction_is_exact(true_scores):
         if owned:
             codes = tile.sub_(column)
         elif workspace is not None:
@@ -197,6 +199,32 @@ def _eager_sums(
     torch.gt(tile, column, out=codes)
     codes.sub_(below.to(codes.dtype))
     return codes.sum(dim=1, dtype=dtype), codes.abs_().sum(dim=1, dtype=dtype), nan
+
+
+#: float32 holds every integer up to 2**24 exactly: wider rows sum their codes in float64 (exact up to 2**53)
+FLOAT32_EXACT_INTEGERS = 2**24
+
+#: |true score| from which s - s* cannot underflow for any s != s*, even when the CPU flushes subnormal results to
+#: zero: a difference below the smallest normal number (2**-126 in float32, whose arithmetic float16 and bfloat16
+#: tiles also go through; 2**-1022 in float64) needs both operands below about 2**-101 (2**-969 in float64)
+_SUBTRACTION_SAFE_FROM = {torch.float64: 2.0**-960}
+_SUBTRACTION_SAFE_FROM_DEFAULT = 2.0**-100
+
+
+def _exact_sum_dtype(tile: torch.Tensor) -> torch.dtype:
+    """The dtype whose sums of a tile row's comparison codes (integers of magnitude <= the width) are exact."""
+    if tile.dtype == torch.float64 or tile.shape[1] > FLOAT32_EXACT_INTEGERS:
+        return torch.float64
+    return torch.float32
+
+
+def _subtraction_is_exact(true_scores: torch.Tensor) -> bool:
+    """Whether sign(s - s*) equals the comparison of s with s* for every score s of a tile, whatever the CPU's
+    flush-to-zero mode: every true score is finite (inf - inf is NaN) and 0 or of magnitude at least
+    :data:`_SUBTRACTION_SAFE_FROM` (then s - s* never underflows to 0 for s != s*). A host check (CPU only)."""
+    safe_from = _SUBTRACTION_SAFE_FROM.get(true_scores.dtype, _SUBTRACTION_SAFE_FROM_DEFAULT)
+    magnitude = true_scores.abs()
+    return bool(((magnitude == 0) | ((magnitude >= safe_from) & ~torch.isinf(magnitude))).all())
 
 
 def comparison_counts(

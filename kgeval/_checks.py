@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import inspect
 import operator
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import pandas as pd
 import torch
 
 from kgeval.keys import TARGETS, Target
@@ -243,6 +245,8 @@ def check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
 
     if not isinstance(state, dict) or "meta:ks" not in state or "meta:keep_records" not in state:
         raise ValueError("state must be a dict produced by MetricAccumulator.state_dict()")
+    if any(not isinstance(value, torch.Tensor) for value in state.values()):
+        raise ValueError("state must map names to tensors, as MetricAccumulator.state_dict() does")
     template = MetricAccumulator(ks=check_ks(state["meta:ks"].tolist()), keep_records=False)
     expected = {f"sum:{name}" for name in template._sums}
     present = {name for name in state if name.startswith("sum:")}
@@ -254,6 +258,113 @@ def check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
         missing = [name for name in RECORD_STATES if f"cat:{name}" not in state]
         if missing:
             raise ValueError(f"state keeps records but lacks {missing}")
-        lengths = {int(state[f"cat:{name}"].shape[0]) for name in RECORD_STATES}
+        lengths = {int(state[f"cat:{name}"].shape[0]) if state[f"cat:{name}"].dim() else -1 for name in RECORD_STATES}
         if len(lengths) != 1 or lengths != {int(state["sum:count"].item())}:
             raise ValueError("state records have inconsistent lengths")
+        _check_state_records(template, state, expected)
+
+
+def _check_state_records(template: MetricAccumulator, state: dict[str, torch.Tensor], sums: set[str]) -> None:
+    """The records of a state obey :func:`check_rank_records`, and its sums are the ones its records give."""
+    from kgeval.accumulators import RECORD_STATES
+
+    records = {name: state[f"cat:{name}"] for name in RECORD_STATES}
+    if records["triples"].dim() != 2 or records["triples"].shape[1:] != (3,):
+        raise ValueError(f"state records: triples must have shape (n, 3), got {tuple(records['triples'].shape)}")
+    columns = {name: value.detach().cpu().numpy() for name, value in records.items() if name != "triples"}
+    triples = records["triples"].detach().cpu().numpy()
+    columns.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2], side=np.zeros(len(triples)))
+    checked = check_rank_records(columns, "accumulator state records", unknown_triples=True)
+    tensors = {name: torch.from_numpy(checked[name]) for name in ("optimistic", "pessimistic", "num_candidates")}
+    template.update_unchecked(tensors["optimistic"], tensors["pessimistic"], tensors["num_candidates"])
+    for name in sorted(sums):
+        stored, recomputed = state[name].detach().cpu().double(), template._sums[name[len("sum:") :]].double()
+        if stored.shape != recomputed.shape or not torch.allclose(stored, recomputed, rtol=1e-9, atol=1e-9):
+            raise ValueError(f"accumulator state: {name} disagrees with the records it keeps")
+
+
+# -- per-task rank records from files and documents (rank tables, results JSON, accumulator states) -------------
+def integer_column(values: Any, name: str, source: str, minimum: int) -> np.ndarray:
+    """A record column as int64, every entry an integer >= ``minimum``; ValueError naming the first bad row.
+
+    Integral floats (a CSV column with a blank cell is read as float) are accepted as their integer; NaN, blanks,
+    fractions, strings, booleans and values outside int64 are not.
+    """
+    if isinstance(values, list | tuple):
+        flags = [isinstance(value, bool | np.bool_) for value in values]
+        if any(flags):  # numpy would read True as 1
+            row = flags.index(True)
+            raise ValueError(f"{source}: column {name!r} row {row} = {values[row]!r} is not an integer >= {minimum}")
+    array = np.asarray(values)
+    if array.ndim != 1:
+        raise ValueError(f"{source}: column {name!r} must be one-dimensional, got shape {array.shape}")
+    if array.dtype.kind in "iu":
+        good = np.ones(array.shape, dtype=bool) if array.dtype.kind == "i" else array <= np.iinfo(np.int64).max
+        numbers = array.astype(np.float64) if array.dtype.kind == "u" else array
+    else:
+        numbers = pd.to_numeric(pd.Series(array, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+        is_bool = np.array([isinstance(value, bool | np.bool_) for value in array.tolist()], dtype=bool)
+        good = np.isfinite(numbers) & (numbers == np.floor(numbers)) & (np.abs(numbers) < 2.0**63) & ~is_bool
+    good &= np.where(good, numbers, minimum) >= minimum
+    if not good.all():
+        row = int(np.flatnonzero(~good)[0])
+        raise ValueError(f"{source}: column {name!r} row {row} = {plain(array[row])!r} is not an integer >= {minimum}")
+    return array.astype(np.int64) if array.dtype.kind in "iu" else numbers.astype(np.int64)
+
+
+def plain(value: Any) -> Any:
+    """A numpy scalar as the Python value it holds (for error messages); anything else unchanged."""
+    return value.item() if isinstance(value, np.generic) else value
+
+
+def check_rank_records(
+    columns: Mapping[str, Any], source: str, *, unknown_task_index: bool = False, unknown_triples: bool = False
+) -> dict[str, np.ndarray]:
+    """Per-task records checked against METRICS.md: ids >= 0, 1 <= optimistic <= pessimistic <= num_candidates
+    (when present), side codes 0 (head) / 1 (tail), task_index >= 0 (-1 = unknown, where allowed), realistic (when
+    present) = (optimistic + pessimistic) / 2; all columns of one length.
+
+    Parameters
+    ----------
+    columns : mapping of str to array-like
+        ``head``, ``relation``, ``tail``, ``side`` (int8 codes), ``optimistic``, ``pessimistic``; optional
+        ``num_candidates``, ``task_index``, ``realistic``.
+    source : str
+        What the records come from, for the error messages (e.g. ``"rank table ranks.csv"``).
+    unknown_task_index, unknown_triples : bool, default=False
+        Allow -1 for an unknown task_index (and an unknown triple: an accumulator updated without triples
+        records -1 for their ids and task_index).
+
+    Returns
+    -------
+    dict of str to ndarray
+        The integer columns as int64 (``side`` as int8); ``realistic`` is checked and dropped.
+    """
+    id_minimum = -1 if unknown_triples else 0
+    out = {name: integer_column(columns[name], name, source, id_minimum) for name in ("head", "relation", "tail")}
+    out["optimistic"] = integer_column(columns["optimistic"], "optimistic", source, 1)
+    out["pessimistic"] = integer_column(columns["pessimistic"], "pessimistic", source, 1)
+    out["side"] = integer_column(columns["side"], "side", source, 0)
+    for name in ("num_candidates", "task_index"):
+        if name in columns:
+            minimum = 1 if name == "num_candidates" else -1 if unknown_task_index or unknown_triples else 0
+            out[name] = integer_column(columns[name], name, source, minimum)
+    lengths = {name: len(column) for name, column in out.items()}
+    if len(set(lengths.values())) > 1:
+        raise ValueError(f"{source}: record columns differ in length: {lengths}")
+    rules = [
+        (out["side"] <= 1, "side must be 0 (head) or 1 (tail)"),
+        (out["optimistic"] <= out["pessimistic"], "optimistic must be <= pessimistic"),
+    ]
+    if "num_candidates" in out:
+        rules.append((out["pessimistic"] <= out["num_candidates"], "pessimistic must be <= num_candidates"))
+    if "realistic" in columns:
+        realistic = np.asarray(columns["realistic"], dtype=np.float64)
+        rules.append((realistic * 2 == out["optimistic"] + out["pessimistic"], "realistic must be the mean rank"))
+    for good, rule in rules:
+        if not good.all():
+            row = int(np.flatnonzero(~good)[0])
+            values = {name: column[row].item() for name, column in out.items()}
+            raise ValueError(f"{source}: row {row} {values}: {rule}")
+    out["side"] = out["side"].astype(np.int8)
+    return out

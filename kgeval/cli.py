@@ -194,7 +194,7 @@ def _run_strat(args: argparse.Namespace) -> int:
     from kgeval import RankBasedEvaluator, stratified
     from kgeval.checkpoint import load_checkpoint
     from kgeval.datasets import load_dataset
-    from kgeval.rank_files import read_ranks
+    from kgeval.rank_files import read_ranks, records_from_frame
 
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
     if not (args.checkpoint or args.ranks):
@@ -204,6 +204,7 @@ def _run_strat(args: argparse.Namespace) -> int:
         dataset = load_dataset(args.dataset)
         if args.ranks:
             ranks = read_ranks(args.ranks)
+            records_from_frame(ranks, f"rank table {args.ranks}")  # every column checked, the file named
         else:
             filters = [dataset.train, dataset.valid] if args.split == "test" else [dataset.train]
             model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)

@@ -13,7 +13,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
 import torch
 from tqdm.auto import tqdm
 
@@ -23,8 +22,7 @@ from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchroniz
 from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
 from kgeval.integrations import scoring_view
 from kgeval.kernels import KernelChoice, check_kernel_choice
-from kgeval.keys import RANK_TYPES, TARGETS, Target
-from kgeval.metrics.registry import null_model_table
+from kgeval.keys import Target
 from kgeval.ranking import rank_side
 from kgeval.results import RankBasedMetricResults
 from kgeval.scoring import CandidateScorer, make_scorer, model_device
@@ -237,8 +235,10 @@ class RankBasedEvaluator:
                 filtered = synchronize(filtered, group)
                 raw = synchronize(raw, group) if raw is not None else None  # type: ignore[arg-type]
         if raw is not None:
-            return build_results(filtered, self.ks, raw=build_results(raw, self.ks))  # type: ignore[arg-type]
-        return build_results(filtered, self.ks)
+            return RankBasedMetricResults.from_accumulators(
+                filtered, self.ks, raw=RankBasedMetricResults.from_accumulators(raw, self.ks)  # type: ignore[arg-type]
+            )
+        return RankBasedMetricResults.from_accumulators(filtered, self.ks)
 
     # -- input checks -----------------------------------------------------------------------------------------
     def _checked_inputs(
@@ -391,39 +391,3 @@ def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) ->
     settings: dict[str, Any] = {"unit": "task", "desc": "Evaluating", "disable": not use_tqdm, "leave": False}
     settings.update(tqdm_kwargs or {})
     return settings
-
-
-def build_results(
-    accumulators: dict[Target, MetricAccumulator], ks: tuple[int, ...], raw: RankBasedMetricResults | None = None
-) -> RankBasedMetricResults:
-    """Compute every metric per side (each target, and ``both`` = the targets pooled) and rank type.
-
-    Also stores, per side, the null-model (E, Var) of every reported metric with a closed form; ``raw`` holds the
-    raw results of a ``filtered="both"`` evaluation.
-    """
-    data, null_model = {}, {}
-    sides: dict[str, MetricAccumulator] = dict(accumulators)
-    first, *rest = accumulators.values()
-    sides["both"] = first.clone().merge(*rest)
-    for side, accumulator in sides.items():
-        for rank_type in RANK_TYPES:
-            for key, value in accumulator.compute(rank_type).items():
-                data[(side, rank_type, key)] = value
-        moments = null_model_table(accumulator.summary("realistic"), accumulator.ks, accumulator.keep_records)
-        null_model.update({(side, key): value for key, value in moments.items()})
-    records = None
-    if all(acc.keep_records for acc in accumulators.values()):
-        records = _records_table(accumulators)
-    return RankBasedMetricResults(data=data, ks=ks, records=records, null_model=null_model, raw=raw)
-
-
-def _records_table(accumulators: dict[Target, MetricAccumulator]) -> dict[str, np.ndarray]:
-    """The per-task records of every side as numpy columns (see :data:`kgeval.results.RECORD_COLUMNS`)."""
-    parts = []
-    for target, accumulator in accumulators.items():
-        records = {name: value.cpu().numpy() for name, value in accumulator.records().items()}
-        triples = records.pop("triples")
-        records.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2])
-        records["side"] = np.full(len(triples), TARGETS.index(target), dtype=np.int8)
-        parts.append(records)
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}

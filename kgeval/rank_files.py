@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from kgeval._checks import check_rank_records, plain
 from kgeval.keys import TARGETS, RankType
 
 __all__ = ["RANK_TABLE_COLUMNS", "pair_tasks", "rank_records", "read_ranks", "records_from_frame"]
@@ -47,45 +48,54 @@ def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
     raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
 
 
-def records_from_frame(frame: pd.DataFrame) -> dict[str, np.ndarray]:
-    """The record columns of a rank table, sides as 0 (head) / 1 (tail) and ``task_index`` -1 where unknown.
+def records_from_frame(frame: pd.DataFrame, source: str = "rank table") -> dict[str, np.ndarray]:
+    """The record columns of a rank table, checked, sides as 0 (head) / 1 (tail) and ``task_index`` -1 where
+    unknown.
 
     Parameters
     ----------
     frame : DataFrame
         A rank table (see the module docstring).
+    source : str, default="rank table"
+        Names the table in error messages (e.g. its file).
 
     Returns
     -------
     records : dict of str to ndarray of shape (n,)
-        ``head``, ``relation``, ``tail``, ``optimistic``, ``pessimistic``, ``task_index`` (int64) and ``side``
-        (int8).
+        ``head``, ``relation``, ``tail``, ``optimistic``, ``pessimistic``, ``task_index`` (and ``num_candidates``
+        when the table has it) as int64, ``side`` as int8.
+
+    Raises
+    ------
+    ValueError
+        Naming the first bad row: ids must be integers >= 0, ranks integers with 1 <= optimistic <= pessimistic
+        (<= num_candidates where given), realistic (where given) their mean, side head / tail (or 0 / 1); an empty
+        or NaN cell is never read as a number.
     """
     missing = [name for name in RANK_TABLE_COLUMNS if name not in frame.columns]
     if missing:
-        raise ValueError(f"a rank table needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
-    records = {name: frame[name].to_numpy(dtype=np.int64) for name in RANK_TABLE_COLUMNS if name != "side"}
-    ids = np.column_stack([records["head"], records["relation"], records["tail"]])
-    if ids.size and ids.min() < 0:
-        raise ValueError(f"rank table ids must be >= 0, got {int(ids.min())}")
-    records["side"] = _side_codes(frame["side"])
-    if "task_index" in frame.columns:
-        records["task_index"] = frame["task_index"].to_numpy(dtype=np.int64)
-    else:
+        raise ValueError(f"a {source} needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
+    optional = ("num_candidates", "task_index", "realistic")
+    columns = {name: frame[name].to_numpy() for name in (*RANK_TABLE_COLUMNS, *optional) if name in frame.columns}
+    columns["side"] = _side_codes(frame["side"], source)
+    records = check_rank_records(columns, source, unknown_task_index=True)
+    if "task_index" not in records:
         records["task_index"] = np.full(len(frame), -1, dtype=np.int64)
     return records
 
 
-def _side_codes(side: pd.Series) -> np.ndarray:
+def _side_codes(side: pd.Series, source: str) -> np.ndarray:
     """Sides as int8 codes 0 = head, 1 = tail, from the strings "head" / "tail" or the codes themselves."""
-    if pd.api.types.is_numeric_dtype(side):
-        codes = side.to_numpy()
+    if pd.api.types.is_numeric_dtype(side) and not pd.api.types.is_bool_dtype(side):
+        codes = side.to_numpy(dtype=np.float64)
     else:
         codes = side.astype(str).str.lower().map({name: code for code, name in enumerate(TARGETS)}).to_numpy()
     valid = pd.notna(codes) & np.isin(codes, (0, 1))
     if not valid.all():
-        bad = sorted({str(value) for value in side[~valid].unique()})
-        raise ValueError(f"rank table side must be 'head' / 'tail' (or 0 / 1), got {bad}")
+        row = int(np.flatnonzero(~valid)[0])
+        raise ValueError(
+            f"{source}: column 'side' row {row} = {plain(side.iloc[row])!r} must be 'head' / 'tail' (or 0 / 1)"
+        )
     return codes.astype(np.int8)
 
 

@@ -9,16 +9,21 @@ from __future__ import annotations
 
 import json
 import math
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
+import torch
 
 from kgeval import relations
+from kgeval._checks import check_ks, check_rank_records
+from kgeval.accumulators import MetricAccumulator
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
-from kgeval.metrics.registry import lookup
+from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
+from kgeval.metrics.summary import UndefinedMetricWarning
 
 if TYPE_CHECKING:
     from kgeval.stats import ConfidenceInterval
@@ -41,15 +46,15 @@ RECORD_COLUMNS: dict[str, str] = {
 }
 
 
-def _check_records(records: Mapping[str, Any]) -> dict[str, np.ndarray]:
+def _check_records(records: Any, source: str = "rank records") -> dict[str, np.ndarray]:
+    """The per-task records, every column checked (:func:`kgeval._checks.check_rank_records`)."""
+    if not isinstance(records, Mapping):
+        raise ValueError(f"{source} must map column names to arrays, got {type(records).__name__}")
     missing = [name for name in RECORD_COLUMNS if name not in records]
     if missing:
-        raise ValueError(f"rank records lack the columns {missing}")
-    arrays = {name: np.asarray(records[name], dtype=dtype) for name, dtype in RECORD_COLUMNS.items()}
-    lengths = {array.shape for array in arrays.values()}
-    if len(lengths) != 1 or len(next(iter(lengths))) != 1:
-        raise ValueError(f"rank record columns must be 1-D of one length, got shapes {sorted(lengths)}")
-    return arrays
+        raise ValueError(f"{source} lack the columns {missing}")
+    checked = check_rank_records({name: records[name] for name in RECORD_COLUMNS}, source, unknown_triples=True)
+    return {name: checked[name].astype(dtype, copy=False) for name, dtype in RECORD_COLUMNS.items()}
 
 
 @dataclass(frozen=True, eq=False)
@@ -100,6 +105,41 @@ class RankBasedMetricResults:
         return all(np.array_equal(self.records[name], other.records[name]) for name in RECORD_COLUMNS)
 
     __hash__ = None  # type: ignore[assignment]
+
+    # -- construction -----------------------------------------------------------------------------------------
+    @classmethod
+    def from_accumulators(
+        cls,
+        accumulators: Mapping[str, MetricAccumulator],
+        ks: tuple[int, ...],
+        raw: RankBasedMetricResults | None = None,
+    ) -> RankBasedMetricResults:
+        """Every metric per side (each target, and ``both`` = the targets pooled) and rank type.
+
+        Also stores, per side, the null-model (E, Var) of every reported metric with a closed form; ``raw`` holds
+        the raw results of a ``filtered="both"`` evaluation.
+
+        Parameters
+        ----------
+        accumulators : mapping of {"head", "tail"} to MetricAccumulator
+            The ranks of each evaluated target side.
+        ks : tuple of int
+        raw : RankBasedMetricResults, optional
+        """
+        data, null_model = {}, {}
+        sides: dict[str, MetricAccumulator] = dict(accumulators)
+        first, *rest = accumulators.values()
+        sides["both"] = first.clone().merge(*rest)
+        for side, accumulator in sides.items():
+            for rank_type in RANK_TYPES:
+                for key, value in accumulator.compute(rank_type).items():
+                    data[(side, rank_type, key)] = value
+            moments = null_model_table(accumulator.summary("realistic"), accumulator.ks, accumulator.keep_records)
+            null_model.update({(side, key): value for key, value in moments.items()})
+        records = None
+        if all(acc.keep_records for acc in accumulators.values()):
+            records = _records_table(accumulators)
+        return cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw)  # type: ignore[arg-type]
 
     # -- lookup -----------------------------------------------------------------------------------------------
     def resolve_key(self, key: str) -> MetricKey:
@@ -214,26 +254,40 @@ class RankBasedMetricResults:
 
     @classmethod
     def from_json(cls, text: str) -> RankBasedMetricResults:
-        """Results from :meth:`to_json` output; ValueError for anything else."""
+        """Results from :meth:`to_json` output, every entry checked; ValueError naming the entry otherwise.
+
+        Metric keys must be canonical and reported for the document's ``ks``, values numbers inside their
+        metric's range (or NaN); records obey :func:`kgeval._checks.check_rank_records`; where records are present
+        every stored metric and null-model moment is recomputed from them and must agree (to float rounding).
+        """
         try:
             document = json.loads(text)
-        except json.JSONDecodeError as error:
+        except (json.JSONDecodeError, RecursionError, TypeError) as error:
             raise ValueError(f"not a kgeval results JSON document: {error}") from error
+        return cls._from_document(document, "results JSON")
+
+    @classmethod
+    def _from_document(cls, document: Any, where: str, allow_raw: bool = True) -> RankBasedMetricResults:
+        """Results from a parsed :meth:`to_json` document (``where`` names it in errors)."""
         if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
-            raise ValueError(f"not a kgeval results JSON document: expected format {JSON_FORMAT!r}")
-        data: dict[tuple[Side, RankType, str], float] = {}
-        for entry in document.get("metrics", []):
-            if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
-                raise ValueError(f"malformed metric entry in results JSON: {entry!r}")
-            data[(entry[0], entry[1], str(entry[2]))] = float(entry[3])
-        null_model: dict[tuple[Side, str], tuple[float, float]] = {}
-        for entry in document.get("null_model", []):
-            if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES):
-                raise ValueError(f"malformed null_model entry in results JSON: {entry!r}")
-            null_model[(entry[0], str(entry[1]))] = (float(entry[2]), float(entry[3]))
-        ks = tuple(int(k) for k in document.get("ks", ()))
-        raw = cls.from_json(json.dumps(document["raw"])) if "raw" in document else None
-        return cls(data=data, ks=ks, records=document.get("records"), null_model=null_model, raw=raw)
+            nested = "" if where == "results JSON" else f" ({where})"
+            raise ValueError(f"not a kgeval results JSON document: expected format {JSON_FORMAT!r}{nested}")
+        try:
+            ks = check_ks(document.get("ks"))
+        except ValueError as error:
+            raise ValueError(f"{where}: {error}") from error
+        data = dict(_metric_entry(entry, ks, where) for entry in _entries(document, "metrics", where))
+        null_model = dict(_null_model_entry(entry, ks, where) for entry in _entries(document, "null_model", where))
+        records = _check_records(document["records"], f"{where} records") if "records" in document else None
+        raw = None
+        if "raw" in document:
+            if not allow_raw:
+                raise ValueError(f"{where}: raw results must not hold raw results of their own")
+            raw = cls._from_document(document["raw"], f"{where} raw", allow_raw=False)
+        results = cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw)
+        if records is not None:
+            _agree_with_records(results, where)
+        return results
 
     # -- views of the per-task records (logic in kgeval.relations) ----------------------------------------------
     def _require_records(self, what: str) -> Mapping[str, np.ndarray]:
@@ -327,6 +381,116 @@ class RankBasedMetricResults:
         from kgeval.stats import confidence_interval
 
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
+
+
+def _records_table(accumulators: Mapping[str, MetricAccumulator]) -> dict[str, np.ndarray]:
+    """The per-task records of every side as numpy columns (see :data:`RECORD_COLUMNS`)."""
+    parts = []
+    for target, accumulator in accumulators.items():
+        records = {name: value.cpu().numpy() for name, value in accumulator.records().items()}
+        triples = records.pop("triples")
+        records.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2])
+        records["side"] = np.full(len(triples), TARGETS.index(target), dtype=np.int8)  # type: ignore[arg-type]
+        parts.append(records)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
+
+
+def _entries(document: dict[str, Any], name: str, where: str) -> list[Any]:
+    entries = document.get(name, [])
+    if not isinstance(entries, list):
+        raise ValueError(f"{where}: {name!r} must be a list, got {type(entries).__name__}")
+    return entries
+
+
+def _number(value: Any, what: str) -> float:
+    """A JSON number as a float (NaN and infinities allowed); ValueError for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise ValueError(f"{what} must be a number, got {value!r}")
+    try:
+        return float(value)
+    except OverflowError as error:
+        raise ValueError(f"{what} is out of the float range: {value!r}") from error
+
+
+def _canonical_key(key: Any, ks: tuple[int, ...], what: str) -> MetricInfo:
+    """The metric of a stored canonical key reported for ``ks``."""
+    if not isinstance(key, str):
+        raise ValueError(f"{what}: metric key must be a string, got {key!r}")
+    try:
+        info, k = lookup(key)
+    except KeyError as error:
+        raise ValueError(f"{what}: {error.args[0]}") from error
+    if info.key(k) != key or (k is not None and k not in ks):
+        raise ValueError(f"{what}: {key!r} is not a canonical key reported for ks={ks}")
+    return info
+
+
+def _metric_entry(entry: Any, ks: tuple[int, ...], where: str) -> tuple[tuple[Side, RankType, str], float]:
+    """One ``[side, rank_type, key, value]`` entry, checked."""
+    what = f"metric entry in {where}: {entry!r}"
+    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
+        raise ValueError(f"malformed {what}")
+    info = _canonical_key(entry[2], ks, what)
+    value = _number(entry[3], what)
+    if entry[1] not in info.rank_types:
+        raise ValueError(f"{what}: {entry[2]} is not defined for {entry[1]} ranks")
+    if not (math.isnan(value) or _in_range(value, info.value_range)):
+        raise ValueError(f"{what}: {value!r} lies outside the range {info.value_range} of {entry[2]}")
+    return (entry[0], entry[1], entry[2]), value
+
+
+def _null_model_entry(entry: Any, ks: tuple[int, ...], where: str) -> tuple[tuple[Side, str], tuple[float, float]]:
+    """One ``[side, key, expectation, variance]`` entry, checked."""
+    what = f"null_model entry in {where}: {entry!r}"
+    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES):
+        raise ValueError(f"malformed {what}")
+    _canonical_key(entry[1], ks, what)
+    expectation, variance = _number(entry[2], what), _number(entry[3], what)
+    if variance < 0:
+        raise ValueError(f"{what}: a variance must be >= 0")
+    return (entry[0], entry[1]), (expectation, variance)
+
+
+def _in_range(value: float, value_range: ValueRange) -> bool:
+    """``value`` inside the range, its bounds widened by float rounding (1e-9 relative)."""
+    slack = 1e-9 * max(1.0, abs(value))
+    widened = ValueRange(value_range.low - slack, value_range.high + slack, True, True)
+    return value in widened
+
+
+def _agree_with_records(results: RankBasedMetricResults, where: str) -> None:
+    """Every stored number equals the one its records give (to float rounding), so the document cannot say one
+    thing in its metrics and another in the records that per-relation views and statistics read."""
+    records = results.records
+    assert records is not None
+    accumulators = {}
+    for code, target in enumerate(TARGETS):
+        chosen = records["side"] == code
+        if chosen.any():
+            column = {name: torch.from_numpy(np.ascontiguousarray(records[name][chosen])) for name in RECORD_COLUMNS}
+            accumulator = MetricAccumulator(ks=results.ks)
+            accumulator.update_unchecked(
+                column["optimistic"], column["pessimistic"], column["num_candidates"],
+                torch.stack([column["head"], column["relation"], column["tail"]], dim=1), column["task_index"],
+            )  # fmt: skip
+            accumulators[target] = accumulator
+    if not accumulators:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        recomputed = RankBasedMetricResults.from_accumulators(accumulators, results.ks)
+    stored = [(key, value, recomputed.data.get(key)) for key, value in results.data.items()]
+    stored += [(key, pair[i], recomputed.null_model.get(key, (None, None))[i])
+               for key, pair in results.null_model.items() for i in (0, 1)]  # fmt: skip
+    for key, value, expected in stored:
+        if expected is None or not _close(value, expected):
+            raise ValueError(
+                f"{where}: the stored {'.'.join(key)} = {value!r} disagrees with its records, which give {expected!r}"
+            )
+
+
+def _close(a: float, b: float) -> bool:
+    return _same_float(a, b) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _key_string(name: str | tuple[str, str, str] | None) -> str:

@@ -104,8 +104,8 @@ def test_strat_error_on_a_bad_rank_file(tmp_path: Path, capsys: pytest.CaptureFi
     pd.DataFrame({"head": [0], "tail": [1]}).to_csv(path, index=False)
     assert main(["strat", "--dataset", "nations", "--ranks", str(path)]) == 2
     message = (
-        "kgeval strat: error: a rank table needs the columns ['head', 'relation', 'tail', 'side', 'optimistic', "
-        "'pessimistic'], missing ['relation', 'side', 'optimistic', 'pessimistic']\n"
+        f"kgeval strat: error: a rank table {path} needs the columns ['head', 'relation', 'tail', 'side', "
+        "'optimistic', 'pessimistic'], missing ['relation', 'side', 'optimistic', 'pessimistic']\n"
     )
     assert capsys.readouterr().err == message
 

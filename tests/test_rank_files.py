@@ -76,13 +76,45 @@ def test_error_on_missing_columns() -> None:
         records_from_frame(_table().drop(columns=["side", "optimistic"]))
 
 
-@pytest.mark.parametrize(("side", "bad"), [(["head", "both", "tail"], "['both']"), ([0, 2, 1], "['2']")])
+@pytest.mark.parametrize(("side", "bad"), [(["head", "both", "tail"], "'both'"), ([0, 2, 1], "2")])
 def test_error_on_bad_side(side: list, bad: str) -> None:
-    message = f"rank table side must be 'head' / 'tail' (or 0 / 1), got {bad}"
+    message = f"rank table: column 'side' row 1 = {bad} must be 'head' / 'tail' (or 0 / 1)"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         records_from_frame(_table().assign(side=side))
 
 
-def test_error_on_negative_ids() -> None:
-    with pytest.raises(ValueError, match=r"^rank table ids must be >= 0, got -1$"):
-        records_from_frame(_table().assign(tail=[2, -1, 1]))
+# every untrusted value the table may hold is refused, naming the column and the first bad row
+UNTRUSTED = [
+    ("tail", [2, -1, 1], "column 'tail' row 1 = -1 is not an integer >= 0"),
+    ("optimistic", [1, np.nan, 5], "column 'optimistic' row 1 = nan is not an integer >= 1"),  # an empty cell
+    ("optimistic", [1, 0, 5], "column 'optimistic' row 1 = 0 is not an integer >= 1"),
+    ("pessimistic", [1, -1, 5], "column 'pessimistic' row 1 = -1 is not an integer >= 1"),
+    ("optimistic", [1, 2.5, 5], "column 'optimistic' row 1 = 2.5 is not an integer >= 1"),
+    ("head", ["0", "x", "3"], "column 'head' row 1 = 'x' is not an integer >= 0"),
+    ("num_candidates", [9, 3, 9], "row 1 {'head': 0, 'relation': 1, 'tail': 2, 'optimistic': 2, 'pessimistic': 4, "
+     "'side': 1, 'num_candidates': 3}: pessimistic must be <= num_candidates"),
+    ("pessimistic", [1, 1, 5], "row 1 {'head': 0, 'relation': 1, 'tail': 2, 'optimistic': 2, 'pessimistic': 1, "
+     "'side': 1, 'num_candidates': 9}: optimistic must be <= pessimistic"),
+    ("realistic", [1.0, 2.0, 5.0], "row 1 {'head': 0, 'relation': 1, 'tail': 2, 'optimistic': 2, 'pessimistic': 4, "
+     "'side': 1, 'num_candidates': 9}: realistic must be the mean rank"),
+    ("task_index", [0, -2, 1], "column 'task_index' row 1 = -2 is not an integer >= -1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("column", "values", "message"), UNTRUSTED, ids=[m[:40] for _c, _v, m in UNTRUSTED])
+def test_untrusted_cells_are_refused(column: str, values: list, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape('rank table: ' + message)}$"):
+        records_from_frame(_table().assign(**{column: values}))
+
+
+def test_a_blank_optimistic_cell_read_from_csv_is_refused(tmp_path: Path) -> None:
+    """The reported case: one empty optimistic cell used to become -2**63 and count as a hit@1."""
+    path = tmp_path / "ranks.csv"
+    _table().to_csv(path, index=False)
+    lines = path.read_text().splitlines()
+    cells = lines[2].split(",")
+    cells[4] = ""  # optimistic of row 1
+    lines[2] = ",".join(cells)
+    path.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError, match=r"column 'optimistic' row 1 = nan is not an integer >= 1"):
+        records_from_frame(read_ranks(path))

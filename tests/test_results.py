@@ -82,7 +82,7 @@ def test_json_round_trip_is_exact(results) -> None:
         ("not json", "not a kgeval results JSON document: Expecting value: line 1 column 1 (char 0)"),
         (json.dumps({"format": "other"}), "not a kgeval results JSON document: expected format 'kgeval.results/1'"),
         (
-            json.dumps({"format": "kgeval.results/1", "metrics": [["up", "realistic", "mrr", 1.0]]}),
+            json.dumps({"format": "kgeval.results/1", "ks": [1], "metrics": [["up", "realistic", "mrr", 1.0]]}),
             "malformed metric entry in results JSON: ['up', 'realistic', 'mrr', 1.0]",
         ),
     ],

@@ -14,8 +14,8 @@ from __future__ import annotations
 import contextlib
 import gzip
 import importlib.resources
-import io
 import os
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
@@ -157,8 +157,9 @@ def load_tsv_dataset(path: str | os.PathLike[str], name: str | None = None) -> T
         If the folder does not exist or a split file is missing (the message names the folder and the file
         names tried).
     ValueError
-        If a split has more than one candidate file, or a line does not have exactly 3 tab-separated fields
-        (the message names the file and the 1-based line number).
+        If a split has more than one candidate file, a line does not have exactly 3 tab-separated non-empty
+        fields or is not UTF-8, or gzip data is corrupt or truncated (the message names the file and the 1-based
+        line number). A leading UTF-8 byte-order mark is dropped, never read as part of the first label.
 
     Examples
     --------
@@ -294,25 +295,37 @@ def _read_split(folder: Path | Traversable, split: str, display: str) -> tuple[l
     heads: list[str] = []
     relations: list[str] = []
     tails: list[str] = []
-    for line_number, line in _iter_lines(folder.joinpath(file_name), compressed=file_name.endswith(".gz")):
+    where = f"{display}/{file_name}"
+    for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
         line = line.rstrip("\r\n")
         if not line:
             continue
         fields = line.split("\t")
         if len(fields) != 3:
             raise ValueError(
-                f"{display}/{file_name} line {line_number}: expected 3 tab-separated fields "
-                f"(head, relation, tail), got {len(fields)}"
+                f"{where} line {line_number}: expected 3 tab-separated fields (head, relation, tail), got {len(fields)}"
             )
+        if not all(fields):
+            empty = [name for name, field in zip(("head", "relation", "tail"), fields, strict=True) if not field]
+            raise ValueError(f"{where} line {line_number}: empty {', '.join(empty)} label")
         heads.append(fields[0])
         relations.append(fields[1])
         tails.append(fields[2])
     return heads, relations, tails
 
 
-def _iter_lines(resource: Path | Traversable, compressed: bool) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, line) of a UTF-8 file or resource, gunzipped when ``compressed``."""
+def _iter_lines(resource: Path | Traversable, compressed: bool, where: str) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line) of a UTF-8 file or resource (a leading byte-order mark dropped),
+    gunzipped when ``compressed``; undecodable text and corrupt or truncated gzip data are a ValueError naming
+    ``where`` and the line. Lines are decoded one by one, so the number is the line's own."""
+    line_number = 0
     with resource.open("rb") as raw, contextlib.ExitStack() as stack:
         binary = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")) if compressed else raw
-        text = stack.enter_context(io.TextIOWrapper(binary, encoding="utf-8", newline=""))
-        yield from enumerate(text, start=1)
+        try:
+            for line_number, data in enumerate(binary, start=1):
+                try:
+                    yield line_number, data.decode("utf-8-sig" if line_number == 1 else "utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{where} line {line_number}: not UTF-8 text ({error.reason})") from error
+        except (EOFError, OSError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+            raise ValueError(f"{where}: corrupt or truncated gzip data after line {line_number} ({error})") from error

@@ -124,6 +124,44 @@ def test_load_tsv_dataset_wrong_number_of_fields(folder: Path, bad_line: str, nu
         load_tsv_dataset(folder)
 
 
+def test_a_byte_order_mark_is_not_part_of_the_first_label(folder: Path) -> None:
+    """A UTF-8 BOM used to become part of the first head: a new entity, so a test triple was not filtered."""
+    (folder / "train.txt").write_bytes(b"\xef\xbb\xbf" + (folder / "train.txt").read_bytes())
+    dataset = load_tsv_dataset(folder)
+    assert _labelled(dataset, "train") == TRAIN
+    assert "\ufeffb ent" not in dataset.entity_to_id
+
+
+@pytest.mark.parametrize(("line", "empty"), [("\t\t", "head, relation, tail"), ("a\t\tc", "relation")])
+def test_an_empty_label_is_refused(folder: Path, line: str, empty: str) -> None:
+    """A tab-only line used to create the entity ''."""
+    with (folder / "train.txt").open("a", encoding="utf-8") as handle:
+        handle.write(line + "\n")
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{folder}/train.txt line 4: empty {empty} label')}$"):
+        load_tsv_dataset(folder)
+
+
+def test_text_that_is_not_utf8_names_file_and_line(folder: Path) -> None:
+    with (folder / "train.txt").open("ab") as handle:
+        handle.write(b"caf\xe9\tlikes\ta\n")
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{folder}/train.txt line 4: not UTF-8 text')}"):
+        load_tsv_dataset(folder)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "corrupt"])
+def test_damaged_gzip_names_the_file(folder: Path, damage: str) -> None:
+    rows = [(f"e{i}", "r", f"e{i + 1}") for i in range(2000)]
+    _write(folder / "valid.txt.gz", rows, compressed=True)
+    data = (folder / "valid.txt.gz").read_bytes()
+    if damage == "truncated":
+        data = data[: len(data) // 2]
+    else:
+        data = data[:20] + bytes(byte ^ 0xFF for byte in data[20:60]) + data[60:]
+    (folder / "valid.txt.gz").write_bytes(data)
+    with pytest.raises(ValueError, match=f"^{re.escape(f'{folder}/valid.txt.gz: corrupt or truncated gzip data')}"):
+        load_tsv_dataset(folder)
+
+
 @pytest.mark.parametrize("name", SHIPPED_DATASETS)
 def test_shipped_dataset_counts(name: str) -> None:
     dataset = load_shipped_dataset(name)

@@ -15,9 +15,11 @@ returns True.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -73,7 +75,10 @@ class EarlyStopper:
     seed : int, default=0
         Seed of the subset sample.
     checkpoint_path : str or path-like, optional
-        Keep the best weights in this file (``torch.save``) instead of in memory.
+        Keep the best weights in this file (``torch.save``) instead of in memory. Its folder must exist and be
+        writable (checked here, not at the first improvement); each save goes to a temporary file renamed over
+        the previous one, and the best epoch advances only once its weights are on disk, so a failed or
+        interrupted save never loses the previous best weights.
     evaluate_kwargs : mapping, optional
         Further keyword arguments of ``evaluator.evaluate`` (default ``use_tqdm=False``).
 
@@ -115,7 +120,7 @@ class EarlyStopper:
         self.patience = check_positive_int(patience, "patience")
         self.frequency = check_positive_int(frequency, "frequency")
         self.relative_delta = _check_relative_delta(relative_delta)
-        self.checkpoint_path = os.fspath(checkpoint_path) if checkpoint_path is not None else None
+        self.checkpoint_path = _check_checkpoint_path(checkpoint_path)
         self.evaluate_kwargs = {"use_tqdm": False, **(evaluate_kwargs or {})}
         if not isinstance(mapped_triples, torch.Tensor):
             kind = type(mapped_triples).__name__
@@ -185,9 +190,9 @@ class EarlyStopper:
         value = float(results.get_metric(self.metric))
         improved = self.is_improvement(value)
         if improved:
+            self._save_best_weights()  # first: a failed save leaves the previous best state untouched
             self.best_epoch, self.best_metric, self.best_results = epoch, value, results
             self.num_bad_evaluations = 0
-            self._save_best_weights()
         else:
             self.num_bad_evaluations += 1
         light = RankBasedMetricResults(data=results.data, ks=results.ks)
@@ -209,11 +214,25 @@ class EarlyStopper:
 
     # -- weights ----------------------------------------------------------------------------------------------
     def _save_best_weights(self) -> None:
+        """Keep the model's weights as the best ones; with a checkpoint path, atomically: they are written to a
+        temporary file in the same folder and renamed over the previous file only once complete, so an
+        interrupted or failed save (disk full, killed job) leaves the previous best weights in place."""
         state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
-        if self.checkpoint_path is not None:
-            torch.save(state, self.checkpoint_path)
-        else:
+        if self.checkpoint_path is None:
             self._best_state = state
+            return
+        folder = os.path.dirname(os.path.abspath(self.checkpoint_path))
+        handle, temporary = tempfile.mkstemp(prefix=".kgeval-best-", suffix=".tmp", dir=folder)
+        try:
+            with os.fdopen(handle, "wb") as file:
+                torch.save(state, file)
+                file.flush()
+                os.fsync(file.fileno())
+            os.replace(temporary, self.checkpoint_path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
+            raise
 
     def restore_best_weights(self) -> None:
         """Load the weights of the best evaluation into the model (bit for bit)."""
@@ -227,6 +246,25 @@ class EarlyStopper:
 
 
 # -- validation helpers -------------------------------------------------------------------------------------------
+def _check_checkpoint_path(path: str | os.PathLike[str] | None) -> str | None:
+    """The checkpoint path, checked now rather than at the first improvement: its folder exists and is writable,
+    and the path is not a folder."""
+    if path is None:
+        return None
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"checkpoint_path {path!r} is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"checkpoint_path {path!r}: the folder {folder!r} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(f"checkpoint_path {path!r}: cannot write in {folder!r} ({error})") from error
+    return path
+
+
 def _check_metric(metric: str, evaluator: Any) -> str:
     """The canonical ``side.rank_type.name`` of ``metric``; it must be reported by ``evaluator``."""
     parsed = parse_key(metric)

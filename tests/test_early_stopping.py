@@ -207,6 +207,37 @@ def test_checkpoint_path_restores_the_best_weights_bit_for_bit(problem, tmp_path
     assert _same_weights(model, snapshots[4])
 
 
+def test_a_failed_save_keeps_the_previous_best_weights_and_state(problem, tmp_path, monkeypatch):
+    """Disk full in the middle of a save: the previous best file survives whole, best_epoch stays where its weights
+    are, and no temporary file is left behind."""
+    path = tmp_path / "best.pt"
+    model, stopper = _stopper(problem, checkpoint_path=path, patience=5)
+    _, snapshots = _run(model, stopper, [1])  # epoch 1 is the best so far, saved
+    real_save = torch.save
+
+    def save_then_fail(obj, file, *args, **kwargs):
+        real_save(obj, file, *args, **kwargs)
+        file.truncate(10)  # half-written
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", save_then_fail)
+    model.set_epoch(3, 2)
+    with pytest.raises(OSError, match="No space left"):
+        stopper.should_stop(2)  # epoch 2 improves, its save fails
+    monkeypatch.setattr(torch, "save", real_save)
+    assert stopper.best_epoch == 1
+    assert sorted(item.name for item in tmp_path.iterdir()) == ["best.pt"]
+    stopper.restore_best_weights()
+    assert _same_weights(model, snapshots[1])
+
+
+@pytest.mark.parametrize("where", ["missing folder", "a folder"])
+def test_an_unusable_checkpoint_path_fails_at_construction(problem, tmp_path, where):
+    path = tmp_path / "no" / "such" / "best.pt" if where == "missing folder" else tmp_path
+    with pytest.raises(ValueError, match="checkpoint_path"):
+        _stopper(problem, checkpoint_path=path)
+
+
 def test_restore_best_weights_on_demand(problem):
     model, stopper = _stopper(problem, patience=3)
     _, snapshots = _run(model, stopper, [1, 3, 2])

@@ -96,8 +96,9 @@ def fingerprint(**inputs: Any) -> dict[str, Any]:
 class CollectiveCheck:
     """Context manager making every rank of ``group`` raise together when any rank fails inside it.
 
-    At exit every rank all-gathers (its error message or None, its fingerprint). A rank whose block raised
-    re-raises its own exception; the others raise :class:`DistributedEvaluationError` naming the failed rank(s).
+    At exit every rank all-gathers (its error message or None, its fingerprint). A rank whose block raised -- any
+    BaseException, KeyboardInterrupt included -- re-raises its own exception; the others raise
+    :class:`DistributedEvaluationError` naming the failed rank(s).
     When no rank failed but the fingerprints given to :meth:`expect_same` differ, every rank raises ValueError.
     With ``group=None`` it does nothing.
     """
@@ -117,8 +118,10 @@ class CollectiveCheck:
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> bool:
-        if self.group is None or (exc is not None and not isinstance(exc, Exception)):
-            return False  # single process, or KeyboardInterrupt & co.: nothing to agree on
+        if self.group is None:
+            return False
+        # any exception, KeyboardInterrupt & co. included, is exchanged: a rank that left without telling the
+        # others (its training loop may catch the interrupt and go on) would leave them waiting in a collective
         message = None if exc is None else f"{type(exc).__name__}: {exc}"
         statuses: list[Any] = [None] * dist.get_world_size(self.group)
         dist.all_gather_object(statuses, (message, self._fingerprint), group=self.group)

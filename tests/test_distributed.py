@@ -29,6 +29,7 @@ THREE_RANKS = [
     "disagree",
     "invalid_on_one_rank",
     "nan_in_one_share",
+    "interrupted_on_one_rank",
     "after_errors",
     "subgroup",
     "uneven_gather",
@@ -197,3 +198,15 @@ def test_checksum_sees_values_and_positions() -> None:
         "b": (((2, 3), checksum(triples)),),
         "c": 3,
     }
+
+
+def test_an_interrupted_rank_makes_the_others_fail_at_once(outcomes) -> None:
+    """A BaseException (KeyboardInterrupt caught by a training loop that stays alive) is exchanged like any error:
+    the other ranks raise well before the 30 s collective timeout instead of hanging in a collective."""
+    ranks = [value for _status, value in (outcome["interrupted_on_one_rank"] for outcome in outcomes[3])]
+    assert ranks[1][0] == "interrupted"
+    for rank in (0, 2):
+        status, kind, message, seconds = ranks[rank][0], ranks[rank][1], ranks[rank][2], ranks[rank][-1]
+        assert (status, kind) == ("error", "DistributedEvaluationError")
+        assert message == "distributed evaluation failed on another rank (rank 1: KeyboardInterrupt: )"
+        assert seconds < 20

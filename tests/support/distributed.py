@@ -113,6 +113,26 @@ def invalid_on_one_rank(rank: int | None) -> Any:
     return _evaluate(rank, RankBasedEvaluator(), TableModel(table), triples, additional_filter_triples=known)
 
 
+class InterruptedModel(TableModel):
+    """Raises KeyboardInterrupt when scoring tails: a Ctrl-C arriving in the middle of the loop."""
+
+    def score_t(self, hr_batch: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
+        raise KeyboardInterrupt
+
+
+def interrupted_on_one_rank(rank: int | None) -> Any:
+    """Rank 1 is interrupted (KeyboardInterrupt) and its training loop catches it and stays alive: the other
+    ranks must fail at once instead of waiting in a collective until the process group times out."""
+    graph, table = tie_heavy_case()
+    model = InterruptedModel(table) if rank == 1 else TableModel(table)
+    started = time.monotonic()
+    try:
+        outcome = _outcome(lambda: _evaluate(rank, RankBasedEvaluator(), model, graph.triples))
+    except KeyboardInterrupt:
+        outcome = ("interrupted",)
+    return (*outcome, time.monotonic() - started)
+
+
 def nan_in_one_share(rank: int | None) -> Any:
     triples, table = nan_case()
     return _evaluate(rank, RankBasedEvaluator(), TableModel(table), triples)
@@ -166,6 +186,7 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
         disagree,
         invalid_on_one_rank,
         nan_in_one_share,
+        interrupted_on_one_rank,
         opt_out,
         subgroup,
         uneven_gather,

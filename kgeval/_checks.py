@@ -22,12 +22,16 @@ if TYPE_CHECKING:
 
 
 def check_positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
-    """``value`` as an int >= 1 (bools rejected); None passes when ``allow_none``."""
+    """``value`` as an int >= 1 (Python or numpy integers; bools rejected); None passes when ``allow_none``."""
     if value is None and allow_none:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    try:
+        number = operator.index(value)
+    except TypeError:
+        number = None
+    if isinstance(value, bool | np.bool_) or number is None or number < 1:
         raise ValueError(f"{name} must be a positive integer{' or None' if allow_none else ''}, got {value!r}")
-    return int(value)
+    return int(number)
 
 
 def check_ks(ks: Any) -> tuple[int, ...]:
@@ -43,6 +47,8 @@ def check_ks(ks: Any) -> tuple[int, ...]:
 
 def check_targets(targets: Any) -> tuple[Target, ...]:
     """The ranking sides to evaluate, a non-empty subset of ("head", "tail") in that order."""
+    if not isinstance(targets, str | Iterable):
+        raise ValueError(f"targets must be a non-empty subset of {TARGETS}, got {targets!r}")
     values = (targets,) if isinstance(targets, str) else tuple(targets)
     unknown = [t for t in values if t not in TARGETS]
     if unknown or not values:
@@ -66,6 +72,8 @@ def check_triples(triples: Any, name: str, num_entities: int, num_relations: int
         raise TypeError(f"{name} must have an integer dtype, got {triples.dtype}")
     if triples.dim() != 2 or triples.shape[1] != 3:
         raise ValueError(f"{name} must have shape (n, 3), got {tuple(triples.shape)}")
+    if triples.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it holds no ids")
     triples = triples.long()
     entity_ids = triples[:, [0, 2]]
     bad = ((entity_ids < 0) | (entity_ids >= num_entities)).any(dim=1)
@@ -126,7 +134,13 @@ def check_num_entities(model: Any, num_entities: int | None) -> int:
 
 
 def check_device(device: Any, model_device: torch.device) -> None:
-    """PyKEEN's ``device`` argument: None or the model's own device (kgeval never moves a model)."""
+    """The model holds values (not on the meta device), and PyKEEN's ``device`` argument is None or the model's own
+    device (kgeval never moves a model)."""
+    if model_device.type == "meta":
+        raise ValueError(
+            "the model is on the meta device: its parameters hold no values; load its weights first "
+            "(e.g. model.load_state_dict(state, assign=True))"
+        )
     if device is None:
         return
     try:
@@ -158,14 +172,21 @@ def accepts_keyword(function: Any, keyword: str) -> bool:
     return keyword in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
 
 
+#: floating dtypes kgeval compares in directly; others (float8) are widened to float32 first, which is exact
+RANKED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
+
+
 def check_scores(scores: Any, expected_shape: tuple[int, int], method: str) -> torch.Tensor:
-    """A model's score output: a floating tensor of exactly ``expected_shape``."""
+    """A model's score output: a floating tensor of exactly ``expected_shape`` holding data (not on the meta
+    device); float8 scores come back as float32 (every float8 value is a float32 value: no rank changes)."""
     if not isinstance(scores, torch.Tensor) or not scores.dtype.is_floating_point:
         kind = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise TypeError(f"model.{method} must return a floating-point tensor, got {kind}")
     if tuple(scores.shape) != expected_shape:
         raise ValueError(f"model.{method} returned shape {tuple(scores.shape)}, expected {expected_shape}")
-    return scores
+    if scores.device.type == "meta":
+        raise ValueError(f"model.{method} returned scores on the meta device, which hold no values")
+    return scores if scores.dtype in RANKED_DTYPES else scores.float()
 
 
 def check_entity_ids(ids: Any, name: str, num_entities: int) -> torch.Tensor:

@@ -103,7 +103,11 @@ def load_checkpoint(
     except (RuntimeError, pickle.UnpicklingError, EOFError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        raise ValueError(f"{where} is not a kgeval checkpoint: {error}") from error
+        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ValueError(
+            f"{where} is not a kgeval checkpoint: {reason} (kgeval loads the files of save_checkpoint, e.g. "
+            "'kgeval demo --save-checkpoint PATH')"
+        ) from error
     if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{where} is not a kgeval checkpoint (expected format {CHECKPOINT_FORMAT!r})")
     model_class = BUILTIN_MODELS.get(document.get("model"))

@@ -7,6 +7,7 @@ function that runs it and returns the exit status. To add a command, write both 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -81,11 +82,9 @@ def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult, evaluate valid and test in the filtered setting, print the result tables."""
     from kgeval.datasets import load_dataset
 
-    try:
-        dataset = load_dataset(args.dataset)
-    except (FileNotFoundError, ValueError) as error:
-        print(f"kgeval demo: error: {error}", file=sys.stderr)
-        return 2
+    dataset = load_dataset(args.dataset)
+    if args.save_checkpoint:  # fail before training, not after
+        _check_writable(args.save_checkpoint)
 
     import torch
 
@@ -134,6 +133,13 @@ def _run_demo(args: argparse.Namespace) -> int:
         print(f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s ==")
         print(results)
     return 0
+
+
+def _check_writable(path: str) -> None:
+    """ValueError unless a file can be written at ``path`` (its folder exists and takes files)."""
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
+        raise ValueError(f"cannot write {path!r}: its folder does not exist or is not writable, or it is a folder")
 
 
 # -- strat ---------------------------------------------------------------------------------------------
@@ -224,7 +230,7 @@ def _run_strat(args: argparse.Namespace) -> int:
             for b_r in args.beta_r
         )
     except (FileNotFoundError, ValueError, ImportError) as error:
-        print(f"kgeval strat: error: {error}", file=sys.stderr)
+        print(f"kgeval strat: error: {_one_line(error)}", file=sys.stderr)
         return 2
     print(f"Stratified metrics ({args.rank_type} ranks; popularity counted on the {args.popularity} triples)")
     betas = dict.fromkeys(("beta_e", "beta_r"), "{:g}".format)
@@ -245,6 +251,13 @@ COMMANDS: dict[str, Command] = {
         run=_run_strat,
     ),
 }
+
+
+def _one_line(error: Exception) -> str:
+    """An error as one line: an OSError as "<reason>: <file>", anything else as its message."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.strerror}: {error.filename}"
+    return " ".join(str(error).split())
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -271,7 +284,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        The exit status (0 on success). Usage errors exit through argparse (status 2).
+        The exit status: 0 on success, 2 for bad input (a one-line ``kgeval <command>: error: ...`` on stderr:
+        corrupt data, empty splits, bad checkpoints or rank files, unwritable paths). Usage errors exit through
+        argparse (status 2).
     """
     args = build_parser().parse_args(argv)
-    return COMMANDS[args.command].run(args)
+    try:
+        return COMMANDS[args.command].run(args)
+    except (ValueError, TypeError, OSError) as error:  # bad data, checkpoints or paths: one line, no traceback
+        print(f"kgeval {args.command}: error: {_one_line(error)}", file=sys.stderr)
+        return 2

@@ -26,7 +26,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from kgeval._checks import accepts_keyword, check_scores
+from kgeval._checks import RANKED_DTYPES, accepts_keyword, check_scores
 from kgeval.integrations import scoring_view
 from kgeval.keys import Target
 
@@ -333,7 +333,9 @@ def _check_vectors(vectors: Any, shape: tuple[int, int | None], method: str) -> 
     if vectors.shape[0] != shape[0] or (shape[1] is not None and vectors.shape[1] != shape[1]):
         expected = (shape[0], "d" if shape[1] is None else shape[1])
         raise ValueError(f"model.{method} returned shape {tuple(vectors.shape)}, expected {expected}")
-    return vectors
+    if vectors.device.type == "meta":
+        raise ValueError(f"model.{method} returned a tensor on the meta device, which holds no values")
+    return vectors if vectors.dtype in RANKED_DTYPES else vectors.float()  # float8: widened exactly
 
 
 def model_device(model: Any) -> torch.device:

@@ -123,14 +123,34 @@ def check_filter_triples(
 
 
 def check_num_entities(model: Any, num_entities: int | None) -> int:
-    """The number of entities: the argument, else ``model.num_entities``."""
+    """The number of entities: the argument, else ``model.num_entities``; both must agree when both are given
+    (the model scores that many candidates)."""
+    declared = getattr(model, "num_entities", None)
+    if isinstance(declared, torch.Tensor):
+        declared = int(declared)
     if num_entities is None:
-        num_entities = getattr(model, "num_entities", None)
-        if num_entities is None:
+        if declared is None:
             raise ValueError("num_entities is not given and the model has no num_entities attribute")
+        return check_positive_int(declared, "model.num_entities")  # type: ignore[return-value]
     if isinstance(num_entities, torch.Tensor):
         num_entities = int(num_entities)
-    return check_positive_int(num_entities, "num_entities")  # type: ignore[return-value]
+    checked = check_positive_int(num_entities, "num_entities")
+    declared_count = _declared_count(declared)
+    if declared_count is not None and checked != declared_count:
+        raise ValueError(
+            f"num_entities={checked}, but the model has num_entities={declared_count}: its scores rank that many "
+            "candidates (leave num_entities out, or use restrict_entities_to to rank a subset)"
+        )
+    return checked  # type: ignore[return-value]
+
+
+def _declared_count(value: Any) -> int | None:
+    """A model's declared count as an int, or None when it declares none (or something that is not a count)."""
+    try:
+        count = operator.index(value)
+    except TypeError:
+        return None
+    return count if not isinstance(value, bool) else None
 
 
 def check_device(device: Any, model_device: torch.device) -> None:

@@ -76,6 +76,7 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--no-progress", action="store_true", help="hide the progress bars")
     add("--save-checkpoint", metavar="PATH", help="save the trained model there (see kgeval.checkpoint)")
+    add("--full", action="store_true", help="print every metric after the headline")
 
 
 def _run_demo(args: argparse.Namespace) -> int:
@@ -131,8 +132,18 @@ def _run_demo(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - start
         print()
         print(f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s ==")
-        print(results)
+        _print_results(results, args.full)
     return 0
+
+
+def _print_results(results: object, full: bool) -> None:
+    """The headline, and with ``full`` the table of every metric."""
+    print(results.summary())  # type: ignore[attr-defined]
+    if full:
+        print()
+        print(results.full_table())  # type: ignore[attr-defined]
+    else:
+        print(f"(--full lists all {len(results.data)} numbers)")  # type: ignore[attr-defined]
 
 
 def _check_writable(path: str) -> None:
@@ -238,12 +249,75 @@ def _run_strat(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- evaluate ------------------------------------------------------------------------------------------
+
+
+def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+    source = parser.add_mutually_exclusive_group()  # one is needed; _run_evaluate says so
+    source.add_argument("--checkpoint", metavar="PATH", help="a model saved by 'kgeval demo --save-checkpoint'")
+    source.add_argument(
+        "--ranks",
+        metavar="PATH",
+        help="a rank table (.csv, .csv.gz, .tsv, .parquet) with the columns head, relation, tail, side, optimistic, "
+        "pessimistic, num_candidates (e.g. results.ranks_df().to_csv(PATH, index=False))",
+    )
+    add = parser.add_argument
+    add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset a checkpoint is evaluated on")
+    add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
+    add("--ks", type=_int_at_least(1), nargs="+", default=[1, 3, 5, 10], help="k of hits@k (default: 1 3 5 10)")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--full", action="store_true", help="print every metric after the headline")
+    output.add_argument("--json", action="store_true", help="print every metric as one JSON object")
+    add("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _run_evaluate(args: argparse.Namespace) -> int:
+    """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
+    import json
+
+    from kgeval import RankBasedEvaluator, RankBasedMetricResults
+
+    if not (args.checkpoint or args.ranks):
+        raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
+    if args.ranks:
+        from kgeval.rank_files import read_ranks, records_from_frame
+
+        records = records_from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
+        if "num_candidates" not in records:
+            raise ValueError(f"rank table {args.ranks} needs a num_candidates column to compute every metric")
+        results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
+        title = f"== ranks of {args.ranks} =="
+    else:
+        from kgeval.checkpoint import load_checkpoint
+        from kgeval.datasets import load_dataset
+
+        dataset = load_dataset(args.dataset)
+        model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
+        evaluator = RankBasedEvaluator(ks=tuple(args.ks))
+        results = evaluator.evaluate(
+            model, use_tqdm=not args.no_progress and not args.json, **dataset.evaluation_kwargs(args.split)
+        )
+        known = "train + valid" if args.split == "valid" else "train + valid + test"
+        title = f"== {dataset.name} {args.split}, filtered by {known} =="
+    if args.json:
+        print(json.dumps(results.to_flat_dict()))
+    else:
+        print(title)
+        _print_results(results, args.full)
+    return 0
+
+
 #: The sub-commands, by name.
 COMMANDS: dict[str, Command] = {
     "demo": Command(
         help="train DistMult on a small dataset and print filtered valid / test metrics",
         add_arguments=_add_demo_arguments,
         run=_run_demo,
+    ),
+    "evaluate": Command(
+        help="print the metrics of a saved model on a dataset split, or of a rank table",
+        add_arguments=_add_evaluate_arguments,
+        run=_run_evaluate,
     ),
     "strat": Command(
         help="popularity-stratified hits@k and MRR (Mohamed et al. 2020) of a checkpoint or exported ranks",
@@ -260,12 +334,23 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
+def _version() -> str:
+    """The installed kgeval version (read without importing the package, so --help and --version stay fast)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("kgeval")
+    except PackageNotFoundError:  # a source checkout that is not installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``kgeval`` argument parser with one sub-parser per entry of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="kgeval",
         description="Rank-based link-prediction evaluation of knowledge-graph-embedding models.",
     )
+    parser.add_argument("--version", action="version", version=f"kgeval {_version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval import relations
+from kgeval import display, relations
 from kgeval._checks import check_ks, check_rank_records
 from kgeval.accumulators import MetricAccumulator
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
@@ -152,6 +152,11 @@ class RankBasedMetricResults:
                 f"(key {key!r})"
             )
         if (parsed.side, parsed.rank_type, parsed.name) not in self.data:
+            if info.needs_records and self.records is None:
+                raise KeyError(
+                    f"{format_key(parsed)} needs the per-task rank records, which this evaluation did not keep: "
+                    "evaluate with RankBasedEvaluator(keep_records=True) (the default)"
+                )
             reported = sorted({name for (_s, _r, name) in self.data})
             hint = close_matches(parsed.name, reported)
             extra = f"; reported names close to it: {', '.join(hint)}" if hint else ""
@@ -253,6 +258,22 @@ class RankBasedMetricResults:
         return json.dumps(document)
 
     @classmethod
+    def from_records(cls, records: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)) -> RankBasedMetricResults:
+        """Every metric computed from per-task records (e.g. a rank table read by
+        :func:`kgeval.rank_files.records_from_frame`, which must include ``num_candidates``); records checked.
+
+        Raises
+        ------
+        ValueError
+            For missing columns, invalid records, or records without any ranking task.
+        """
+        checked = _check_records(records)
+        accumulators = _accumulators_of(checked, check_ks(ks))
+        if not accumulators:
+            raise ValueError("the records hold no ranking task")
+        return cls.from_accumulators(accumulators, check_ks(ks))
+
+    @classmethod
     def from_json(cls, text: str) -> RankBasedMetricResults:
         """Results from :meth:`to_json` output, every entry checked; ValueError naming the entry otherwise.
 
@@ -321,31 +342,31 @@ class RankBasedMetricResults:
             self._require_records("per_category"), reference_triples, keys, self.ks, threshold
         )
 
-    # -- display ----------------------------------------------------------------------------------------------
-    def table(self) -> pd.DataFrame:
-        """Wide table: one row per metric, one column per (side, rank type) that was reported."""
-        frame = self._long_frame()
-        wide = frame.pivot_table(
-            index="metric", columns=["side", "rank_type"], values="value", sort=False, dropna=False
-        )
-        return wide
+    # -- display (logic in kgeval.display) --------------------------------------------------------------------
+    def summary(self) -> str:
+        """The headline: MRR, Hits@k for every k and MR of realistic ranks, both sides with head and tail beside
+        (the optimistic / pessimistic columns only where ties make them differ), in at most 80 columns."""
+        return display.headline(self.data, self.ks)
+
+    def table(self, rank_types: str | tuple[str, ...] = "all") -> pd.DataFrame:
+        """Every metric: one row per metric, one column per (side, rank type).
+
+        Parameters
+        ----------
+        rank_types : "all", "auto" or a tuple of rank types, default="all"
+            "auto" keeps the realistic columns and, per side, the optimistic and pessimistic ones only where ties
+            make them differ. ``print(results.full_table())`` shows it as text.
+        """
+        return display.wide_table(self.data, rank_types)
+
+    def full_table(self, rank_types: str | tuple[str, ...] = "auto") -> str:
+        """:meth:`table` as text: counts as integers, values with 4 decimals, NaN as '-'."""
+        return display.format_table(self.table(rank_types))
 
     def __str__(self) -> str:
-        frame = self._long_frame()
-        if frame.empty:
+        if not self.data:
             return "RankBasedMetricResults(no metrics)"
-        realistic = frame[frame.rank_type == "realistic"].pivot(index="metric", columns="side", values="value")
-        sides = [side for side in SIDES if side in realistic.columns]
-        realistic = realistic.reindex(index=list(dict.fromkeys(frame[frame.rank_type == "realistic"].metric)))
-        both = frame[frame.side == "both"].pivot(index="metric", columns="rank_type", values="value")
-        table = realistic[sides].copy()
-        table.columns = [f"{side} (realistic)" for side in sides]
-        for rank_type in ("optimistic", "pessimistic"):
-            if rank_type in both.columns:
-                table[f"both ({rank_type})"] = both[rank_type].reindex(table.index)
-        n = self.data.get(("both", "realistic", "count"), math.nan)
-        header = f"Rank-based metrics over {int(n) if not math.isnan(n) else '?'} ranking tasks"
-        return header + "\n" + table.to_string(float_format=lambda x: f"{x:.4f}", na_rep="-")
+        return f"{self.summary()}\n({len(self.data)} numbers in all: print(results.full_table()) lists every metric)"
 
     def __repr__(self) -> str:
         n = self.data.get(("both", "realistic", "count"), math.nan)
@@ -458,22 +479,27 @@ def _in_range(value: float, value_range: ValueRange) -> bool:
     return value in widened
 
 
-def _agree_with_records(results: RankBasedMetricResults, where: str) -> None:
-    """Every stored number equals the one its records give (to float rounding), so the document cannot say one
-    thing in its metrics and another in the records that per-relation views and statistics read."""
-    records = results.records
-    assert records is not None
+def _accumulators_of(records: Mapping[str, np.ndarray], ks: tuple[int, ...]) -> dict[str, MetricAccumulator]:
+    """One accumulator per target side present in checked records (columns :data:`RECORD_COLUMNS`)."""
     accumulators = {}
     for code, target in enumerate(TARGETS):
         chosen = records["side"] == code
         if chosen.any():
             column = {name: torch.from_numpy(np.ascontiguousarray(records[name][chosen])) for name in RECORD_COLUMNS}
-            accumulator = MetricAccumulator(ks=results.ks)
+            accumulator = MetricAccumulator(ks=ks)
             accumulator.update_unchecked(
                 column["optimistic"], column["pessimistic"], column["num_candidates"],
                 torch.stack([column["head"], column["relation"], column["tail"]], dim=1), column["task_index"],
             )  # fmt: skip
             accumulators[target] = accumulator
+    return accumulators
+
+
+def _agree_with_records(results: RankBasedMetricResults, where: str) -> None:
+    """Every stored number equals the one its records give (to float rounding), so the document cannot say one
+    thing in its metrics and another in the records that per-relation views and statistics read."""
+    assert results.records is not None
+    accumulators = _accumulators_of(results.records, results.ks)
     if not accumulators:
         return
     with warnings.catch_warnings():

@@ -40,6 +40,13 @@ class Comparison:
     n: int  #: number of paired evaluation triples (the resampling units)
     n_resamples: int
 
+    def __str__(self) -> str:
+        """One readable line, e.g. ``MRR(A) - MRR(B) = +0.0412 (95% CI [+0.0210, +0.0611]), p = 0.0001 ...``."""
+        return (
+            f"{self.key}: A - B = {self.difference:+.4f} ({self.level:.0%} CI [{self.low:+.4f}, {self.high:+.4f}]), "
+            f"p = {self.p_value:.4g} ({self.test}, {self.n:,} paired triples, {self.n_resamples:,} resamples)"
+        )
+
 
 @dataclass(frozen=True)
 class ConfidenceInterval:
@@ -52,6 +59,12 @@ class ConfidenceInterval:
     level: float
     n: int  #: number of evaluation triples (the resampling units)
     n_resamples: int
+
+    def __str__(self) -> str:
+        return (
+            f"{self.key} = {self.estimate:.4f} ({self.level:.0%} CI [{self.low:.4f}, {self.high:.4f}], "
+            f"{self.n:,} triples, {self.n_resamples:,} resamples)"
+        )
 
 
 # -- tests and intervals ------------------------------------------------------------------------------------

@@ -101,3 +101,25 @@ def test_strat_with_a_bad_checkpoint_is_one_line(tmp_path: Path, capsys: pytest.
     err = capsys.readouterr().err
     assert err.startswith("kgeval strat: error: ") and "is not a kgeval checkpoint" in err
     assert err.count("\n") == 1
+
+
+def test_a_metric_that_needs_records_says_so() -> None:
+    results = RankBasedEvaluator(keep_records=False).evaluate(TableModel(TABLE), GRAPH.triples, use_tqdm=False)
+    with pytest.raises(KeyError, match=r"needs the per-task rank records.*keep_records=True"):
+        results["median_rank"]
+
+
+def test_num_entities_that_disagrees_with_the_model_names_both() -> None:
+    with pytest.raises(ValueError, match=r"^num_entities=6, but the model has num_entities=8"):
+        evaluate(num_entities=6)
+
+
+def test_comparison_and_interval_read_as_one_line() -> None:
+    from kgeval.stats import compare
+
+    a = evaluate(TableModel(TABLE))
+    b = evaluate(TableModel(TABLE.flip(2)))
+    text = str(compare(a, b, "mrr", n_resamples=200))
+    assert text.startswith("both.realistic.inverse_harmonic_mean_rank: A - B = ")
+    assert "95% CI [" in text and "p = " in text and "\n" not in text
+    assert str(a.confidence_interval("mrr", n_resamples=200)).startswith("both.realistic.inverse_harmonic_mean_rank = ")

@@ -24,7 +24,7 @@ def test_quickstart_prints_rising_validation_mrr(capsys) -> None:
     mrrs = [float(line.split("MRR ")[1].split()[0]) for line in lines if line.startswith("epoch")]
     assert len(mrrs) == 5
     assert mrrs[-1] > mrrs[0]
-    assert any(line.startswith("Rank-based metrics over 1322 ranking tasks") for line in lines)
+    assert any(line.startswith("1,322 ranking tasks (661 head, 661 tail)") for line in lines)
 
 
 def test_train_with_early_stopping_runs_and_restores_the_best_epoch(capsys: pytest.CaptureFixture[str]) -> None:

@@ -93,9 +93,9 @@ def test_from_json_rejects_other_documents(text: str, message: str) -> None:
     assert str(info.value) == message
 
 
-def test_str_is_a_readable_table(results) -> None:
+def test_str_is_the_headline(results) -> None:
     text = str(results)
-    assert text.startswith("Rank-based metrics over 40 ranking tasks\n")
-    assert "inverse_harmonic_mean_rank" in text and "both (pessimistic)" in text
+    assert text.startswith("40 ranking tasks (20 head, 20 tail), realistic ranks\n")
     assert f"{results.get_metric('mrr'):.4f}" in text
+    assert "print(results.full_table())" in text
     assert "mrr=" in repr(results)

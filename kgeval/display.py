@@ -1,0 +1,127 @@
+"""How results read on a terminal: a headline block of the numbers papers report, and the full metric table.
+
+Functions of a results object's ``data`` ((side, rank type, key) -> value) and ``ks``; the results class calls them
+from ``__str__`` and ``table``. Nothing here computes a metric.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import pandas as pd
+
+from kgeval.keys import RANK_TYPES, SIDES
+
+#: side columns of the headline, in this order
+HEADLINE_SIDES = ("both", "head", "tail")
+
+
+def headline_rows(ks: tuple[int, ...]) -> list[tuple[str, str]]:
+    """(label, metric key) of the headline: MRR, Hits@k for every k, MR."""
+    hits = [(f"Hits@{k}", f"hits_at_{k}") for k in ks]
+    return [("MRR", "inverse_harmonic_mean_rank"), *hits, ("MR", "arithmetic_mean_rank")]
+
+
+def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) -> str:
+    """The numbers every paper reports, realistic ranks, both sides pooled with head and tail beside, in at most 80
+    columns; optimistic / pessimistic columns for ``both`` only where ties make them differ.
+
+    >>> print(headline({(s, r, k): 0.5 for s in SIDES for r in RANK_TYPES
+    ...                 for k in ("count", "inverse_harmonic_mean_rank", "hits_at_1", "arithmetic_mean_rank")}, (1,)))
+    0 ranking tasks (0 head, 0 tail), realistic ranks
+                both      head      tail
+    MRR       0.5000    0.5000    0.5000
+    Hits@1    0.5000    0.5000    0.5000
+    MR          0.50      0.50      0.50
+    """
+    rows = [(label, key) for label, key in headline_rows(ks) if ("both", "realistic", key) in data]
+    sides = [side for side in HEADLINE_SIDES if (side, "realistic", "count") in data]
+    ties = any(
+        not _same(data.get(("both", "optimistic", key), math.nan), data.get(("both", "pessimistic", key), math.nan))
+        for _label, key in rows
+    )
+    columns = [(side, "realistic", side) for side in sides]
+    if ties:
+        columns += [("both", "optimistic", "optimistic"), ("both", "pessimistic", "pessimistic")]
+    counts = {side: int(data.get((side, "realistic", "count"), 0)) for side in sides}
+    parts = [f"{counts[side]:,} {side}" for side in ("head", "tail") if side in counts]
+    total = f"{counts.get('both', sum(counts.values())):,} ranking tasks"
+    lines = [f"{total} ({', '.join(parts)}), realistic ranks" if parts else f"{total}, realistic ranks"]
+    lines.append(" " * 8 + "".join(f"{title:>{_width(title)}}" for _s, _r, title in columns))
+    for label, key in rows:
+        cells = "".join(
+            f"{_number(data.get((side, rank_type, key), math.nan), key):>{_width(title)}}"
+            for side, rank_type, title in columns
+        )
+        lines.append(f"{label:<8}{cells}")
+    if ties:
+        lines.append("optimistic / pessimistic: both sides, ties broken for / against the true answer")
+    return "\n".join(lines)
+
+
+def wide_table(data: Mapping[tuple[str, str, str], float], rank_types: str | tuple[str, ...] = "auto") -> pd.DataFrame:
+    """Every metric, one row each, one column per (side, rank type).
+
+    Parameters
+    ----------
+    data : mapping of (side, rank_type, key) to float
+    rank_types : "auto", "all" or a tuple of rank types, default="auto"
+        "auto": realistic for every side, plus the optimistic and pessimistic columns of a side where some metric
+        differs between them (ties); "all": every reported rank type.
+    """
+    frame = pd.DataFrame(
+        [(side, rank_type, key, value) for (side, rank_type, key), value in data.items()],
+        columns=["side", "rank_type", "metric", "value"],
+    )
+    wide = frame.pivot_table(index="metric", columns=["side", "rank_type"], values="value", sort=False, dropna=False)
+    order = [(side, rank_type) for side in SIDES for rank_type in RANK_TYPES if (side, rank_type) in wide.columns]
+    wide = wide[order]
+    if rank_types == "all":
+        return wide
+    if rank_types == "auto":
+        keep = [(side, "realistic") for side in SIDES if (side, "realistic") in wide.columns]
+        for side in SIDES:
+            if (side, "optimistic") in wide.columns and not _frames_equal(
+                wide[(side, "optimistic")], wide[(side, "pessimistic")]
+            ):
+                keep += [(side, "optimistic"), (side, "pessimistic")]
+        return wide[[column for column in order if column in keep]]
+    unknown = [rank_type for rank_type in rank_types if rank_type not in RANK_TYPES]
+    if unknown or isinstance(rank_types, str):
+        raise ValueError(f"rank_types must be 'auto', 'all' or a tuple of {RANK_TYPES}, got {rank_types!r}")
+    return wide[[column for column in order if column[1] in rank_types]]
+
+
+def format_table(wide: pd.DataFrame) -> str:
+    """A wide table as text: counts as integers, other values with 4 decimals, no negative zero, NaN as '-'."""
+    text = wide.copy().astype(object)
+    for metric in text.index:
+        text.loc[metric] = [_number(value, str(metric), decimals=4) for value in wide.loc[metric]]
+    text.columns = [f"{side}.{rank_type}" for side, rank_type in wide.columns]
+    return text.to_string()
+
+
+def _number(value: float, key: str, decimals: int | None = None) -> str:
+    """One value as printed: ``count`` as an integer, mean ranks with 2 decimals in the headline, else 4."""
+    if isinstance(value, float) and math.isnan(value):
+        return "-"
+    if key == "count":
+        return f"{int(value):,}"
+    if decimals is None:
+        decimals = 2 if key == "arithmetic_mean_rank" else 4
+    text = f"{value:.{decimals}f}"
+    return text[1:] if text.startswith("-") and float(text) == 0 else text  # no "-0.0000"
+
+
+def _width(title: str) -> int:
+    return max(10, len(title) + 2)
+
+
+def _same(a: float, b: float) -> bool:
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+def _frames_equal(a: Any, b: Any) -> bool:
+    return all(_same(float(x), float(y)) for x, y in zip(a, b, strict=True))

@@ -1,8 +1,10 @@
 """Link-prediction datasets: labelled triples in TSV files, mapped to integer ids.
 
 A dataset is a folder with three files, ``train``, ``valid`` and ``test``, each one triple per line as
-``head<TAB>relation<TAB>tail`` (string labels, no header), plain or gzip-compressed. Ids are assigned by
-sorted label over the union of the three splits, so the same files always give the same ids.
+``head<TAB>relation<TAB>tail`` (string labels; another separator and a header line on request or detected),
+plain or gzip-compressed; or three tables of labels in memory (:func:`load_labelled_triples`). Ids are assigned by
+sorted label over the union of the three splits, so the same files always give the same ids, unless a vocabulary
+is given (:mod:`kgeval.labelled` holds the mapping rules, labels unseen in train included).
 
 Three small datasets ship with kgeval (:data:`SHIPPED_DATASETS`: UMLS, Kinship, Nations; see the ``SOURCE.md``
 beside each). Larger benchmarks (FB15k-237, WN18RR, CoDEx, ...) are read from a shared data folder when one is
@@ -16,19 +18,22 @@ import gzip
 import importlib.resources
 import os
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
+from typing import Any, Literal
 
-import numpy as np
 import torch
+
+from kgeval.labelled import LabelledSplit, Unseen, is_header, map_splits, split_from_table
 
 __all__ = [
     "SHIPPED_DATASETS",
     "SPLITS",
     "TriplesDataset",
     "load_dataset",
+    "load_labelled_triples",
     "load_shipped_dataset",
     "load_tsv_dataset",
     "shared_data_dir",
@@ -134,22 +139,43 @@ class TriplesDataset:
         )
 
 
-def load_tsv_dataset(path: str | os.PathLike[str], name: str | None = None) -> TriplesDataset:
-    """Read a dataset folder of labelled TSV triples.
+def load_tsv_dataset(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    sep: str = "\t",
+    header: bool | Literal["auto"] = "auto",
+    unseen: Unseen = "warn",
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+) -> TriplesDataset:
+    """Read a dataset folder of labelled triples.
 
     Parameters
     ----------
     path : str or path-like
         Folder holding one file per split, each named ``<split>.txt``, ``<split>.txt.gz``, ``<split>.tsv`` or
         ``<split>.tsv.gz`` (``.gz`` files are gzip-compressed). Every non-empty line is
-        ``head<TAB>relation<TAB>tail``; empty lines are skipped.
+        ``head<sep>relation<sep>tail``; empty lines are skipped.
     name : str, default=None
         Dataset name; defaults to the folder name.
+    sep : str, default="\t"
+        The field separator.
+    header : bool or "auto", default="auto"
+        Whether each file's first line is a header. "auto" skips a first line that reads like one
+        (``head relation tail``, ``subject predicate object``, ``h r t``, ... in any case).
+    unseen : {"warn", "keep", "drop"}, default="warn"
+        Valid / test triples whose entities or relations never occur in train: kept with an
+        :class:`~kgeval.labelled.UnseenLabelsWarning` counting them, kept silently, or dropped (PyKEEN's behaviour;
+        ids then come from the train labels only).
+    entity_to_id, relation_to_id : mapping of str to int, optional
+        Use these ids (e.g. a PyKEEN ``TriplesFactory``'s, to evaluate a model trained on it); a label outside them
+        is a ValueError naming the file and line.
 
     Returns
     -------
     TriplesDataset
-        Ids assigned by sorted label over the union of the three splits.
+        Ids assigned by sorted label over the union of the three splits, unless given.
 
     Raises
     ------
@@ -170,7 +196,52 @@ def load_tsv_dataset(path: str | os.PathLike[str], name: str | None = None) -> T
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
-    return _load_folder(folder, display=str(folder), name=folder.name if name is None else name)
+    options = _ReadOptions(sep, header)
+    splits = {split: _read_split(folder, split, str(folder), options) for split in SPLITS}
+    return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id)
+
+
+def load_labelled_triples(
+    train: Any,
+    valid: Any,
+    test: Any,
+    name: str = "labelled",
+    *,
+    unseen: Unseen = "warn",
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+) -> TriplesDataset:
+    """A dataset from labelled triples in memory: DataFrames (columns ``head``, ``relation``, ``tail``, or the
+    first three) or (n, 3) arrays / lists of string labels, one per split.
+
+    ``unseen``, ``entity_to_id`` and ``relation_to_id`` as in :func:`load_tsv_dataset`.
+
+    Examples
+    --------
+    >>> ds = load_labelled_triples([["a", "likes", "b"], ["b", "likes", "c"]], [["a", "likes", "c"]], [])
+    >>> ds.entity_to_id, ds.valid.tolist()
+    ({'a': 0, 'b': 1, 'c': 2}, [[0, 0, 2]])
+    """
+    splits = {split: split_from_table(table, split) for split, table in zip(SPLITS, (train, valid, test), strict=True)}
+    return _dataset(splits, name, unseen, entity_to_id, relation_to_id)
+
+
+def _dataset(
+    splits: Mapping[str, LabelledSplit],
+    name: str,
+    unseen: Unseen,
+    entity_to_id: Mapping[str, int] | None,
+    relation_to_id: Mapping[str, int] | None,
+) -> TriplesDataset:
+    mapped, entity_ids, relation_ids = map_splits(splits, unseen, entity_to_id, relation_to_id)
+    return TriplesDataset(
+        name=name,
+        train=mapped["train"],
+        valid=mapped["valid"],
+        test=mapped["test"],
+        entity_to_id=entity_ids,
+        relation_to_id=relation_ids,
+    )
 
 
 def load_shipped_dataset(name: str = "umls") -> TriplesDataset:
@@ -257,34 +328,19 @@ def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
 
 
 def _load_folder(folder: Path | Traversable, display: str, name: str) -> TriplesDataset:
-    """Read the three splits of ``folder`` (a Path or a package resource) and map labels to ids."""
-    labelled = {split: _read_split(folder, split, display) for split in SPLITS}
-    entities: set[str] = set()
-    relations: set[str] = set()
-    for heads, rels, tails in labelled.values():
-        entities.update(heads, tails)
-        relations.update(rels)
-    entity_to_id = {label: i for i, label in enumerate(sorted(entities))}
-    relation_to_id = {label: i for i, label in enumerate(sorted(relations))}
-    mapped = {}
-    for split, (heads, rels, tails) in labelled.items():
-        columns = [
-            np.fromiter(map(lookup.__getitem__, labels), dtype=np.int64, count=len(labels))
-            for lookup, labels in ((entity_to_id, heads), (relation_to_id, rels), (entity_to_id, tails))
-        ]
-        mapped[split] = torch.from_numpy(np.stack(columns, axis=1)).reshape(-1, 3)
-    return TriplesDataset(
-        name=name,
-        train=mapped["train"],
-        valid=mapped["valid"],
-        test=mapped["test"],
-        entity_to_id=entity_to_id,
-        relation_to_id=relation_to_id,
-    )
+    """Read the three splits of a shipped dataset (a package resource) and map labels to ids."""
+    splits = {split: _read_split(folder, split, display, _ReadOptions()) for split in SPLITS}
+    return _dataset(splits, name, "warn", None, None)
 
 
-def _read_split(folder: Path | Traversable, split: str, display: str) -> tuple[list[str], list[str], list[str]]:
-    """Read one split as (heads, relations, tails) label lists; see :func:`load_tsv_dataset` for the rules."""
+@dataclass(frozen=True)
+class _ReadOptions:
+    sep: str = "\t"
+    header: bool | Literal["auto"] = "auto"
+
+
+def _read_split(folder: Path | Traversable, split: str, display: str, options: _ReadOptions) -> LabelledSplit:
+    """Read one split's labels; see :func:`load_tsv_dataset` for the rules."""
     names = [pattern.format(split=split) for pattern in _FILE_PATTERNS]
     found = [file_name for file_name in names if folder.joinpath(file_name).is_file()]
     if not found:
@@ -292,26 +348,31 @@ def _read_split(folder: Path | Traversable, split: str, display: str) -> tuple[l
     if len(found) > 1:
         raise ValueError(f"more than one {split} file in {display!r}: {', '.join(found)}; keep one")
     file_name = found[0]
-    heads: list[str] = []
-    relations: list[str] = []
-    tails: list[str] = []
     where = f"{display}/{file_name}"
+    labels = LabelledSplit([], [], [], [])
+    first = True
     for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
         line = line.rstrip("\r\n")
         if not line:
             continue
-        fields = line.split("\t")
+        fields = line.split(options.sep)
+        if first and (options.header is True or (options.header == "auto" and len(fields) == 3 and is_header(fields))):
+            first = False
+            continue
+        first = False
         if len(fields) != 3:
+            separated = "tab-separated" if options.sep == "\t" else f"{options.sep!r}-separated"
             raise ValueError(
-                f"{where} line {line_number}: expected 3 tab-separated fields (head, relation, tail), got {len(fields)}"
+                f"{where} line {line_number}: expected 3 {separated} fields (head, relation, tail), got {len(fields)}"
             )
         if not all(fields):
             empty = [name for name, field in zip(("head", "relation", "tail"), fields, strict=True) if not field]
             raise ValueError(f"{where} line {line_number}: empty {', '.join(empty)} label")
-        heads.append(fields[0])
-        relations.append(fields[1])
-        tails.append(fields[2])
-    return heads, relations, tails
+        labels.heads.append(fields[0])
+        labels.relations.append(fields[1])
+        labels.tails.append(fields[2])
+        labels.origins.append(f"{where} line {line_number}")
+    return labels
 
 
 def _iter_lines(resource: Path | Traversable, compressed: bool, where: str) -> Iterator[tuple[int, str]]:

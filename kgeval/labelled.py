@@ -1,0 +1,178 @@
+"""From labelled triples to ids: one set of rules for files (kgeval.datasets) and in-memory tables.
+
+Ids come from a given vocabulary (``entity_to_id`` / ``relation_to_id``, e.g. a PyKEEN TriplesFactory's, so ids
+line up with a trained model; a label outside it is an error) or else by sorted label. Labels that occur in
+valid / test but never in train get no trained embedding; what happens to their triples is the caller's choice
+(``unseen``): kept with a warning that counts them (default), kept silently, or dropped as PyKEEN does.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+
+#: what to do with valid / test triples whose labels never occur in train
+Unseen = Literal["warn", "keep", "drop"]
+UNSEEN_CHOICES: tuple[str, ...] = ("warn", "keep", "drop")
+
+#: header lines recognised by ``header="auto"`` (compared case-insensitively)
+KNOWN_HEADERS: frozenset[tuple[str, str, str]] = frozenset(
+    {
+        ("head", "relation", "tail"),
+        ("subject", "predicate", "object"),
+        ("h", "r", "t"),
+        ("source", "relation", "target"),
+        ("head_label", "relation_label", "tail_label"),
+        ("head", "rel", "tail"),
+    }
+)
+
+
+class UnseenLabelsWarning(UserWarning):
+    """Valid / test triples use entities or relations that never occur in the training triples."""
+
+
+@dataclass
+class LabelledSplit:
+    """One split's labels: three parallel lists, and where each row came from (for error messages)."""
+
+    heads: list[str]
+    relations: list[str]
+    tails: list[str]
+    origins: list[str]  #: e.g. "data/valid.txt line 7" or "valid row 3"
+
+
+def is_header(fields: Sequence[str]) -> bool:
+    """Whether three fields look like a header line (``head relation tail`` and the like)."""
+    return tuple(field.strip().lower() for field in fields) in KNOWN_HEADERS
+
+
+def split_from_table(table: Any, name: str) -> LabelledSplit:
+    """A split from a DataFrame (columns head / relation / tail, or the first three) or an (n, 3) array of labels."""
+    if isinstance(table, pd.DataFrame):
+        named = [column for column in ("head", "relation", "tail") if column in table.columns]
+        frame = table[named] if len(named) == 3 else table.iloc[:, :3]
+        if frame.shape[1] != 3:
+            raise ValueError(f"{name}: a table of triples needs 3 columns (head, relation, tail), got {table.shape[1]}")
+        rows = frame.to_numpy()
+    else:
+        rows = np.asarray(table, dtype=object)
+        if rows.ndim != 2 or rows.shape[1] != 3:
+            raise ValueError(f"{name}: labelled triples must have shape (n, 3), got {rows.shape}")
+    for index, row in enumerate(rows):
+        for field, value in zip(("head", "relation", "tail"), row, strict=True):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} row {index}: the {field} label must be a non-empty string, got {value!r}")
+    columns = [list(column) for column in zip(*rows, strict=True)] if len(rows) else [[], [], []]
+    return LabelledSplit(*columns, origins=[f"{name} row {index}" for index in range(len(rows))])
+
+
+def map_splits(
+    splits: Mapping[str, LabelledSplit],
+    unseen: Unseen = "warn",
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+) -> tuple[dict[str, torch.Tensor], dict[str, int], dict[str, int]]:
+    """Map labelled splits (``train`` first) to (n, 3) LongTensors of ids.
+
+    Returns
+    -------
+    mapped : dict of split name to LongTensor of shape (n, 3)
+    entity_to_id, relation_to_id : dict of str to int
+        The given vocabularies, or sorted labels (of train only when ``unseen="drop"``).
+
+    Raises
+    ------
+    ValueError
+        For an unknown ``unseen`` choice, or a label outside a given vocabulary (naming where it came from).
+    """
+    if unseen not in UNSEEN_CHOICES:
+        raise ValueError(f"unseen must be one of {UNSEEN_CHOICES}, got {unseen!r}")
+    train = splits["train"]
+    seen_entities, seen_relations = set(train.heads) | set(train.tails), set(train.relations)
+    kept = {name: _drop_unseen(split, seen_entities, seen_relations) if unseen == "drop" and name != "train"
+            else split for name, split in splits.items()}  # fmt: skip
+    if unseen == "warn":
+        _warn_about_unseen(splits, seen_entities, seen_relations)
+    if unseen == "drop":
+        for name, split in splits.items():
+            if len(kept[name].heads) < len(split.heads):
+                warnings.warn(
+                    f"{name}: dropped {len(split.heads) - len(kept[name].heads)} of {len(split.heads)} triples "
+                    "whose entities or relations never occur in train (as PyKEEN does)",
+                    UnseenLabelsWarning,
+                    stacklevel=4,  # the caller of load_tsv_dataset / load_labelled_triples
+                )
+    entities = {label for split in kept.values() for label in (*split.heads, *split.tails)}
+    relations = {label for split in kept.values() for label in split.relations}
+    entity_ids = dict(entity_to_id) if entity_to_id is not None else _sorted_ids(entities)
+    relation_ids = dict(relation_to_id) if relation_to_id is not None else _sorted_ids(relations)
+    mapped = {name: _ids(split, entity_ids, relation_ids) for name, split in kept.items()}
+    return mapped, entity_ids, relation_ids
+
+
+def _sorted_ids(labels: set[str]) -> dict[str, int]:
+    return {label: index for index, label in enumerate(sorted(labels))}
+
+
+def _ids(split: LabelledSplit, entity_ids: Mapping[str, int], relation_ids: Mapping[str, int]) -> torch.Tensor:
+    """The split as a LongTensor (n, 3); ValueError naming the first label outside the vocabularies."""
+    columns = []
+    for labels, vocabulary, kind in (
+        (split.heads, entity_ids, "entity"),
+        (split.relations, relation_ids, "relation"),
+        (split.tails, entity_ids, "entity"),
+    ):
+        try:
+            columns.append(np.fromiter(map(vocabulary.__getitem__, labels), dtype=np.int64, count=len(labels)))
+        except KeyError as error:
+            row = next(index for index, label in enumerate(labels) if label not in vocabulary)
+            raise ValueError(
+                f"{split.origins[row]}: {kind} label {labels[row]!r} is not in the given {kind}_to_id"
+            ) from error
+    return torch.from_numpy(np.stack(columns, axis=1)).reshape(-1, 3)
+
+
+def _drop_unseen(split: LabelledSplit, entities: set[str], relations: set[str]) -> LabelledSplit:
+    keep = [
+        index
+        for index, (head, relation, tail) in enumerate(zip(split.heads, split.relations, split.tails, strict=True))
+        if head in entities and tail in entities and relation in relations
+    ]
+    return LabelledSplit(
+        [split.heads[i] for i in keep],
+        [split.relations[i] for i in keep],
+        [split.tails[i] for i in keep],
+        [split.origins[i] for i in keep],
+    )
+
+
+def _warn_about_unseen(splits: Mapping[str, LabelledSplit], entities: set[str], relations: set[str]) -> None:
+    """One warning counting the valid / test triples, entities and relations never seen in train."""
+    parts = []
+    for name, split in splits.items():
+        if name == "train":
+            continue
+        new_entities = (set(split.heads) | set(split.tails)) - entities
+        new_relations = set(split.relations) - relations
+        triples = sum(
+            head in new_entities or tail in new_entities or relation in new_relations
+            for head, relation, tail in zip(split.heads, split.relations, split.tails, strict=True)
+        )
+        if triples:
+            parts.append(
+                f"{name}: {triples} triples with {len(new_entities)} entities and {len(new_relations)} relations"
+            )
+    if parts:
+        warnings.warn(
+            f"labels that never occur in train (their embeddings are untrained): {'; '.join(parts)}. Kept; pass "
+            "unseen='drop' to drop those triples (PyKEEN's behaviour) or unseen='keep' to keep them silently",
+            UnseenLabelsWarning,
+            stacklevel=5,  # the caller of load_tsv_dataset / load_labelled_triples
+        )

@@ -5,22 +5,53 @@ compiled machine code on disk (``cache=True`` needs a module-level function): a 
 of a second instead of compiling it again.
 
 Threading layer: unless the user chose one (``NUMBA_THREADING_LAYER``), numba is asked for a fork-safe layer --
-TBB where the ``tbb`` package is installed (a dependency on x86-64), otherwise OpenMP off Linux or numba's own
-work queue. Numba's default would take GNU OpenMP on Linux, after which every fork()ed child that counts
-(a DataLoader worker, a multiprocessing pool) is killed ("fork() called from a process already using GNU
+TBB where the ``tbb`` package is installed (a dependency on x86-64; its library is preloaded, since a virtual
+environment keeps it off the loader's path), otherwise OpenMP off Linux or numba's own work queue. Numba's
+default would take GNU OpenMP on Linux, after which every fork()ed child that counts (a DataLoader worker, a
+multiprocessing pool) is killed ("fork() called from a process already using GNU
 OpenMP"). The work queue is not thread-safe; kgeval.kernels serialises its calls.
 """
 
 from __future__ import annotations
 
+import ctypes
+import importlib.metadata
 import os
 
 import numba
 import numpy as np
 from numba import njit, prange
 
+#: the TBB runtime numba's TBB layer links against, as the tbb wheel names it on each platform
+_TBB_LIBRARIES = frozenset({"libtbb.so.12", "libtbb.12.dylib", "tbb12.dll"})
+
+
+def _preload_tbb() -> bool:
+    """Load the tbb wheel's runtime library globally, so that numba's TBB layer finds it.
+
+    The wheel installs ``libtbb.so.12`` into ``<environment>/lib``, which the dynamic loader does not search in a
+    plain virtual environment: numba's TBB layer then fails to load and numba quietly falls back to another layer.
+    Loaded first (by its full path, symbols global), the library satisfies numba's dependency by its soname.
+    Returns whether it was loaded.
+    """
+    try:
+        files = importlib.metadata.files("tbb") or []
+    except importlib.metadata.PackageNotFoundError:
+        return False
+    for file in files:
+        if file.name in _TBB_LIBRARIES:
+            try:
+                ctypes.CDLL(str(file.locate()), mode=getattr(ctypes, "RTLD_GLOBAL", 0))
+                return True
+            except OSError:
+                continue
+    return False
+
+
 if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"  # read when numba first starts its threads
+if numba.config.THREADING_LAYER in ("forksafe", "tbb"):
+    _preload_tbb()
 
 
 @njit(parallel=True, cache=True, nogil=True, error_model="numpy")

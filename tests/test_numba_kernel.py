@@ -63,3 +63,26 @@ def test_threads_can_count_at_once() -> None:
         thread.join()
     assert sorted(got) == [0, 1, 2, 3]
     assert all(result == expected[seed] for seed, results in got.items() for result in results)
+
+
+def test_numba_runs_the_threading_layer_kgeval_asked_for() -> None:
+    """In a fresh process (the layer is chosen once per process): with the tbb package installed, numba must run
+    TBB -- the wheel puts libtbb outside the loader's path in a virtual environment, so kgeval preloads it."""
+    import importlib.metadata
+    import subprocess
+    import sys
+
+    try:
+        importlib.metadata.distribution("tbb")
+    except importlib.metadata.PackageNotFoundError:
+        pytest.skip("the tbb package is not installed here (a dependency on x86-64 only)")
+    code = (
+        "import numba, torch\n"
+        "from kgeval.kernels import count_tile\n"
+        "count_tile(torch.zeros(3, 5), torch.zeros(3), 'numba')\n"
+        "print(numba.config.THREADING_LAYER, numba.threading_layer())\n"
+    )
+    environment = {key: value for key, value in __import__("os").environ.items() if key != "NUMBA_THREADING_LAYER"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=environment)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["forksafe", "tbb"]

@@ -409,7 +409,11 @@ class RankBasedEvaluator:
 
 
 def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The progress bar's keyword arguments: kgeval's defaults, overridden by the caller's ``tqdm_kwargs``."""
-    settings: dict[str, Any] = {"unit": "task", "desc": "Evaluating", "disable": not use_tqdm, "leave": False}
+    """The progress bar's keyword arguments: kgeval's defaults, overridden by the caller's ``tqdm_kwargs``.
+
+    With ``use_tqdm`` the bar shows on a terminal only (tqdm's ``disable=None``): written to a log file or a pipe,
+    its carriage-return updates would run into the next line. ``leave=False`` clears it when done."""
+    settings: dict[str, Any] = {"unit": "task", "desc": "Evaluating", "disable": None if use_tqdm else True}
+    settings["leave"] = False
     settings.update(tqdm_kwargs or {})
     return settings

@@ -76,7 +76,8 @@ def train_model(
     was_training = model.training
     model.train()
     losses: list[float] = []
-    epochs = tqdm(range(num_epochs), desc="Training", unit="epoch", disable=not use_tqdm)
+    # a terminal only (disable=None): in a log file the bar's carriage-return updates would run into other lines
+    epochs = tqdm(range(num_epochs), desc="Training", unit="epoch", disable=None if use_tqdm else True)
     try:
         for _ in epochs:
             losses.append(_run_epoch(model, triples, optimizer, batch_size, num_negatives, generator))

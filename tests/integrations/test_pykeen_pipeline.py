@@ -114,7 +114,7 @@ def test_pykeens_keyword_arguments_are_accepted(nations: Nations, model: DistMul
         slice_size=5,
         device=model.device,
         use_tqdm=True,
-        tqdm_kwargs={"desc": "validation pass", "file": stream},
+        tqdm_kwargs={"desc": "validation pass", "file": stream, "disable": False},  # a StringIO is no terminal
         restrict_entities_to=None,
         restrict_relations_to=None,
         do_time_consuming_checks=False,

@@ -122,15 +122,23 @@ def check_filter_triples(
     ]
 
 
+#: where libraries keep a model's number of entities: kgeval and PyKEEN, PyTorch Geometric, TorchKGE
+ENTITY_COUNT_ATTRIBUTES = ("num_entities", "num_nodes", "n_ent")
+
+
 def check_num_entities(model: Any, num_entities: int | None) -> int:
     """The number of entities: the argument, else ``model.num_entities``; both must agree when both are given
     (the model scores that many candidates)."""
-    declared = getattr(model, "num_entities", None)
+    declared = next(
+        (getattr(model, name) for name in ENTITY_COUNT_ATTRIBUTES if getattr(model, name, None) is not None), None
+    )
     if isinstance(declared, torch.Tensor):
         declared = int(declared)
     if num_entities is None:
         if declared is None:
-            raise ValueError("num_entities is not given and the model has no num_entities attribute")
+            raise ValueError(
+                "num_entities is not given and the model has no num_entities (num_nodes, n_ent) attribute"
+            )
         return check_positive_int(declared, "model.num_entities")  # type: ignore[return-value]
     if isinstance(num_entities, torch.Tensor):
         num_entities = int(num_entities)
@@ -175,12 +183,18 @@ def check_device(device: Any, model_device: torch.device) -> None:
         )
 
 
-def check_model(model: Any, targets: Sequence[Target]) -> None:
-    """The model exposes the scoring method of every requested target."""
+def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = False) -> None:
+    """The model exposes the scoring method of every requested target, unless it is scored triple by triple
+    (``scores_triples``: a ``score_fn``, ``score_hrt`` or ``forward(h, r, t)``)."""
+    if scores_triples:
+        return
     for target in targets:
         method = "score_t" if target == "tail" else "score_h"
         if not callable(getattr(model, method, None)):
-            raise TypeError(f"the model must have a callable {method}(batch) to rank {target}s")
+            raise TypeError(
+                f"the model must have a callable {method}(batch) to rank {target}s, or score whole triples "
+                "(score_hrt(hrt_batch), forward(h, r, t), or evaluate(..., score_fn=...))"
+            )
 
 
 def accepts_keyword(function: Any, keyword: str) -> bool:

@@ -73,7 +73,7 @@ def choose_sizes(
     slice_size: int | None = None,
 ) -> Sizes:
     """Batch, slice and tile sizes for one side; the caller's ``batch_size`` / ``slice_size`` win."""
-    budget = score_budget(device)
+    budget = max(1, score_budget(device) // getattr(scorer, "memory_per_score", 1))
     on_cpu = device.type == "cpu"
     tile = CPU_TILE_ELEMENTS if on_cpu else budget
     num_candidates = scorer.num_candidates

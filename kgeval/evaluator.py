@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -27,7 +27,7 @@ from kgeval.kernels import KernelChoice, check_kernel_choice
 from kgeval.keys import Target
 from kgeval.ranking import rank_side
 from kgeval.results import RankBasedMetricResults
-from kgeval.scoring import CandidateScorer, make_scorer, model_device
+from kgeval.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
 
 #: columns of a triple that form the query, and the column of the true answer, per target
 QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2]}
@@ -50,6 +50,7 @@ class EvaluationInputs:
     relation_ids: torch.Tensor | None  #: restrict_relations_to, None: all relations
     batch_size: int | None
     slice_size: int | None
+    score_fn: Any = None  #: scores whole triples instead of the model's methods (evaluate's score_fn)
 
 
 #: one lock per model object (weakly held): concurrent evaluations of one model take turns
@@ -164,6 +165,7 @@ class RankBasedEvaluator:
         restrict_relations_to: torch.Tensor | Iterable[int] | None = None,
         pre_filtered_triples: bool = True,
         do_time_consuming_checks: bool = True,
+        score_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
         distributed: bool | None = None,
         process_group: Any = None,
     ) -> RankBasedMetricResults:
@@ -211,6 +213,11 @@ class RankBasedEvaluator:
             error naming the row. Triples outside ``restrict_relations_to`` are skipped either way.
         do_time_consuming_checks : bool, default=True
             PyKEEN's argument, accepted and ignored: kgeval's input checks take linear time and always run.
+        score_fn : callable, optional
+            ``score_fn(heads, relations, tails) -> scores`` (three LongTensors of shape (n,), scores of shape (n,)):
+            score whole triples with this instead of the model's methods. Without it, a model with no
+            ``score_t`` / ``score_h`` is scored through its ``score_hrt(hrt_batch)`` or ``forward(h, r, t)``.
+            Each batch of queries is expanded over one candidate slice at a time.
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
@@ -232,7 +239,7 @@ class RankBasedEvaluator:
             _checks.check_device(device, model_device(view))
             inputs = self._checked_inputs(
                 view, mapped_triples, additional_filter_triples, num_entities, restrict_entities_to, targets,
-                batch_size, slice_size, drop_outside_restriction, restrict_relations_to,
+                batch_size, slice_size, drop_outside_restriction, restrict_relations_to, score_fn,
             )  # fmt: skip
             check.expect_same(
                 mapped_triples=inputs.triples,
@@ -275,11 +282,16 @@ class RankBasedEvaluator:
         slice_size: int | None,
         drop_outside_restriction: bool,
         restrict_relations_to: torch.Tensor | Iterable[int] | None,
+        score_fn: Any = None,
     ) -> EvaluationInputs:
         """The arguments of :meth:`evaluate`, checked and moved to the model's device (ValueError / TypeError
         naming the offending argument otherwise)."""
         targets = _checks.check_targets(targets)
-        _checks.check_model(model, targets)
+        scores_triples = score_fn is not None or (
+            not all(callable(getattr(model, SCORE_METHOD[target], None)) for target in targets)
+            and triple_function(model) is not None
+        )
+        _checks.check_model(model, targets, scores_triples)
         num_entities = _checks.check_num_entities(model, num_entities)
         device = model_device(model)
         num_relations = _checks.model_num_relations(model)
@@ -312,6 +324,7 @@ class RankBasedEvaluator:
             relation_ids=relation_ids,
             batch_size=_checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size,
             slice_size=_checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size,
+            score_fn=score_fn,
         )
 
     # -- planning ---------------------------------------------------------------------------------------------
@@ -357,7 +370,9 @@ class RankBasedEvaluator:
         accumulators = {}
         with tqdm(**{"total": len(targets) * evaluated.shape[0], **progress_settings}) as progress:
             for target in targets:
-                scorer = make_scorer(model, target, num_entities, candidate_ids, fast_path=self.fast_path)
+                scorer = make_scorer(
+                    model, target, num_entities, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn
+                )
                 accumulators[target] = self._rank_target(
                     scorer, evaluated, task_index, target, index, position_of, inputs.batch_size, inputs.slice_size,
                     progress,

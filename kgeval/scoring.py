@@ -21,7 +21,9 @@ sorted whitelist of ``restrict_entities_to``). A scorer is driven as::
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import torch
@@ -206,6 +208,84 @@ class SlicedScorer(HeldScoresScorer):
         return self._held[query_start:query_stop]
 
 
+#: scores the triples (heads[i], relations[i], tails[i]) -> FloatTensor of shape (n,) (or (n, 1))
+TripleFunction = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class TripleScorer(SlicedScorer):
+    """For models that only score whole triples: per candidate slice, the (queries x slice) block of triples is
+    built and scored in one call, so no more than one (batch x slice) block of triples ever exists."""
+
+    #: a triple costs far more than a score while it is scored (three ids, and the model's gathered embeddings):
+    #: batches and slices are sized for this many times fewer scores than a score_t call
+    memory_per_score = 64
+
+    def __init__(
+        self,
+        model: Any,
+        target: Target,
+        num_entities: int,
+        candidate_ids: torch.Tensor | None,
+        score_triples: TripleFunction,
+        name: str,
+    ) -> None:
+        super().__init__(model, target, num_entities, candidate_ids)
+        self._score_triples = score_triples
+        self._name = name  #: how the user's function is named in error messages
+
+    def start_slice(self, start: int, stop: int) -> None:
+        CandidateScorer.start_slice(self, start, stop)
+        self._release()
+        queries = self._queries
+        assert queries is not None
+        ids = self._ids(start, stop)
+        if ids is None:
+            ids = torch.arange(start, stop, device=queries.device)
+        rows, width = queries.shape[0], ids.numel()
+        query = queries.repeat_interleave(width, dim=0)
+        candidate = ids.repeat(rows)
+        if self.target == "tail":
+            heads, relations, tails = query[:, 0], query[:, 1], candidate
+        else:
+            heads, relations, tails = candidate, query[:, 0], query[:, 1]
+        raw = self._score_triples(heads, relations, tails)
+        if isinstance(raw, torch.Tensor) and raw.dim() == 2 and raw.shape[1] == 1:
+            raw = raw[:, 0]
+        scores = check_scores(raw.reshape(rows, width) if _has_size(raw, rows * width) else raw, (rows, width),
+                              self._name)  # fmt: skip
+        self._hold(scores)
+
+
+def _has_size(value: Any, size: int) -> bool:
+    return isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == size
+
+
+def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple[TripleFunction, str] | None:
+    """How to score whole triples with ``model``: ``score_fn`` when given, else the model's ``score_hrt(hrt)``
+    (PyKEEN's name; (n, 3) in, (n,) or (n, 1) out), else its ``forward(h, r, t)`` (PyTorch Geometric's KGE
+    models); None when it has none of these. Returns the function and its name for error messages."""
+    if score_fn is not None:
+        if not callable(score_fn):
+            raise TypeError(f"score_fn must be callable as score_fn(heads, relations, tails), got {score_fn!r}")
+        return score_fn, "score_fn"
+    score_hrt = getattr(model, "score_hrt", None)
+    if callable(score_hrt):
+        return (lambda h, r, t: score_hrt(torch.stack([h, r, t], dim=1))), "score_hrt"
+    if isinstance(model, torch.nn.Module) and _takes_three_positional(model.forward):
+        return (lambda h, r, t: model(h, r, t)), "forward"
+    return None
+
+
+def _takes_three_positional(function: Any) -> bool:
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    return len(required) <= 3 <= len(positional) or any(p.kind is p.VAR_POSITIONAL for p in parameters)
+
+
 class GemmScorer(CandidateScorer):
     """Query/candidate models with ``"dot"`` or ``"l2"`` similarity: one GEMM per tile, into a reused buffer.
 
@@ -295,20 +375,38 @@ def query_candidate_form(model: Any) -> Any | None:
 
 
 def make_scorer(
-    model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None, fast_path: bool = True
+    model: Any,
+    target: Target,
+    num_entities: int,
+    candidate_ids: torch.Tensor | None,
+    fast_path: bool = True,
+    score_fn: TripleFunction | None = None,
 ) -> CandidateScorer:
-    """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows.
+    """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows, then
+    whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
 
     A model of another library is scored through its integration's view (:func:`kgeval.integrations.scoring_view`).
     """
+    if score_fn is not None:
+        function, name = triple_function(model, score_fn)  # type: ignore[misc]
+        return TripleScorer(model, target, num_entities, candidate_ids, function, name)
     model = scoring_view(model)
     form = query_candidate_form(model) if fast_path else None
     if form is not None:
         scorer = L1Scorer if form.kgeval_similarity == "l1" else GemmScorer
         return scorer(form, target, num_entities, candidate_ids)
-    if accepts_keyword(getattr(model, SCORE_METHOD[target]), CANDIDATE_KEYWORD[target]):
-        return SlicedScorer(model, target, num_entities, candidate_ids)
-    return FullRowScorer(model, target, num_entities, candidate_ids)
+    method = getattr(model, SCORE_METHOD[target], None)
+    if callable(method):
+        if accepts_keyword(method, CANDIDATE_KEYWORD[target]):
+            return SlicedScorer(model, target, num_entities, candidate_ids)
+        return FullRowScorer(model, target, num_entities, candidate_ids)
+    triples = triple_function(model)
+    if triples is None:
+        raise TypeError(
+            f"the model has no {SCORE_METHOD[target]}(batch), score_hrt(hrt_batch) or forward(h, r, t) to rank "
+            f"{target}s with; pass score_fn=... (a function of heads, relations, tails) to evaluate"
+        )
+    return TripleScorer(model, target, num_entities, candidate_ids, *triples)
 
 
 def _nan_free(scores: torch.Tensor) -> bool:

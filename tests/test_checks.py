@@ -106,7 +106,11 @@ def test_model_without_scoring_method() -> None:
         def score_t(self, batch):
             return torch.zeros(batch.shape[0], 8)
 
-    with raises(TypeError, "the model must have a callable score_h(batch) to rank heads"):
+    with raises(
+        TypeError,
+        "the model must have a callable score_h(batch) to rank heads, or score whole triples (score_hrt(hrt_batch), "
+        "forward(h, r, t), or evaluate(..., score_fn=...))",
+    ):
         evaluate(model=NoHead())
     # all scores tie: every tail task has pessimistic rank C and optimistic rank 1
     results = evaluate(model=NoHead(), targets=("tail",))
@@ -122,7 +126,7 @@ def test_num_entities_required() -> None:
         def score_h(self, batch):
             return torch.zeros(batch.shape[0], 8)
 
-    with raises(ValueError, "num_entities is not given and the model has no num_entities attribute"):
+    with raises(ValueError, "num_entities is not given and the model has no num_entities (num_nodes, n_ent) attribute"):
         evaluate(model=Anonymous())
     assert evaluate(model=Anonymous(), num_entities=8).get_metric("count") == 20
 

@@ -25,4 +25,9 @@ def scoring_view(model: Any) -> Any:
         from kgeval.integrations.pykeen import pykeen_view
 
         return pykeen_view(model)
+    pyg_kge = sys.modules.get("torch_geometric.nn.kge")
+    if pyg_kge is not None and isinstance(model, pyg_kge.KGEModel):
+        from kgeval.integrations.pyg import pyg_view
+
+        return pyg_view(model)
     return model

@@ -1,0 +1,115 @@
+"""PyTorch Geometric integration: ``torch_geometric.nn.kge`` models evaluated unchanged.
+
+kgeval imports this module only when it meets a PyG model (PyG is then already imported). :func:`pyg_view` wraps
+a model in kgeval's protocol: whole triples are scored by the model's own ``forward(head_index, rel_type,
+tail_index)`` (``score_hrt``; used with ``fast_path=False`` and for models it has no GEMM form of), and the four
+KGE models PyG ships get the query/candidate fast path, read from their embeddings:
+
+=========  ==================================  ==================================  ==========
+model      tail query                          head query                          similarity
+=========  ==================================  ==================================  ==========
+DistMult   h ∘ r                               r ∘ t                               dot
+ComplEx    [h_re r_re - h_im r_im,             [r_re t_re + r_im t_im,             dot
+           h_im r_re + h_re r_im]              r_re t_im - r_im t_re]
+TransE     n(h) + r   (n: PyG's p-normalise)   n(t) - r                            l1 / l2 (p_norm)
+RotatE     h ∘ e^{iθ} as [re, im]              t ∘ e^{-iθ} as [re, im]             l2
+=========  ==================================  ==================================  ==========
+
+Ranks equal those of the model's ``forward`` except where two scores differ by float rounding only.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
+
+from kgeval.keys import Target
+
+
+def pyg_view(model: KGEModel) -> PyGScoring:
+    """kgeval's model protocol over a PyG KGE model, with the query/candidate form for the shipped models."""
+    for kind, view in ((DistMult, PyGDistMult), (ComplEx, PyGComplEx), (TransE, PyGTransE), (RotatE, PyGRotatE)):
+        if type(model) is kind:  # a subclass may score differently: it keeps its own forward
+            if kind is TransE and model.p_norm not in (1, 2):
+                return PyGScoring(model)
+            return view(model)
+    return PyGScoring(model)
+
+
+class PyGScoring:
+    """A PyG KGE model's triple scores for kgeval (its ``forward``), with PyG's entity and relation counts."""
+
+    def __init__(self, model: KGEModel) -> None:
+        self.model = model
+        self.num_entities = model.num_nodes
+        self.num_relations = model.num_relations
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.node_emb.weight.device
+
+    def score_hrt(self, hrt_batch: torch.Tensor) -> torch.Tensor:
+        """(n,) scores of (h, r, t) rows: the model's own ``forward``."""
+        return self.model(hrt_batch[:, 0], hrt_batch[:, 1], hrt_batch[:, 2])
+
+
+class PyGDistMult(PyGScoring):
+    kgeval_similarity = "dot"
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
+        return self.model.node_emb.weight
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        entity, relation = (batch[:, 0], batch[:, 1]) if target == "tail" else (batch[:, 1], batch[:, 0])
+        return self.model.node_emb(entity) * self.model.rel_emb(relation)
+
+
+class PyGComplEx(PyGScoring):
+    kgeval_similarity = "dot"
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
+        return torch.cat([self.model.node_emb.weight, self.model.node_emb_im.weight], dim=1)
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        entity, relation = (batch[:, 0], batch[:, 1]) if target == "tail" else (batch[:, 1], batch[:, 0])
+        e_re, e_im = self.model.node_emb(entity), self.model.node_emb_im(entity)
+        r_re, r_im = self.model.rel_emb(relation), self.model.rel_emb_im(relation)
+        if target == "tail":  # coefficients of t_re and t_im
+            return torch.cat([e_re * r_re - e_im * r_im, e_im * r_re + e_re * r_im], dim=1)
+        return torch.cat([r_re * e_re + r_im * e_im, r_re * e_im - r_im * e_re], dim=1)  # of h_re and h_im
+
+
+class PyGTransE(PyGScoring):
+    def __init__(self, model: KGEModel) -> None:
+        super().__init__(model)
+        self.kgeval_similarity = {1: "l1", 2: "l2"}[model.p_norm]
+
+    def _entities(self, ids: torch.Tensor | None) -> torch.Tensor:
+        vectors = self.model.node_emb.weight if ids is None else self.model.node_emb(ids)
+        return F.normalize(vectors, p=self.model.p_norm, dim=-1)
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
+        return self._entities(None)
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        if target == "tail":
+            return self._entities(batch[:, 0]) + self.model.rel_emb(batch[:, 1])
+        return self._entities(batch[:, 1]) - self.model.rel_emb(batch[:, 0])
+
+
+class PyGRotatE(PyGScoring):
+    kgeval_similarity = "l2"
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
+        return torch.cat([self.model.node_emb.weight, self.model.node_emb_im.weight], dim=1)
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        entity, relation = (batch[:, 0], batch[:, 1]) if target == "tail" else (batch[:, 1], batch[:, 0])
+        e_re, e_im = self.model.node_emb(entity), self.model.node_emb_im(entity)
+        theta = self.model.rel_emb(relation)
+        r_re, r_im = torch.cos(theta), torch.sin(theta)
+        if target == "head":  # |h r - t| = |h - t conj(r)| since |r| = 1
+            r_im = -r_im
+        return torch.cat([r_re * e_re - r_im * e_im, r_re * e_im + r_im * e_re], dim=1)
+

@@ -30,4 +30,9 @@ def scoring_view(model: Any) -> Any:
         from kgeval.integrations.pyg import pyg_view
 
         return pyg_view(model)
+    torchkge_models = sys.modules.get("torchkge.models.interfaces")
+    if torchkge_models is not None and isinstance(model, torchkge_models.Model):
+        from kgeval.integrations.torchkge import torchkge_view
+
+        return torchkge_view(model)
     return model

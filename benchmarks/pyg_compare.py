@@ -2,8 +2,8 @@
 
 Usage::
 
-    python benchmarks/pyg.py --dataset umls --triples all
-    python benchmarks/pyg.py --dataset FB15k-237 --triples 500 --dim 200
+    python benchmarks/pyg_compare.py --dataset umls --triples all
+    python benchmarks/pyg_compare.py --dataset FB15k-237 --triples 500 --dim 200
 
 PyG's test() ranks each triple's tail in a Python loop, scoring all entities in chunks of ``--pyg-batch`` through
 the model's forward; kgeval ranks the same tails (raw, optimistic = PyG's rank + 1 without ties) through the fast

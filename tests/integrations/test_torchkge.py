@@ -1,0 +1,78 @@
+"""kgeval.integrations.torchkge: TorchKGE models evaluated unchanged (skipped without torchkge).
+
+Expected ranks: the brute-force reference over every (h, r, t) score of the model's own scoring_function, and
+TorchKGE's own LinkPredictionEvaluator (#(scores >= true) = kgeval's pessimistic rank; it filters the facts of
+the knowledge graph it evaluates, so kgeval filters the same triples).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+torchkge = pytest.importorskip("torchkge")
+
+from torchkge.data_structures import KnowledgeGraph  # noqa: E402
+from torchkge.evaluation import LinkPredictionEvaluator  # noqa: E402
+from torchkge.models import DistMultModel, TransEModel, TransHModel  # noqa: E402
+
+from kgeval import RankBasedEvaluator  # noqa: E402
+from kgeval.integrations import scoring_view  # noqa: E402
+from kgeval.integrations.torchkge import TorchKGEScoring  # noqa: E402
+from kgeval.scoring import GemmScorer, L1Scorer, TripleScorer, make_scorer  # noqa: E402
+from tests.helpers.graphs import random_graph  # noqa: E402
+from tests.helpers.invariance import assert_ranks_match  # noqa: E402
+from tests.helpers.reference import reference_ranks  # noqa: E402
+
+E, R = 12, 3
+GRAPH = random_graph(1, num_entities=E, num_relations=R, num_triples=30, num_filter=40, duplicate_fraction=0.0)
+CONFIGS = {
+    "TransE-L1": (lambda: TransEModel(6, E, R, dissimilarity_type="L1"), L1Scorer),
+    "TransE-L2": (lambda: TransEModel(6, E, R, dissimilarity_type="L2"), GemmScorer),
+    "DistMult": (lambda: DistMultModel(6, E, R), GemmScorer),
+    "TransH": (lambda: TransHModel(6, E, R), TripleScorer),  # no GEMM form: its scoring_function
+}
+
+
+def build(name: str):
+    torch.manual_seed(0)
+    return CONFIGS[name][0]().eval()
+
+
+def table_of(model) -> torch.Tensor:
+    h, r, t = torch.meshgrid(torch.arange(E), torch.arange(R), torch.arange(E), indexing="ij")
+    with torch.no_grad():
+        return model.scoring_function(h.reshape(-1), t.reshape(-1), r.reshape(-1)).reshape(E, R, E)
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_ranks_equal_the_models_own_scoring(name: str) -> None:
+    model = build(name)
+    expected = reference_ranks(table_of(model), GRAPH.triples, GRAPH.filter_triples)
+    for fast_path in (False, True):
+        results = RankBasedEvaluator(fast_path=fast_path, batch_size=5, slice_size=4).evaluate(
+            model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False
+        )
+        assert_ranks_match(results, expected)
+    assert isinstance(scoring_view(model), TorchKGEScoring)
+    assert type(make_scorer(model, "tail", E, None)) is CONFIGS[name][1]
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_pessimistic_ranks_equal_torchkges_evaluator(name: str) -> None:
+    model = build(name)
+    triples = GRAPH.triples
+    kg = KnowledgeGraph(
+        kg={"heads": triples[:, 0], "tails": triples[:, 2], "relations": triples[:, 1]},
+        ent2ix={str(i): i for i in range(E)},
+        rel2ix={str(i): i for i in range(R)},
+    )
+    evaluator = LinkPredictionEvaluator(model, kg)
+    evaluator.evaluate(b_size=7, verbose=False)
+    ours = RankBasedEvaluator().evaluate(model, triples, use_tqdm=False)  # filters the evaluated triples only
+    records = ours.records
+    for side, theirs in ((0, evaluator.filt_rank_true_heads), (1, evaluator.filt_rank_true_tails)):
+        chosen = records["side"] == side
+        order = np.argsort(records["task_index"][chosen], kind="stable")
+        np.testing.assert_array_equal(records["pessimistic"][chosen][order], theirs.numpy())

@@ -113,3 +113,20 @@ def test_a_score_fn_of_the_wrong_shape() -> None:
             Nothing(torch.zeros(4, 1, 4)), torch.tensor([[0, 0, 1]]), use_tqdm=False,
             score_fn=lambda h, r, t: torch.zeros(len(h) + 1),
         )  # fmt: skip
+
+
+@settings(max_examples=25, deadline=None)
+@given(problem=graphs_and_tables(min_entities=3, max_entities=9), data=st.data())
+def test_triple_scorers_with_a_candidate_whitelist(problem, data) -> None:
+    graph, table = problem
+    allowed = sorted(data.draw(st.sets(st.integers(0, graph.num_entities - 1), min_size=1)))
+    inside = [row for row in graph.triples.tolist() if row[0] in allowed and row[2] in allowed]
+    if not inside:
+        return
+    triples = torch.tensor(inside)
+    results = RankBasedEvaluator(batch_size=3, slice_size=2).evaluate(
+        ScoreHRT(table), triples, additional_filter_triples=graph.filter_triples, restrict_entities_to=allowed,
+        use_tqdm=False,
+    )  # fmt: skip
+    expected = reference_ranks(table, triples, graph.filter_triples, restrict_entities_to=allowed)
+    assert_ranks_match(results, expected)

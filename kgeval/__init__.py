@@ -8,6 +8,7 @@ from kgeval.accumulators import MetricAccumulator
 from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.metrics.summary import UndefinedMetricWarning
+from kgeval.precomputed import evaluate_scores
 from kgeval.results import RankBasedMetricResults
 
 __version__ = "0.1.0"
@@ -18,4 +19,5 @@ __all__ = [
     "RankBasedEvaluator",
     "RankBasedMetricResults",
     "UndefinedMetricWarning",
+    "evaluate_scores",
 ]

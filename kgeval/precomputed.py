@@ -1,0 +1,96 @@
+"""Rank-based metrics from precomputed scores: a positive score and K negative scores per ranking task.
+
+This is the input of OGB's link-property evaluator (ogbl-wikikg2, ogbl-biokg: ``y_pred_pos`` (n,) and
+``y_pred_neg`` (n, K)) and of any pipeline that scores its own sampled negatives. Each task is ranked among its
+own K + 1 candidates, so num_candidates is K + 1 (the true answer counts, as everywhere in kgeval) and the
+adjusted metrics use that null model. OGB's ``mrr_list`` / ``hits@k_list`` are computed on the mean of the
+optimistic and pessimistic ranks: kgeval's realistic ranks, so ``realistic.mrr`` and ``realistic.hits_at_k`` are
+OGB's numbers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from kgeval._checks import check_ks
+from kgeval.accumulators import MetricAccumulator
+from kgeval.keys import TARGETS, Target
+from kgeval.results import RankBasedMetricResults
+
+#: negative scores compared per chunk of tasks (bounds the (tasks x K) comparison temporaries)
+CHUNK_ELEMENTS = 2**22
+
+
+def evaluate_scores(
+    positive_scores: torch.Tensor,
+    negative_scores: torch.Tensor,
+    *,
+    ks: Sequence[int] = (1, 3, 5, 10),
+    target: Target = "tail",
+    keep_records: bool = True,
+) -> RankBasedMetricResults:
+    """Every rank-based metric of tasks given by their scores.
+
+    Parameters
+    ----------
+    positive_scores : FloatTensor of shape (n,)
+        The true answer's score of each task.
+    negative_scores : FloatTensor of shape (n, K)
+        The scores of each task's K negative candidates (higher = more plausible; +-inf are ordinary values).
+    ks : sequence of int, default=(1, 3, 5, 10)
+    target : {"head", "tail"}, default="tail"
+        The side the results report the tasks under (``both`` pools the same tasks).
+    keep_records : bool, default=True
+
+    Returns
+    -------
+    RankBasedMetricResults
+        optimistic rank = 1 + #(negatives > positive), pessimistic = 1 + #(negatives >= positive),
+        num_candidates = K + 1; records without triples (their ids are -1).
+
+    Raises
+    ------
+    ValueError
+        For shapes that do not match, no task, or a NaN score (naming the first task with one).
+    """
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    positive, negative = _checked(positive_scores, negative_scores)
+    optimistic = torch.empty(positive.shape[0], dtype=torch.int64, device=positive.device)
+    pessimistic = torch.empty_like(optimistic)
+    step = max(1, CHUNK_ELEMENTS // max(1, negative.shape[1]))
+    for start in range(0, positive.shape[0], step):
+        true = positive[start : start + step, None]
+        block = negative[start : start + step]
+        optimistic[start : start + step] = 1 + (block > true).sum(dim=1)
+        pessimistic[start : start + step] = 1 + (block >= true).sum(dim=1)
+    num_candidates = torch.full_like(optimistic, negative.shape[1] + 1)
+    accumulator = MetricAccumulator(ks=check_ks(ks), keep_records=keep_records)
+    accumulator.update(
+        optimistic, pessimistic, num_candidates, task_index=torch.arange(positive.shape[0], device=positive.device)
+    )
+    return RankBasedMetricResults.from_accumulators({target: accumulator}, accumulator.ks)
+
+
+def _checked(positive: Any, negative: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(n,) and (n, K) floating tensors on one device, n >= 1, no NaN; both widened (exactly) to one dtype."""
+    for name, value, dims in (("positive_scores", positive, 1), ("negative_scores", negative, 2)):
+        if not isinstance(value, torch.Tensor) or not value.dtype.is_floating_point or value.dim() != dims:
+            got = f"{value.dtype} {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+            raise ValueError(f"{name} must be a {dims}-d floating-point tensor, got {got}")
+    if negative.shape[0] != positive.shape[0] or positive.shape[0] == 0:
+        raise ValueError(
+            f"negative_scores must have one row per positive score and there must be at least one: got shapes "
+            f"{tuple(positive.shape)} and {tuple(negative.shape)}"
+        )
+    if negative.device != positive.device:
+        raise ValueError(f"positive_scores are on {positive.device}, negative_scores on {negative.device}")
+    bad = torch.isnan(positive) | torch.isnan(negative).any(dim=1)
+    if bool(bad.any()):
+        raise ValueError(f"task {int(bad.nonzero()[0, 0])} has a NaN score; {int(bad.sum())} task(s) affected")
+    dtype = torch.promote_types(positive.dtype, negative.dtype)
+    dtype = dtype if dtype in (torch.float32, torch.float64) else torch.float32  # float16 / bfloat16 / float8
+    return positive.to(dtype), negative.to(dtype)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import inspect
 import operator
+import os
+import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -93,14 +95,8 @@ def check_triples(triples: Any, name: str, num_entities: int, num_relations: int
 def model_num_relations(model: Any) -> int | None:
     """``model.num_relations`` when the model declares a positive integer count (relation ids are checked against
     it), else None (relation ids only need to be >= 0)."""
-    value = getattr(model, "num_relations", None)
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point:
-        value = int(value)
-    try:
-        count = operator.index(value)  # int, numpy integers; not bool-like floats
-    except TypeError:
-        return None
-    return count if count >= 1 and not isinstance(value, bool) else None
+    count = _declared_count(getattr(model, "num_relations", None))
+    return count if count is not None and count >= 1 else None
 
 
 def check_filter_triples(
@@ -153,12 +149,32 @@ def check_num_entities(model: Any, num_entities: int | None) -> int:
 
 
 def _declared_count(value: Any) -> int | None:
-    """A model's declared count as an int, or None when it declares none (or something that is not a count)."""
+    """A model's declared count as an int (Python or numpy integer, or a one-element integer tensor), or None when
+    it declares none or something that is not a count (a float, a bool)."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point:
+        value = int(value)
     try:
         count = operator.index(value)
     except TypeError:
         return None
     return count if not isinstance(value, bool) else None
+
+
+def check_writable_file(path: str | os.PathLike[str], name: str) -> str:
+    """``path`` as a string, once a file can be written there: it is not a folder, and its folder exists and
+    takes a new file (tried, not inferred from permission bits). ValueError naming ``name`` otherwise."""
+    path = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(path))
+    if os.path.isdir(path):
+        raise ValueError(f"{name} {path!r} is a folder; give a file name")
+    if not os.path.isdir(folder):
+        raise ValueError(f"{name} {path!r}: cannot write there, the folder {folder!r} does not exist")
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        raise ValueError(f"{name} {path!r}: cannot write in {folder!r} ({error})") from error
+    return path
 
 
 def check_device(device: Any, model_device: torch.device) -> None:

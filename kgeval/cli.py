@@ -7,7 +7,6 @@ function that runs it and returns the exit status. To add a command, write both 
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -85,7 +84,9 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     dataset = load_dataset(args.dataset)
     if args.save_checkpoint:  # fail before training, not after
-        _check_writable(args.save_checkpoint)
+        from kgeval._checks import check_writable_file
+
+        check_writable_file(args.save_checkpoint, "--save-checkpoint")
 
     import torch
 
@@ -144,13 +145,6 @@ def _print_results(results: object, full: bool) -> None:
         print(results.full_table())  # type: ignore[attr-defined]
     else:
         print(f"(--full lists all {len(results.data)} numbers)")  # type: ignore[attr-defined]
-
-
-def _check_writable(path: str) -> None:
-    """ValueError unless a file can be written at ``path`` (its folder exists and takes files)."""
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path) or not os.path.isdir(folder) or not os.access(folder, os.W_OK):
-        raise ValueError(f"cannot write {path!r}: its folder does not exist or is not writable, or it is a folder")
 
 
 # -- strat ---------------------------------------------------------------------------------------------

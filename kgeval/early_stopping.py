@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from kgeval._checks import check_positive_int
+from kgeval._checks import check_positive_int, check_writable_file
 from kgeval.keys import format_key, parse_key
 from kgeval.metrics.registry import lookup, reported_keys
 from kgeval.results import RankBasedMetricResults
@@ -120,7 +120,9 @@ class EarlyStopper:
         self.patience = check_positive_int(patience, "patience")
         self.frequency = check_positive_int(frequency, "frequency")
         self.relative_delta = _check_relative_delta(relative_delta)
-        self.checkpoint_path = _check_checkpoint_path(checkpoint_path)
+        self.checkpoint_path = None  # checked now, not at the first improvement
+        if checkpoint_path is not None:
+            self.checkpoint_path = check_writable_file(checkpoint_path, "checkpoint_path")
         self.evaluate_kwargs = {"use_tqdm": False, **(evaluate_kwargs or {})}
         if not isinstance(mapped_triples, torch.Tensor):
             kind = type(mapped_triples).__name__
@@ -246,25 +248,6 @@ class EarlyStopper:
 
 
 # -- validation helpers -------------------------------------------------------------------------------------------
-def _check_checkpoint_path(path: str | os.PathLike[str] | None) -> str | None:
-    """The checkpoint path, checked now rather than at the first improvement: its folder exists and is writable,
-    and the path is not a folder."""
-    if path is None:
-        return None
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
-    if os.path.isdir(path):
-        raise ValueError(f"checkpoint_path {path!r} is a folder; give a file name")
-    if not os.path.isdir(folder):
-        raise ValueError(f"checkpoint_path {path!r}: the folder {folder!r} does not exist")
-    try:
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        raise ValueError(f"checkpoint_path {path!r}: cannot write in {folder!r} ({error})") from error
-    return path
-
-
 def _check_metric(metric: str, evaluator: Any) -> str:
     """The canonical ``side.rank_type.name`` of ``metric``; it must be reported by ``evaluator``."""
     parsed = parse_key(metric)

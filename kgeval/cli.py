@@ -10,7 +10,7 @@ import argparse
 import sys
 import time
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -170,18 +170,37 @@ _POPULARITY: dict[str, tuple[str, ...] | None] = {
 }
 
 
-def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group()  # one is needed; _run_strat says so
+def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None:
+    """--checkpoint PATH or --ranks PATH (one is needed: the command says so), --dataset and --split."""
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--checkpoint", metavar="PATH", help="a model saved by 'kgeval demo --save-checkpoint'")
     source.add_argument(
         "--ranks",
         metavar="PATH",
-        help="exported ranks (.csv, .csv.gz, .parquet) with the columns head, relation, tail, side, optimistic, "
-        "pessimistic (e.g. written by results.ranks_df().to_csv(PATH, index=False))",
+        help=f"a rank table (.csv, .csv.gz, .tsv, .parquet) with the columns {columns} (e.g. written by "
+        "results.ranks_df().to_csv(PATH, index=False))",
     )
     add = parser.add_argument
     add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset of the ids (default: %(default)s)")
-    add("--split", choices=("test", "valid"), default="test", help="split a checkpoint is evaluated on")
+    add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
+
+
+def _evaluate_checkpoint(args: argparse.Namespace, ks: Sequence[int], use_tqdm: bool) -> tuple[Any, Any]:
+    """(results, dataset): the checkpoint evaluated on the split, filtered by every triple known to it (valid: train
+    + valid; test: train + valid + test)."""
+    from kgeval import RankBasedEvaluator
+    from kgeval.checkpoint import load_checkpoint
+    from kgeval.datasets import load_dataset
+
+    dataset = load_dataset(args.dataset)
+    model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
+    evaluator = RankBasedEvaluator(ks=tuple(ks))
+    return evaluator.evaluate(model, use_tqdm=use_tqdm, **dataset.evaluation_kwargs(args.split)), dataset
+
+
+def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
+    _add_source_arguments(parser, "head, relation, tail, side, optimistic, pessimistic")
+    add = parser.add_argument
     add(
         "--popularity",
         choices=tuple(_POPULARITY),
@@ -202,8 +221,7 @@ def _run_strat(args: argparse.Namespace) -> int:
     """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
     import pandas as pd
 
-    from kgeval import RankBasedEvaluator, stratified
-    from kgeval.checkpoint import load_checkpoint
+    from kgeval import stratified
     from kgeval.datasets import load_dataset
     from kgeval.rank_files import read_ranks, records_from_frame
 
@@ -212,17 +230,12 @@ def _run_strat(args: argparse.Namespace) -> int:
         print("kgeval strat: error: give the ranks to stratify: --checkpoint PATH or --ranks PATH", file=sys.stderr)
         return 2
     try:
-        dataset = load_dataset(args.dataset)
         if args.ranks:
+            dataset = load_dataset(args.dataset)
             ranks = read_ranks(args.ranks)
             records_from_frame(ranks, f"rank table {args.ranks}")  # every column checked, the file named
         else:
-            filters = [dataset.train, dataset.valid] if args.split == "test" else [dataset.train]
-            model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
-            evaluator = RankBasedEvaluator(ks=tuple(args.ks))
-            ranks = evaluator.evaluate(
-                model, getattr(dataset, args.split), additional_filter_triples=filters, use_tqdm=not args.no_progress
-            )
+            ranks, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress)
         splits = _POPULARITY[args.popularity]
         popularity = stratified.evaluated_triples(ranks) if splits is None else [getattr(dataset, s) for s in splits]
         if args.plot:
@@ -247,17 +260,8 @@ def _run_strat(args: argparse.Namespace) -> int:
 
 
 def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
-    source = parser.add_mutually_exclusive_group()  # one is needed; _run_evaluate says so
-    source.add_argument("--checkpoint", metavar="PATH", help="a model saved by 'kgeval demo --save-checkpoint'")
-    source.add_argument(
-        "--ranks",
-        metavar="PATH",
-        help="a rank table (.csv, .csv.gz, .tsv, .parquet) with the columns head, relation, tail, side, optimistic, "
-        "pessimistic, num_candidates (e.g. results.ranks_df().to_csv(PATH, index=False))",
-    )
+    _add_source_arguments(parser, "head, relation, tail, side, optimistic, pessimistic, num_candidates")
     add = parser.add_argument
-    add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset a checkpoint is evaluated on")
-    add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
     add("--ks", type=_int_at_least(1), nargs="+", default=[1, 3, 5, 10], help="k of hits@k (default: 1 3 5 10)")
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--full", action="store_true", help="print every metric after the headline")
@@ -269,7 +273,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     import json
 
-    from kgeval import RankBasedEvaluator, RankBasedMetricResults
+    from kgeval import RankBasedMetricResults
 
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
@@ -282,15 +286,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
         title = f"== ranks of {args.ranks} =="
     else:
-        from kgeval.checkpoint import load_checkpoint
-        from kgeval.datasets import load_dataset
-
-        dataset = load_dataset(args.dataset)
-        model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
-        evaluator = RankBasedEvaluator(ks=tuple(args.ks))
-        results = evaluator.evaluate(
-            model, use_tqdm=not args.no_progress and not args.json, **dataset.evaluation_kwargs(args.split)
-        )
+        results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress and not args.json)
         known = "train + valid" if args.split == "valid" else "train + valid + test"
         title = f"== {dataset.name} {args.split}, filtered by {known} =="
     if args.json:

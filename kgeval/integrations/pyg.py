@@ -65,15 +65,24 @@ class PyGDistMult(PyGScoring):
         return self.model.node_emb(entity) * self.model.rel_emb(relation)
 
 
-class PyGComplEx(PyGScoring):
-    kgeval_similarity = "dot"
+class _ComplexEmbeddings(PyGScoring):
+    """PyG models with real and imaginary entity embeddings (``node_emb``, ``node_emb_im``): candidates are the
+    concatenated [re, im] vectors."""
 
     def kgeval_candidates(self, target: Target) -> torch.Tensor:
         return torch.cat([self.model.node_emb.weight, self.model.node_emb_im.weight], dim=1)
 
-    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+    def _query_parts(self, batch: torch.Tensor, target: Target) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(re, im) embeddings of each query's entity, and its relation ids."""
         entity, relation = (batch[:, 0], batch[:, 1]) if target == "tail" else (batch[:, 1], batch[:, 0])
-        e_re, e_im = self.model.node_emb(entity), self.model.node_emb_im(entity)
+        return self.model.node_emb(entity), self.model.node_emb_im(entity), relation
+
+
+class PyGComplEx(_ComplexEmbeddings):
+    kgeval_similarity = "dot"
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        e_re, e_im, relation = self._query_parts(batch, target)
         r_re, r_im = self.model.rel_emb(relation), self.model.rel_emb_im(relation)
         if target == "tail":  # coefficients of t_re and t_im
             return torch.cat([e_re * r_re - e_im * r_im, e_im * r_re + e_re * r_im], dim=1)
@@ -98,18 +107,13 @@ class PyGTransE(PyGScoring):
         return self._entities(batch[:, 1]) - self.model.rel_emb(batch[:, 0])
 
 
-class PyGRotatE(PyGScoring):
+class PyGRotatE(_ComplexEmbeddings):
     kgeval_similarity = "l2"
 
-    def kgeval_candidates(self, target: Target) -> torch.Tensor:
-        return torch.cat([self.model.node_emb.weight, self.model.node_emb_im.weight], dim=1)
-
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
-        entity, relation = (batch[:, 0], batch[:, 1]) if target == "tail" else (batch[:, 1], batch[:, 0])
-        e_re, e_im = self.model.node_emb(entity), self.model.node_emb_im(entity)
+        e_re, e_im, relation = self._query_parts(batch, target)
         theta = self.model.rel_emb(relation)
         r_re, r_im = torch.cos(theta), torch.sin(theta)
         if target == "head":  # |h r - t| = |h - t conj(r)| since |r| = 1
             r_im = -r_im
         return torch.cat([r_re * e_re - r_im * e_im, r_re * e_im + r_im * e_re], dim=1)
-

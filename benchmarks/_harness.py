@@ -60,6 +60,16 @@ def measure(run: Callable[[], Any], repeats: int, **extra: Any) -> dict[str, Any
             "extra_rss_mib": peak - before, **extra}  # fmt: skip
 
 
+def best_time(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
+    """(best wall time, last value) of ``repeats`` calls of ``run``, in this process (no RSS figures)."""
+    best, value = float("inf"), None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        value = run()
+        best = min(best, time.perf_counter() - start)
+    return best, value
+
+
 def run_worker(args: argparse.Namespace) -> None:
     """Worker mode: run one contender and print its JSON line."""
     torch.manual_seed(0)

@@ -15,22 +15,13 @@ from __future__ import annotations
 
 import argparse
 import platform
-import time
 
 import torch
+from _harness import best_time
 from torch_geometric.nn.kge import DistMult
 
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_dataset
-
-
-def best_time(function, repeats: int) -> tuple[float, object]:
-    best, value = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        value = function()
-        best = min(best, time.perf_counter() - start)
-    return best, value
 
 
 def main() -> None:

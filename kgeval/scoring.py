@@ -252,14 +252,10 @@ class TripleScorer(SlicedScorer):
             heads, relations, tails = candidate, query[:, 0], query[:, 1]
         raw = self._score_triples(heads, relations, tails)
         if isinstance(raw, torch.Tensor) and raw.dim() == 2 and raw.shape[1] == 1:
-            raw = raw[:, 0]
-        scores = check_scores(raw.reshape(rows, width) if _has_size(raw, rows * width) else raw, (rows, width),
-                              self._name)  # fmt: skip
-        self._hold(scores)
-
-
-def _has_size(value: Any, size: int) -> bool:
-    return isinstance(value, torch.Tensor) and value.dim() == 1 and value.numel() == size
+            raw = raw[:, 0]  # (n, 1), PyKEEN's score_hrt
+        if isinstance(raw, torch.Tensor) and raw.dim() == 1 and raw.numel() == rows * width:
+            raw = raw.reshape(rows, width)
+        self._hold(check_scores(raw, (rows, width), self._name))
 
 
 def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple[TripleFunction, str] | None:

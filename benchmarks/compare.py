@@ -154,8 +154,8 @@ def bare_gemm_all(args):
 @contender("bare-gemm-distinct")
 def bare_gemm_distinct(args):
     """Only the distinct queries of each batch (what kgeval's planner multiplies), in the fastest chunk size."""
-    from kgeval.batching import CPU_GEMM_BATCH
-    from kgeval.planning import SidePlan
+    from kgeval._engine.plan import SidePlan
+    from kgeval._engine.sizes import CPU_GEMM_BATCH
 
     data, _known = _data(args)
     model = _kgeval_model(args.model, data)
@@ -186,7 +186,7 @@ def kgeval_scores_only(args):
 def bare_scores_all(args):
     """score_t / score_h of every task's query (no deduplication), in the fastest of kgeval's tile rows, its
     batch size for whole-row models, and 1024."""
-    from kgeval.batching import CPU_SCORE_BUDGET, CPU_TILE_ELEMENTS
+    from kgeval._engine.sizes import CPU_SCORE_BUDGET, CPU_TILE_ELEMENTS
 
     data, _known = _data(args)
     model = ScoresOnly(_kgeval_model(args.model, data))

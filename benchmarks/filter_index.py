@@ -15,8 +15,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the repository's kgeval, installed or not
+from kgeval._engine.filter_index import FilterIndex, FilterIndexCache
 from kgeval.datasets import load_dataset, shared_data_dir
-from kgeval.filtering import FilterIndex, FilterIndexCache
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""How long do kgeval.stats.compare and confidence_interval take? Prints seconds and ratios, measured in one run.
+"""How long do analysis.stats.compare and confidence_interval take? Prints seconds and ratios, measured in one run.
 
     python benchmarks/stats_speed.py [--triples 20000] [--resamples 10000]
 
@@ -15,8 +15,9 @@ from unittest import mock
 
 import numpy as np
 
-from kgeval import RankBasedMetricResults, resampling
-from kgeval.stats import compare
+from kgeval import RankBasedMetricResults
+from kgeval.analysis import resampling
+from kgeval.analysis.stats import compare
 
 
 def synthetic(num_triples: int, seed: int) -> RankBasedMetricResults:

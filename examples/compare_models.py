@@ -4,7 +4,7 @@
     python examples/compare_models.py --dataset nations
 
 Both models are evaluated on the same test triples (filtered by train + valid + test), keeping the per-task
-records; ``kgeval.stats.compare`` pairs the two models' ranks triple by triple and reports the difference of a
+records; ``kgeval.analysis.stats.compare`` pairs the two models' ranks triple by triple and reports the difference of a
 metric, a p-value and a bootstrap confidence interval of the difference.
 """
 
@@ -13,10 +13,10 @@ from __future__ import annotations
 import argparse
 
 from kgeval import RankBasedEvaluator
+from kgeval.analysis.stats import compare
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.stats import compare
-from kgeval.training import train_model
+from kgeval.models.training import train_model
 
 #: the two models: name -> (embedding dimension, training epochs)
 MODELS = {"A": (64, 15), "B": (16, 5)}

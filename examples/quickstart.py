@@ -8,7 +8,7 @@ from __future__ import annotations
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.training import train_model
+from kgeval.models.training import train_model
 
 
 def main() -> None:

@@ -17,10 +17,10 @@ from pathlib import Path
 import torch
 
 from kgeval import RankBasedEvaluator
+from kgeval.analysis.stratified import plot_strat_curve, strat_curve
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.stratified import plot_strat_curve, strat_curve
-from kgeval.training import train_model
+from kgeval.models.training import train_model
 
 
 class PopularityModel:

@@ -4,7 +4,7 @@
     python examples/train_with_early_stopping.py --dataset nations --max-epochs 20
 
 Validation (the early-stopping signal) filters train + valid; the final test filters train + valid + test
-(kgeval.scenarios): test triples play no part in choosing the epoch.
+(kgeval.datasets.scenarios): test triples play no part in choosing the epoch.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 from kgeval import EarlyStopper, RankBasedEvaluator
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.training import train_epoch
+from kgeval.models.training import train_epoch
 
 
 def main(dataset: str = "umls", max_epochs: int = 60, dim: int = 64, seed: int = 0, verbose: bool = True) -> dict:

@@ -4,7 +4,7 @@
 >>> evaluator = RankBasedEvaluator(filtered=True, ks=(1, 3, 5, 10))
 """
 
-from kgeval.accumulators import MetricAccumulator
+from kgeval.accumulator import MetricAccumulator
 from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.metrics.summary import UndefinedMetricWarning

@@ -20,7 +20,7 @@ import torch
 from kgeval.keys import TARGETS, Target
 
 if TYPE_CHECKING:
-    from kgeval.accumulators import MetricAccumulator
+    from kgeval.accumulator import MetricAccumulator
 
 
 def check_positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
@@ -302,7 +302,7 @@ def check_rank_batch(
 
 def check_mergeable(receiver: MetricAccumulator, other: Any) -> None:
     """``other`` is an accumulator with the same ks as ``receiver``."""
-    from kgeval.accumulators import MetricAccumulator
+    from kgeval.accumulator import MetricAccumulator
 
     if not isinstance(other, MetricAccumulator):
         raise TypeError(f"can only merge a MetricAccumulator, got {type(other).__name__}")
@@ -312,7 +312,7 @@ def check_mergeable(receiver: MetricAccumulator, other: Any) -> None:
 
 def check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
     """``state`` has exactly the sum states of an accumulator with its ks, and consistent records."""
-    from kgeval.accumulators import RECORD_STATES, MetricAccumulator
+    from kgeval.accumulator import RECORD_STATES, MetricAccumulator
 
     if not isinstance(state, dict) or "meta:ks" not in state or "meta:keep_records" not in state:
         raise ValueError("state must be a dict produced by MetricAccumulator.state_dict()")
@@ -337,7 +337,7 @@ def check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
 
 def _check_state_records(template: MetricAccumulator, state: dict[str, torch.Tensor], sums: set[str]) -> None:
     """The records of a state obey :func:`check_rank_records`, and its sums are the ones its records give."""
-    from kgeval.accumulators import RECORD_STATES
+    from kgeval.accumulator import RECORD_STATES
 
     records = {name: state[f"cat:{name}"] for name in RECORD_STATES}
     if records["triples"].dim() != 2 or records["triples"].shape[1:] != (3,):

@@ -74,7 +74,7 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "on a busy machine",
     )
     add("--no-progress", action="store_true", help="hide the progress bars")
-    add("--save-checkpoint", metavar="PATH", help="save the trained model there (see kgeval.checkpoint)")
+    add("--save-checkpoint", metavar="PATH", help="save the trained model there (see kgeval.models.checkpoint)")
     add("--full", action="store_true", help="print every metric after the headline")
 
 
@@ -92,7 +92,7 @@ def _run_demo(args: argparse.Namespace) -> int:
 
     from kgeval import RankBasedEvaluator
     from kgeval.models import DistMult
-    from kgeval.training import train_model
+    from kgeval.models.training import train_model
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -117,7 +117,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print(f"Trained DistMult (dim={args.dim}) for {args.epochs} epochs in {elapsed:.1f} s{loss_text}")
     if args.save_checkpoint:
-        from kgeval.checkpoint import save_checkpoint
+        from kgeval.models.checkpoint import save_checkpoint
 
         save_checkpoint(model, args.save_checkpoint)
         print(f"Saved the model to {args.save_checkpoint}")
@@ -189,8 +189,8 @@ def _evaluate_checkpoint(args: argparse.Namespace, ks: Sequence[int], use_tqdm: 
     """(results, dataset): the checkpoint evaluated on the split, filtered by every triple known to it (valid: train
     + valid; test: train + valid + test)."""
     from kgeval import RankBasedEvaluator
-    from kgeval.checkpoint import load_checkpoint
     from kgeval.datasets import load_dataset
+    from kgeval.models.checkpoint import load_checkpoint
 
     dataset = load_dataset(args.dataset)
     model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
@@ -221,9 +221,9 @@ def _run_strat(args: argparse.Namespace) -> int:
     """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
     import pandas as pd
 
-    from kgeval import stratified
+    from kgeval.analysis import stratified
     from kgeval.datasets import load_dataset
-    from kgeval.rank_files import read_ranks, records_from_frame
+    from kgeval.records import read_ranks, records_from_frame
 
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
     if not (args.checkpoint or args.ranks):
@@ -278,7 +278,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
     if args.ranks:
-        from kgeval.rank_files import read_ranks, records_from_frame
+        from kgeval.records import read_ranks, records_from_frame
 
         records = records_from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
         if "num_candidates" not in records:

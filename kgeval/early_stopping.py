@@ -57,7 +57,7 @@ class EarlyStopper:
     mapped_triples : LongTensor of shape (n, 3)
         The validation triples.
     additional_filter_triples : LongTensor or sequence of them, optional
-        Known triples to filter: train (+ valid) for validation, never test (see :mod:`kgeval.scenarios`).
+        Known triples to filter: train (+ valid) for validation, never test (see :mod:`kgeval.datasets.scenarios`).
     metric : str, default="mrr"
         A metric key (PyKEEN grammar) reported by ``evaluator``.
     patience : int, default=2

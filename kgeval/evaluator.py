@@ -18,16 +18,17 @@ from typing import Any, Literal
 import torch
 from tqdm.auto import tqdm
 
-from kgeval import _checks, batching
-from kgeval.accumulators import MetricAccumulator
-from kgeval.distributed import CollectiveCheck, resolve_group, shard, synchronize
-from kgeval.filtering import FILTER_INDEX_CACHE, FilterIndex
+from kgeval import _checks
+from kgeval._engine import sizes as batching
+from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
+from kgeval._engine.filter_index import FILTER_INDEX_CACHE, FilterIndex
+from kgeval._engine.kernels import KernelChoice, check_kernel_choice
+from kgeval._engine.loop import rank_side
+from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
+from kgeval.accumulator import MetricAccumulator
 from kgeval.integrations import scoring_view
-from kgeval.kernels import KernelChoice, check_kernel_choice
 from kgeval.keys import Target
-from kgeval.ranking import rank_side
 from kgeval.results import RankBasedMetricResults
-from kgeval.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
 
 #: columns of a triple that form the query, and the column of the true answer, per target
 QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2]}
@@ -98,7 +99,7 @@ class RankBasedEvaluator:
         The k of hits@k.
     batch_size : int, optional
         Ranking tasks scored at once (with the numba kernel: distinct queries, whatever number of tasks
-        share them). None: chosen from the device's memory (kgeval.batching), and a batch that runs out of
+        share them). None: chosen from the device's memory (kgeval._engine.sizes), and a batch that runs out of
         memory is halved and retried.
     slice_size : int, optional
         Candidates scored per model call / GEMM. None: all when they fit the memory budget, otherwise slices.
@@ -107,7 +108,7 @@ class RankBasedEvaluator:
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one.
     kernel : {"auto", "eager", "numba"}, default="auto"
-        How score tiles are counted (kgeval.kernels): "eager" runs PyTorch operations as they come; "numba" counts
+        How score tiles are counted: "eager" runs PyTorch operations as they come; "numba" counts
         in one parallel pass compiled by numba (CPU only; about 5x less counting time, for about half a second per
         process to load numba; falls back to eager with a warning where it cannot run); "auto" counts eagerly
         and, on a CPU, switches to numba once this process has counted (or is about to count) 10**9 scores, or
@@ -181,7 +182,7 @@ class RankBasedEvaluator:
         model : object
             Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
             accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form of
-            :class:`kgeval.scoring.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts (inverse
+            :class:`kgeval._engine.scoring.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts (inverse
             relations included; see :mod:`kgeval.integrations.pykeen`). It is evaluated where it lives and never
             moved.
         mapped_triples : LongTensor of shape (n, 3)
@@ -221,7 +222,7 @@ class RankBasedEvaluator:
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
-            must call ``evaluate`` with the same inputs; see :mod:`kgeval.distributed`). False: evaluate
+            must call ``evaluate`` with the same inputs; see :mod:`kgeval._engine.distributed`). False: evaluate
             everything in this process. True: like None, but an error when no process group is initialised.
         process_group : torch.distributed.ProcessGroup, optional
             The group to share the work in; default the world group.

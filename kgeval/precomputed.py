@@ -16,7 +16,7 @@ from typing import Any
 import torch
 
 from kgeval._checks import check_ks
-from kgeval.accumulators import MetricAccumulator
+from kgeval.accumulator import MetricAccumulator
 from kgeval.keys import TARGETS, Target
 from kgeval.results import RankBasedMetricResults
 

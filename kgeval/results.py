@@ -18,15 +18,16 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval import display, relations
+from kgeval import _display as display
 from kgeval._checks import check_ks, check_rank_records
-from kgeval.accumulators import MetricAccumulator
+from kgeval.accumulator import MetricAccumulator
+from kgeval.analysis import relations
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
 from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
 from kgeval.metrics.summary import UndefinedMetricWarning
 
 if TYPE_CHECKING:
-    from kgeval.stats import ConfidenceInterval
+    from kgeval.analysis.stats import ConfidenceInterval
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -260,7 +261,7 @@ class RankBasedMetricResults:
     @classmethod
     def from_records(cls, records: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)) -> RankBasedMetricResults:
         """Every metric computed from per-task records (e.g. a rank table read by
-        :func:`kgeval.rank_files.records_from_frame`, which must include ``num_candidates``); records checked.
+        :func:`kgeval.records.records_from_frame`, which must include ``num_candidates``); records checked.
 
         Raises
         ------
@@ -310,7 +311,7 @@ class RankBasedMetricResults:
             _agree_with_records(results, where)
         return results
 
-    # -- views of the per-task records (logic in kgeval.relations) ----------------------------------------------
+    # -- views of the per-task records (logic in kgeval.analysis.relations) ----------------------------------
     def _require_records(self, what: str) -> Mapping[str, np.ndarray]:
         if self.records is None:
             raise ValueError(f"{what} needs the per-task rank records; evaluate with keep_records=True")
@@ -318,12 +319,12 @@ class RankBasedMetricResults:
 
     def ranks_df(self, entity_labels: Any = None, relation_labels: Any = None) -> pd.DataFrame:
         """One row per ranking task (head, relation, tail, side, ranks, num_candidates); see
-        :func:`kgeval.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
+        :func:`kgeval.analysis.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
         return relations.ranks_frame(self._require_records("ranks_df"), entity_labels, relation_labels)
 
     def per_relation(self, keys: str | Sequence[str] = ("mrr", "hits@10"), relation_labels: Any = None) -> pd.DataFrame:
         """One row per evaluated relation: count and each metric per side; see
-        :func:`kgeval.relations.per_relation_frame`."""
+        :func:`kgeval.analysis.relations.per_relation_frame`."""
         return relations.per_relation_frame(self._require_records("per_relation"), keys, self.ks, relation_labels)
 
     def macro_average(self, key: str) -> float:
@@ -337,12 +338,12 @@ class RankBasedMetricResults:
         threshold: float = relations.DEFAULT_THRESHOLD,
     ) -> pd.DataFrame:
         """Metrics per relation category (1-1, 1-N, N-1, N-N) from ``reference_triples`` (usually train); see
-        :func:`kgeval.relations.per_category_frame`."""
+        :func:`kgeval.analysis.relations.per_category_frame`."""
         return relations.per_category_frame(
             self._require_records("per_category"), reference_triples, keys, self.ks, threshold
         )
 
-    # -- display (logic in kgeval.display) --------------------------------------------------------------------
+    # -- display (logic in kgeval._display) --------------------------------------------------------------------
     def summary(self) -> str:
         """The headline: MRR, Hits@k for every k and MR of realistic ranks, both sides with head and tail beside
         (the optimistic / pessimistic columns only where ties make them differ), in at most 80 columns."""
@@ -382,8 +383,9 @@ class RankBasedMetricResults:
         rank_type: RankType = "realistic",
         min_count: float | None = None,
     ) -> dict[str, float]:
-        """Popularity-stratified hits@k and MRR from the rank records: :func:`kgeval.stratified.stratified_metrics`."""
-        from kgeval.stratified import stratified_metrics
+        """Popularity-stratified hits@k and MRR from the rank records (see
+        :func:`~kgeval.analysis.stratified.stratified_metrics`)."""
+        from kgeval.analysis.stratified import stratified_metrics
 
         return stratified_metrics(self, popularity_triples, beta_e, beta_r, ks, rank_type, min_count)
 
@@ -397,9 +399,9 @@ class RankBasedMetricResults:
     ) -> ConfidenceInterval:
         """Bootstrap percentile interval of a metric, resampling evaluation triples (head and tail together).
 
-        Needs the per-task records; see :func:`kgeval.stats.confidence_interval`.
+        Needs the per-task records; see :func:`kgeval.analysis.stats.confidence_interval`.
         """
-        from kgeval.stats import confidence_interval
+        from kgeval.analysis.stats import confidence_interval
 
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
 

@@ -1,4 +1,4 @@
-"""kgeval.batching: sizes from the memory budget, and out-of-memory retries (injected on CPU)."""
+"""kgeval._engine.sizes: sizes from the memory budget, and out-of-memory retries (injected on CPU)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval import RankBasedEvaluator, batching
+from kgeval import RankBasedEvaluator
+from kgeval._engine import sizes as batching
+from kgeval._engine.scoring import FullRowScorer, GemmScorer, SlicedScorer
 from kgeval.models import DistMult
-from kgeval.scoring import FullRowScorer, GemmScorer, SlicedScorer
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks

@@ -1,4 +1,4 @@
-"""Tests of kgeval.checkpoint: saving and loading the built-in models."""
+"""Tests of kgeval.models.checkpoint: saving and loading the built-in models."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from kgeval.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, weights_only_loader_is_safe
 from kgeval.models import DistMult
+from kgeval.models.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, weights_only_loader_is_safe
 
 
 def test_round_trip(tmp_path: Path) -> None:
@@ -40,7 +40,7 @@ def test_error_on_a_foreign_model(tmp_path: Path) -> None:
 def test_error_on_a_file_that_is_no_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(2)}, path)
-    message = f"{str(path)!r} is not a kgeval checkpoint (expected format 'kgeval.checkpoint/1')"
+    message = f"{str(path)!r} is not a kgeval checkpoint (expected format 'kgeval.models.checkpoint/1')"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         load_checkpoint(path)
 

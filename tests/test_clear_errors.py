@@ -115,7 +115,7 @@ def test_num_entities_that_disagrees_with_the_model_names_both() -> None:
 
 
 def test_comparison_and_interval_read_as_one_line() -> None:
-    from kgeval.stats import compare
+    from kgeval.analysis.stats import compare
 
     a = evaluate(TableModel(TABLE))
     b = evaluate(TableModel(TABLE.flip(2)))

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 from kgeval import RankBasedEvaluator
-from kgeval.checkpoint import save_checkpoint
 from kgeval.cli import main
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
+from kgeval.models.checkpoint import save_checkpoint
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 
 from kgeval import RankBasedEvaluator
-from kgeval.checkpoint import load_checkpoint
+from kgeval.analysis.stratified import stratified_metrics
 from kgeval.cli import main
 from kgeval.datasets import load_shipped_dataset
-from kgeval.stratified import stratified_metrics
+from kgeval.models.checkpoint import load_checkpoint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""kgeval.counting and kgeval.kernels: comparison codes, every tile kernel, counts, and the kernel choice."""
+"""_engine.counting and _engine.kernels: comparison codes, every tile kernel, counts, and the kernel choice."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval import kernels
-from kgeval.counting import BatchCounts, RowBlock, comparison_codes, count_batch, slice_bounds
-from kgeval.kernels import count_tile
-from kgeval.scoring import FullRowScorer, Workspace
+from kgeval._engine import kernels
+from kgeval._engine.counting import BatchCounts, RowBlock, comparison_codes, count_batch, slice_bounds
+from kgeval._engine.kernels import count_tile
+from kgeval._engine.scoring import FullRowScorer, Workspace
 
 KERNELS = ["sign", "compare", "numba"]
 

@@ -23,7 +23,7 @@ TRAIN = [("b ent", "likes", "a"), ("a", "knows", "ç"), ("10", "likes", "2")]
 VALID = [("2", "knows", "b ent")]
 TEST = [("ç", "hates", "a"), ("zeta", "likes", "10")]
 
-#: Counts stated in kgeval/data/<name>/SOURCE.md: entities, relations, train, valid, test.
+#: Counts stated in kgeval/datasets/data/<name>/SOURCE.md: entities, relations, train, valid, test.
 SHIPPED_COUNTS = {
     "umls": (135, 46, 5216, 652, 661),
     "kinship": (104, 25, 8544, 1068, 1074),

@@ -1,4 +1,4 @@
-"""What a person reads: the headline block and the full table (kgeval.display), checked against get_metric."""
+"""What a person reads: the headline block and the full table (kgeval._display), checked against get_metric."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tests of kgeval.distributed: 2 and 3 gloo processes on CPU return the single-process results, or fail together.
+"""Tests of _engine.distributed: 2 and 3 gloo processes on CPU return the single-process results, or fail together.
 
 The multi-process runs happen once per world size (module fixtures, a second or so each); each test reads the
 outcome of one named scenario of tests/helpers/distributed.py on every rank.
@@ -14,7 +14,7 @@ import torch
 from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator
-from kgeval.distributed import checksum, fingerprint, resolve_group, shard
+from kgeval._engine.distributed import checksum, fingerprint, resolve_group, shard
 from kgeval.results import RECORD_COLUMNS
 from tests.helpers.graphs import TableModel
 from tests.helpers.reference import reference_ranks

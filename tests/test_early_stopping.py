@@ -272,7 +272,7 @@ def test_subset_is_fixed_by_the_seed(problem):
 def test_works_with_a_trained_distmult_and_the_evaluator_restores_training_mode():
     from kgeval.datasets import load_shipped_dataset
     from kgeval.models import DistMult
-    from kgeval.training import train_epoch
+    from kgeval.models.training import train_epoch
 
     data = load_shipped_dataset("nations")
     model = DistMult(data.num_entities, data.num_relations, dim=8, seed=0)

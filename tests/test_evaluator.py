@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, UndefinedMetricWarning
-from kgeval.filtering import FILTER_INDEX_CACHE
+from kgeval._engine.filter_index import FILTER_INDEX_CACHE
 from kgeval.models import DistMult
 from tests.helpers.graphs import (
     FullScoreTableModel,

@@ -19,7 +19,7 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator
-from kgeval.kernels import FLOAT32_EXACT_INTEGERS, count_tile
+from kgeval._engine.kernels import FLOAT32_EXACT_INTEGERS, count_tile
 from tests.helpers.graphs import TableModel, graphs_and_tables
 from tests.helpers.invariance import assert_ranks_match
 from tests.helpers.reference import reference_ranks

@@ -1,4 +1,4 @@
-"""kgeval.filtering: the CSR filter index against brute force, its build paths and its content cache."""
+"""kgeval._engine.filter_index: the CSR filter index against brute force, its build paths and its content cache."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgeval.filtering import FilterIndex, FilterIndexCache, stable_argsort
+from kgeval._engine.filter_index import FilterIndex, FilterIndexCache, stable_argsort
 
 
 def _brute_force(known: set, target: str, queries: list, num_entities: int) -> list[tuple[int, int]]:

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator
-from kgeval.filtering import FilterIndex, pack_pairs
+from kgeval._engine.filter_index import FilterIndex, pack_pairs
 from tests.helpers.graphs import TableModel, graphs_and_tables
 from tests.helpers.invariance import assert_ranks_match
 from tests.helpers.reference import reference_ranks

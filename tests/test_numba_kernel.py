@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval.kernels import count_tile
+from kgeval._engine.kernels import count_tile
 
 
 def _tile(seed: int) -> tuple[torch.Tensor, torch.Tensor, list[int], list[int]]:
@@ -78,7 +78,7 @@ def test_numba_runs_the_threading_layer_kgeval_asked_for() -> None:
         pytest.skip("the tbb package is not installed here (a dependency on x86-64 only)")
     code = (
         "import numba, torch\n"
-        "from kgeval.kernels import count_tile\n"
+        "from kgeval._engine.kernels import count_tile\n"
         "count_tile(torch.zeros(3, 5), torch.zeros(3), 'numba')\n"
         "print(numba.config.THREADING_LAYER, numba.threading_layer())\n"
     )

@@ -1,4 +1,4 @@
-"""kgeval.pairs: filtered pairs of a batch, and per-tile gathers of their comparison codes in both layouts."""
+"""kgeval._engine.pairs: filtered pairs of a batch, and per-tile gathers of their comparison codes in both layouts."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval.counting import slice_bounds
-from kgeval.filtering import FilterIndex
-from kgeval.pairs import BatchPairs, MaskedPairs, QueryGroup, SortedPairs, expand_pairs, pair_tiles
+from kgeval._engine.counting import slice_bounds
+from kgeval._engine.filter_index import FilterIndex
+from kgeval._engine.pairs import BatchPairs, MaskedPairs, QueryGroup, SortedPairs, expand_pairs, pair_tiles
 
 
 def _setup(seed: int, restrict: bool):

@@ -1,4 +1,4 @@
-"""kgeval.planning: task order, distinct queries, batch ranges and row blocks of one side."""
+"""kgeval._engine.plan: task order, distinct queries, batch ranges and row blocks of one side."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval.planning import SidePlan
+from kgeval._engine.plan import SidePlan
 
 
 def _plan(seed: int, slice_size: int = 4, with_pairs: bool = True):

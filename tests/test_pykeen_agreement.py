@@ -15,7 +15,7 @@ import torch
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_dataset, shared_data_dir
 from kgeval.models import DistMult
-from kgeval.training import train_model
+from kgeval.models.training import train_model
 
 pykeen_evaluation = pytest.importorskip("pykeen.evaluation")
 pykeen_models = pytest.importorskip("pykeen.models")

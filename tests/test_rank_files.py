@@ -1,4 +1,4 @@
-"""Tests of kgeval.rank_files: reading exported rank tables and converting them to record columns."""
+"""Tests of kgeval.records: reading exported rank tables and converting them to record columns."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kgeval.rank_files import read_ranks, records_from_frame
+from kgeval.records import read_ranks, records_from_frame
 
 
 def _table() -> pd.DataFrame:

@@ -1,4 +1,4 @@
-"""Exactness of the ranking loop (kgeval.ranking) end to end, against the brute-force reference.
+"""Exactness of the ranking loop (kgeval._engine.loop) end to end, against the brute-force reference.
 
 Every scorer path (whole rows, per-slice calls), every counting kernel ("sign", "compare", "numba"), both
 pair layouts ("sorted", "masked"), several batch and slice sizes, filtered / raw / both, and entity restriction,
@@ -16,7 +16,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kgeval import RankBasedEvaluator, RankBasedMetricResults, ranking
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
+from kgeval._engine import loop as ranking
 from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, graphs_and_tables
 from tests.helpers.invariance import assert_results_equal
 from tests.helpers.ranks import assert_same_ranks

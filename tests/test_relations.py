@@ -17,7 +17,7 @@ import torch
 from hypothesis import given, settings
 
 from kgeval import RankBasedEvaluator, UndefinedMetricWarning
-from kgeval.relations import CATEGORIES, UNSEEN, relation_categories
+from kgeval.analysis.relations import CATEGORIES, UNSEEN, relation_categories
 from tests.helpers.graphs import TableModel, edge_cases, graphs_and_tables, quantised_table, random_graph
 from tests.helpers.reference import (
     RANK_TYPES,

@@ -1,4 +1,4 @@
-"""Tests of kgeval.resampling: triples (not ranks) are resampled, through the registry, matching brute force."""
+"""Tests of analysis.resampling: triples (not ranks) are resampled, through the registry, matching brute force."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval import resampling
+from kgeval.analysis import resampling
+from kgeval.analysis.resampling import bootstrap_distribution, chunks, pair_tasks, swapped_differences, task_statistics
 from kgeval.metrics import registry
 from kgeval.metrics.null_model import candidate_statistics
 from kgeval.metrics.registry import MetricInfo, ValueRange
 from kgeval.metrics.summary import RankSummary, rank_statistics, safe_ratio
-from kgeval.resampling import bootstrap_distribution, chunks, pair_tasks, swapped_differences, task_statistics
 from tests.helpers.reference import adjusted_metric, plain_metric
 from tests.support.paired import two_models, with_metric
 

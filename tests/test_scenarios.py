@@ -11,7 +11,7 @@ import torch
 
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_shipped_dataset
-from kgeval.scenarios import SCENARIOS, evaluation_kwargs, filter_triples_for
+from kgeval.datasets.scenarios import SCENARIOS, evaluation_kwargs, filter_triples_for
 from tests.helpers.graphs import TableModel, quantised_table, random_graph
 from tests.helpers.reference import reference_metrics
 

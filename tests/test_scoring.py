@@ -1,4 +1,4 @@
-"""kgeval.scoring: which scorer a model gets, and what each scorer's tiles hold."""
+"""kgeval._engine.scoring: which scorer a model gets, and what each scorer's tiles hold."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import weakref
 import pytest
 import torch
 
-from kgeval.models import DistMult, TransE
-from kgeval.scoring import (
+from kgeval._engine.scoring import (
     FullRowScorer,
     GemmScorer,
     L1Scorer,
@@ -18,6 +17,7 @@ from kgeval.scoring import (
     make_scorer,
     query_candidate_form,
 )
+from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table
 
 

@@ -1,4 +1,4 @@
-"""Tests of kgeval.stats: compare and confidence_interval against the brute-force reference, and by simulation."""
+"""Tests of analysis.stats: compare and confidence_interval against the brute-force reference, and by simulation."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from kgeval import RankBasedEvaluator
+from kgeval.analysis.resampling import PairedTasks, bootstrap_distribution
+from kgeval.analysis.stats import Comparison, compare, confidence_interval, permutation_p_value
 from kgeval.metrics.registry import lookup
-from kgeval.resampling import PairedTasks, bootstrap_distribution
-from kgeval.stats import Comparison, compare, confidence_interval, permutation_p_value
 from tests.helpers.graphs import TableModel
 from tests.helpers.reference import plain_metric
 from tests.support.paired import two_models

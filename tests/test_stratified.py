@@ -1,4 +1,4 @@
-"""Tests of kgeval.stratified: popularity-stratified metrics against METRICS.md's brute-force reference."""
+"""Tests of kgeval.analysis.stratified: popularity-stratified metrics against METRICS.md's brute-force reference."""
 
 from __future__ import annotations
 
@@ -13,10 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
+from kgeval.analysis.stratified import (
+    DEFAULT_BETAS,
+    evaluated_triples,
+    popularity_counts,
+    strat_curve,
+    stratified_metrics,
+)
 from kgeval.datasets import load_dataset, shared_data_dir
 from kgeval.models import DistMult
-from kgeval.stratified import DEFAULT_BETAS, evaluated_triples, popularity_counts, strat_curve, stratified_metrics
-from kgeval.training import train_model
+from kgeval.models.training import train_model
 from tests.helpers.rank_records import random_popularity, random_records
 from tests.helpers.reference import (
     macro_average_reference,

@@ -1,4 +1,4 @@
-"""Tests of the stratified-curve plots (kgeval.stratified.plot_strat_curve, kgeval.stratified_plot)."""
+"""Tests of the stratified-curve plots (kgeval.analysis.stratified.plot_strat_curve, kgeval.analysis.plot)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import matplotlib
 import pytest
 
 from kgeval import RankBasedMetricResults
-from kgeval.stratified import plot_strat_curve, strat_curve
-from kgeval.stratified_plot import draw_curve
+from kgeval.analysis.plot import draw_curve
+from kgeval.analysis.stratified import plot_strat_curve, strat_curve
 from tests.helpers.rank_records import random_popularity, random_records
 
 matplotlib.use("Agg")

@@ -1,4 +1,4 @@
-"""Tests of kgeval.training.train_model and train_epoch."""
+"""Tests of kgeval.models.training.train_model and train_epoch."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import kgeval
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
-from kgeval.training import train_epoch, train_model
+from kgeval.models.training import train_epoch, train_model
 
 
 @pytest.fixture(scope="module")

@@ -132,7 +132,7 @@ class PyKEENScoring:
 
 
 class PyKEENQueryCandidate(PyKEENScoring):
-    """:class:`PyKEENScoring` with the query/candidate form (:class:`kgeval.scoring.QueryCandidateModel`)."""
+    """:class:`PyKEENScoring` with the query/candidate form (:class:`kgeval._engine.scoring.QueryCandidateModel`)."""
 
     def __init__(self, model: Model, kind: str, similarity: str) -> None:
         super().__init__(model)

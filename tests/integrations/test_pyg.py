@@ -13,9 +13,9 @@ import torch
 kge = pytest.importorskip("torch_geometric.nn.kge")
 
 from kgeval import RankBasedEvaluator  # noqa: E402
+from kgeval._engine.scoring import GemmScorer, L1Scorer, TripleScorer, make_scorer  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pyg import PyGScoring  # noqa: E402
-from kgeval.scoring import GemmScorer, L1Scorer, TripleScorer, make_scorer  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
 from tests.helpers.invariance import assert_ranks_match  # noqa: E402
 from tests.helpers.reference import reference_ranks  # noqa: E402

@@ -22,9 +22,9 @@ from pykeen.evaluation import RankBasedEvaluator as PyKEENEvaluator  # noqa: E40
 from pykeen.models.inductive import InductiveERModel  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
+from kgeval._engine.scoring import FullRowScorer, GemmScorer, L1Scorer, SlicedScorer, make_scorer  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pykeen import PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
-from kgeval.scoring import FullRowScorer, GemmScorer, L1Scorer, SlicedScorer, make_scorer  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)

@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from kgeval import RankBasedEvaluator
+from kgeval._engine.scoring import GemmScorer, L1Scorer, make_scorer
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 from kgeval.models.base import QueryCandidateModule
-from kgeval.scoring import GemmScorer, L1Scorer, make_scorer
 from tests.helpers.graphs import random_graph
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks

@@ -24,7 +24,7 @@ import torch.multiprocessing as mp
 from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator
-from kgeval.distributed import all_gather_uneven
+from kgeval._engine.distributed import all_gather_uneven
 from kgeval.models import DistMult
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 

@@ -1,4 +1,4 @@
-"""Two models evaluated on the same random tie-heavy graph, for the tests of kgeval.stats and kgeval.resampling.
+"""Two models evaluated on the same random tie-heavy graph, for the tests of analysis.stats and resampling.
 
 Model B scores like model A plus integer noise, so the two are correlated (as two real models are) yet differ.
 Expected values come from the brute-force reference on the same tables, never from kgeval's metric code.

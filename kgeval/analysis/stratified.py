@@ -24,7 +24,7 @@ import torch
 
 from kgeval._checks import check_ks
 from kgeval.keys import RANK_TYPE_SYNONYMS, RankType
-from kgeval.rank_files import pair_tasks, rank_records
+from kgeval.records import pair_tasks, rank_records
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -59,7 +59,7 @@ def stratified_metrics(
     ----------
     results : RankBasedMetricResults or DataFrame
         Results that kept their per-task rank records (the default), with the head and the tail task of every
-        triple; or a rank table such as ``results.ranks_df()`` (see :mod:`kgeval.rank_files`).
+        triple; or a rank table such as ``results.ranks_df()`` (see :mod:`kgeval.records`).
     popularity_triples : LongTensor or ndarray of shape (m, 3), or a sequence of them
         The reference triples N(x) is counted on: an entity's subject plus object occurrences, a relation's
         occurrences. Usually the training triples; duplicates count.
@@ -163,7 +163,7 @@ def plot_strat_curve(
     matplotlib.figure.Figure
         A figure not registered with pyplot (no GUI window); show it with ``display(fig)`` or save it.
     """
-    from kgeval.stratified_plot import draw_curve
+    from kgeval.analysis.plot import draw_curve
 
     curve = strat_curve(results, popularity_triples, betas, vary, ks, rank_type, min_count)
     return draw_curve(curve, metrics=metrics, path=path, title=title)

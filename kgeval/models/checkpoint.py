@@ -2,7 +2,7 @@
 
 The file holds a plain dict (loadable with ``torch.load(path, weights_only=True)``)::
 
-    {"format": "kgeval.checkpoint/1", "model": "DistMult", "num_entities": int, "num_relations": int,
+    {"format": "kgeval.models.checkpoint/1", "model": "DistMult", "num_entities": int, "num_relations": int,
      "dim": int, "state_dict": {name: tensor}}
 
 ``kgeval demo --save-checkpoint PATH`` writes one; ``kgeval strat --checkpoint PATH`` reads it.
@@ -21,7 +21,7 @@ from kgeval.models import DistMult
 
 __all__ = ["BUILTIN_MODELS", "CHECKPOINT_FORMAT", "load_checkpoint", "save_checkpoint"]
 
-CHECKPOINT_FORMAT = "kgeval.checkpoint/1"
+CHECKPOINT_FORMAT = "kgeval.models.checkpoint/1"
 
 #: The models a checkpoint can name, by class name.
 BUILTIN_MODELS: dict[str, type[nn.Module]] = {"DistMult": DistMult}

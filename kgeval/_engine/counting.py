@@ -12,8 +12,8 @@ never counted against itself and always counts in C. Scores compare exactly; +in
 a NaN anywhere in a task's scores is flagged (the evaluator raises after the loop, naming the task).
 
 How it is computed. Each score tile is counted right after it is produced, while it is in cache: per task, the
-scores above and below its true score (kgeval.kernels, which also flags NaN rows). The counts of all slices
-add up to raw counts; the filtered candidates' scores are then gathered from the same tiles (kgeval.pairs) and
+scores above and below its true score (kgeval._engine.kernels, which also flags NaN rows). The counts of all slices
+add up to raw counts; the filtered candidates' scores are then gathered from the same tiles (kgeval._engine.pairs) and
 their contributions subtracted, so the tiles are never written to for filtering and raw and filtered counts
 come from one pass. With C' = C - 1 - #filtered (the true answer excluded), #equal = C' - #above - #below.
 A NaN anywhere in a task's scores, a filtered candidate's included, is an error. The tile holding the batch's
@@ -29,9 +29,9 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from kgeval.kernels import codes_against, count_tile
-from kgeval.pairs import PairTiles
-from kgeval.scoring import CandidateScorer, Workspace
+from kgeval._engine.kernels import codes_against, count_tile
+from kgeval._engine.pairs import PairTiles
+from kgeval._engine.scoring import CandidateScorer, Workspace
 
 
 def comparison_codes(scores: torch.Tensor, true_scores: torch.Tensor) -> torch.Tensor:
@@ -138,7 +138,7 @@ def count_batch(
     raw_too : bool, default=False
         With ``pairs``, also return the raw counts (they come with the pass).
     kernel : {"sign", "compare", "numba"}, default="sign"
-        The tile kernel (kgeval.kernels).
+        The tile kernel (kgeval._engine.kernels).
     workspace : Workspace, optional
         Scratch memory reused across batches.
 

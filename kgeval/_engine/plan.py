@@ -15,8 +15,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kgeval.counting import RowBlock
-from kgeval.filtering import pack_pairs, stable_argsort
+from kgeval._engine.counting import RowBlock
+from kgeval._engine.filter_index import pack_pairs, stable_argsort
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class PlannedBatch:
     blocks: tuple[RowBlock, ...]
     #: index of the first filtered pair of each row block, then ``num_pairs`` (pairs are sorted by task row)
     pair_offsets: tuple[int, ...]
-    #: repeated queries whose filtered candidates are handled as a block (kgeval.pairs.QueryGroup)
+    #: repeated queries whose filtered candidates are handled as a block (kgeval._engine.pairs.QueryGroup)
     groups: tuple[QueryGroupPlan, ...] = ()
     #: LongTensor (B,): filtered pairs to expand per task (0 for the tasks of ``groups``)
     pair_counts: torch.Tensor | None = None
@@ -65,7 +65,7 @@ class SidePlan:
     group_min_pairs : int, optional
         A query shared by several tasks whose runs hold at least this many pairs in total becomes a group:
         its filtered candidates are removed with one block operation per tile instead of pair by pair
-        (kgeval.pairs). None: no groups.
+        (kgeval._engine.pairs). None: no groups.
     by_true_slice : bool, default=True
         Group the tasks by the slice of their true answer, so each batch reads its true scores from the tiles
         it counts. False (few tasks over many slices) mixes the slices in a batch: the true scores then come

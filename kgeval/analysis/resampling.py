@@ -1,4 +1,4 @@
-"""Resampling evaluation triples: the machinery under :mod:`kgeval.stats`.
+"""Resampling evaluation triples: the machinery under :mod:`kgeval.analysis.stats`.
 
 The unit of resampling is the evaluation triple (its ``task_index`` in the records): its head and tail tasks are
 drawn, or swapped between two models, together, so head, tail and both are resampled consistently.

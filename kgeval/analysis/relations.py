@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval.accumulators import ranks_of_type
+from kgeval.accumulator import ranks_of_type
 from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, format_key, parse_key
 from kgeval.metrics.registry import MetricInfo, lookup
 from kgeval.metrics.summary import RankSummary, summarize

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 from torch import distributed as dist
 
-from kgeval.accumulators import RECORD_STATES, MetricAccumulator
+from kgeval.accumulator import RECORD_STATES, MetricAccumulator
 from kgeval.keys import Target
 
 #: modulus of the position-weighted checksum (a Mersenne prime: products of two residues fit in int64)

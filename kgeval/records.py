@@ -4,7 +4,7 @@ A rank table has one row per ranking task with the columns ``head``, ``relation`
 (``"head"`` / ``"tail"``, or 0 / 1 as in :data:`kgeval.results.RECORD_COLUMNS`), ``optimistic`` and
 ``pessimistic``; ``realistic``, ``num_candidates`` and ``task_index`` are optional. This is the layout of
 ``pandas.DataFrame(results.records)`` and of ``results.ranks_df()``. Metrics that combine the head and the tail
-task of one triple (:mod:`kgeval.stratified`) pair them with :func:`pair_tasks`.
+task of one triple (:mod:`kgeval.analysis.stratified`) pair them with :func:`pair_tasks`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Filtered (task row, candidate position) pairs of one batch, laid out for one gather per score tile.
 
 The filter index yields, for each task of a batch, the run of known answers of its query; the evaluated triple
-itself is always known, so every run contains the task's true answer. Counting (kgeval.counting) counts every
+itself is always known, so every run contains the task's true answer. Counting (kgeval._engine.counting) counts every
 score of a tile, then subtracts the filtered candidates' contributions: ``gather_`` reads each pair's score from
 the tile that holds it and records its comparison code against the row's true score, so the filtered entities
 are never masked in, or written to, a dense matrix. The true answer's own code is 0 by construction (it equals
@@ -22,8 +22,8 @@ from dataclasses import dataclass
 
 import torch
 
-from kgeval.filtering import SideIndex, stable_argsort
-from kgeval.kernels import codes_against, counts_from_code_sums
+from kgeval._engine.filter_index import SideIndex, stable_argsort
+from kgeval._engine.kernels import codes_against, counts_from_code_sums
 
 
 @dataclass
@@ -89,7 +89,7 @@ class QueryGroup:
 
 
 def query_groups(side: SideIndex, plans: Sequence, position_of: torch.Tensor | None) -> list[QueryGroup]:
-    """The :class:`QueryGroup` of each planned group (kgeval.planning.QueryGroupPlan); CPU only (masks)."""
+    """The :class:`QueryGroup` of each planned group (kgeval._engine.plan.QueryGroupPlan); CPU only (masks)."""
     groups = []
     for plan in plans:
         positions = side.values[plan.run_start : plan.run_start + plan.run_length]

@@ -1,4 +1,4 @@
-"""Drawing of stratified-metric curves (:func:`kgeval.stratified.plot_strat_curve`) with matplotlib.
+"""Drawing of stratified-metric curves (:func:`kgeval.analysis.stratified.plot_strat_curve`) with matplotlib.
 
 matplotlib is the optional extra ``plot`` (``pip install "kgeval[plot]"``); it is imported only when a curve is
 drawn. Figures are built with :class:`matplotlib.figure.Figure` directly, so drawing needs no GUI backend and
@@ -30,7 +30,7 @@ def draw_curve(
     path: str | None = None,
     title: str | None = None,
 ) -> Figure:
-    """Draw a :func:`kgeval.stratified.strat_curve` table.
+    """Draw a :func:`kgeval.analysis.stratified.strat_curve` table.
 
     Parameters
     ----------

@@ -23,7 +23,7 @@ from typing import TypeVar
 
 import torch
 
-from kgeval.scoring import CandidateScorer, FullRowScorer, SlicedScorer
+from kgeval._engine.scoring import CandidateScorer, FullRowScorer, SlicedScorer
 
 #: score elements one model call may produce on CPU (16 MiB of float32)
 CPU_SCORE_BUDGET = 2**22

@@ -9,7 +9,7 @@ TBB where the ``tbb`` package is installed (a dependency on x86-64; its library 
 environment keeps it off the loader's path), otherwise OpenMP off Linux or numba's own work queue. Numba's
 default would take GNU OpenMP on Linux, after which every fork()ed child that counts (a DataLoader worker, a
 multiprocessing pool) is killed ("fork() called from a process already using GNU
-OpenMP"). The work queue is not thread-safe; kgeval.kernels serialises its calls.
+OpenMP"). The work queue is not thread-safe; kgeval._engine.kernels serialises its calls.
 """
 
 from __future__ import annotations

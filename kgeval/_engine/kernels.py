@@ -7,7 +7,7 @@ read from tile row ``rows[i]``, a kernel returns::
     less[i]    = #{e in the slice : s_e <  s*_i}
     nan[i]     = a NaN among the row's scores, or s*_i is NaN
 
-Counting (kgeval.counting) adds these over the slices and turns them into ranks; the true answer itself lies in
+Counting (kgeval._engine.counting) adds these over the slices and turns them into ranks; the true answer itself lies in
 neither count. Counts are exact integers at any width: the eager kernels sum their codes in float32 up to
 2**24 candidates per row and in float64 beyond. Three kernels compute them:
 
@@ -39,7 +39,7 @@ from typing import Literal
 
 import torch
 
-from kgeval.scoring import Workspace
+from kgeval._engine.scoring import Workspace
 
 #: kernels a caller may request: "auto", "eager" (sign on CPU, compare elsewhere) or "numba" (CPU)
 KernelChoice = Literal["auto", "eager", "numba"]
@@ -148,7 +148,7 @@ def count_tile(
         The caller allows the eager kernels to overwrite ``tile``.
     nan_free : bool, default=False
         The tile is known to hold no NaN (the "sign" kernel then skips its NaN check).
-    workspace : kgeval.scoring.Workspace, optional
+    workspace : kgeval._engine.scoring.Workspace, optional
         Scratch memory for the eager kernels.
 
     Returns
@@ -244,11 +244,11 @@ def comparison_counts(
 def numba_counts(
     scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`comparison_counts` by the numba loop (kgeval._numba_counts): one parallel pass over the rows
+    """:func:`comparison_counts` by the numba loop (kgeval._engine.numba_loop): one parallel pass over the rows
     ``rows`` of a CPU tile, read in place (a slice of a wider score matrix too), without temporaries.
 
     Float16 / bfloat16 tiles are widened to float32 first (exactly, so no comparison changes)."""
-    from kgeval._numba_counts import count_rows
+    from kgeval._engine.numba_loop import count_rows
 
     if scores.dtype not in (torch.float32, torch.float64):
         scores = scores.float()

@@ -4,7 +4,7 @@ A dataset is a folder with three files, ``train``, ``valid`` and ``test``, each 
 ``head<TAB>relation<TAB>tail`` (string labels; another separator and a header line on request or detected),
 plain or gzip-compressed; or three tables of labels in memory (:func:`load_labelled_triples`). Ids are assigned by
 sorted label over the union of the three splits, so the same files always give the same ids, unless a vocabulary
-is given (:mod:`kgeval.labelled` holds the mapping rules, labels unseen in train included).
+is given (:mod:`kgeval.datasets.labelled` holds the mapping rules, labels unseen in train included).
 
 Three small datasets ship with kgeval (:data:`SHIPPED_DATASETS`: UMLS, Kinship, Nations; see the ``SOURCE.md``
 beside each). Larger benchmarks (FB15k-237, WN18RR, CoDEx, ...) are read from a shared data folder when one is
@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 import torch
 
-from kgeval.labelled import LabelledSplit, Unseen, is_header, map_splits, split_from_table
+from kgeval.datasets.labelled import LabelledSplit, Unseen, is_header, map_splits, split_from_table
 
 __all__ = [
     "SHIPPED_DATASETS",
@@ -39,7 +39,7 @@ __all__ = [
     "shared_data_dir",
 ]
 
-#: Names of the datasets packaged in ``kgeval/data``.
+#: Names of the datasets packaged in ``kgeval/datasets/data``.
 SHIPPED_DATASETS: tuple[str, ...] = ("umls", "kinship", "nations")
 
 #: The three splits every dataset folder holds, in this order.
@@ -119,7 +119,7 @@ class TriplesDataset:
         """``mapped_triples`` and ``additional_filter_triples`` for evaluating ``split`` without leaking test triples.
 
         "valid" filters train + valid (training, early stopping, HPO); "test" filters train + valid + test (the
-        final report). See :mod:`kgeval.scenarios`.
+        final report). See :mod:`kgeval.datasets.scenarios`.
 
         Examples
         --------
@@ -127,7 +127,7 @@ class TriplesDataset:
         >>> [len(t) for t in ds.evaluation_kwargs("valid")["additional_filter_triples"]]
         [1592, 199]
         """
-        from kgeval.scenarios import evaluation_kwargs
+        from kgeval.datasets.scenarios import evaluation_kwargs
 
         return evaluation_kwargs(split, self.train, self.valid, self.test)
 
@@ -166,7 +166,8 @@ def load_tsv_dataset(
         (``head relation tail``, ``subject predicate object``, ``h r t``, ... in any case).
     unseen : {"warn", "keep", "drop"}, default="warn"
         Valid / test triples whose entities or relations never occur in train: kept with an
-        :class:`~kgeval.labelled.UnseenLabelsWarning` counting them, kept silently, or dropped (PyKEEN's behaviour;
+        :class:`~kgeval.datasets.labelled.UnseenLabelsWarning` counting
+        them, kept silently, or dropped (PyKEEN's behaviour;
         ids then come from the train labels only).
     entity_to_id, relation_to_id : mapping of str to int, optional
         Use these ids (e.g. a PyKEEN ``TriplesFactory``'s, to evaluate a model trained on it); a label outside them
@@ -270,8 +271,8 @@ def load_shipped_dataset(name: str = "umls") -> TriplesDataset:
     key = name.lower()
     if key not in SHIPPED_DATASETS:
         raise ValueError(f"unknown shipped dataset {name!r}; choose one of {', '.join(SHIPPED_DATASETS)}")
-    folder = importlib.resources.files("kgeval").joinpath("data", key)
-    return _load_folder(folder, display=f"kgeval/data/{key}", name=key)
+    folder = importlib.resources.files("kgeval.datasets").joinpath("data", key)
+    return _load_folder(folder, display=f"kgeval/datasets/data/{key}", name=key)
 
 
 def shared_data_dir() -> Path | None:
@@ -287,7 +288,7 @@ def shared_data_dir() -> Path | None:
     """
     env = os.environ.get(SHARED_DATA_ENV)
     candidates = [Path(env)] if env else []
-    candidates.append(Path(__file__).resolve().parent.parent.parent / "shared" / "data")
+    candidates.append(Path(__file__).resolve().parents[3] / "shared" / "data")
     for candidate in candidates:
         if candidate.is_dir():
             return candidate

@@ -1,22 +1,20 @@
 """The loop of one ranking side: plan the batches, score and count each one, put the counts in task order.
 
-The stages each live in their own module -- kgeval.planning (task order, batches, tiles), kgeval.batching
-(sizes, out-of-memory retries), kgeval.pairs (filtered pairs), kgeval.counting (the rank rule) -- and this
-module strings them together. Nothing here moves data to the host inside the loop: the plan is read once
-before it, and the counts stay on the device until the evaluator needs them.
+It strings the engine's stages together (plan, sizes, pairs, counting) and moves nothing to the host inside the
+loop: the plan is read once before it, and the counts stay on the device until the evaluator needs them.
 """
 
 from __future__ import annotations
 
 import torch
 
-from kgeval import batching
-from kgeval.counting import BatchCounts, Workspace, count_batch, slice_bounds
-from kgeval.filtering import SideIndex
-from kgeval.kernels import resolve_kernel
-from kgeval.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
-from kgeval.planning import PlannedBatch, SidePlan
-from kgeval.scoring import CandidateScorer
+from kgeval._engine import sizes as batching
+from kgeval._engine.counting import BatchCounts, Workspace, count_batch, slice_bounds
+from kgeval._engine.filter_index import SideIndex
+from kgeval._engine.kernels import resolve_kernel
+from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
+from kgeval._engine.plan import PlannedBatch, SidePlan
+from kgeval._engine.scoring import CandidateScorer
 
 #: a query shared by several tasks whose known answers add up to this many pairs is filtered as one block
 GROUP_MIN_PAIRS = 2048
@@ -28,7 +26,7 @@ MIN_TASKS_PER_SLICE = 64
 
 
 def default_layout(device: torch.device) -> str:
-    """The pair layout for a device: "sorted" on CPU, "masked" elsewhere (kgeval.pairs)."""
+    """The pair layout for a device: "sorted" on CPU, "masked" elsewhere (kgeval._engine.pairs)."""
     return "sorted" if device.type == "cpu" else "masked"
 
 
@@ -63,7 +61,7 @@ def rank_side(
     raw_too : bool, default=False
         With ``side_index``, also return the raw counts of the same pass.
     kernel : {"auto", "eager", "numba"}, default="auto"
-        The counting kernel (kgeval.kernels.resolve_kernel).
+        The counting kernel (kgeval._engine.kernels.resolve_kernel).
     """
     device = queries.device
     starts = lengths = None
@@ -118,6 +116,6 @@ def _pairs(
     true_positions: torch.Tensor,
     position_of: torch.Tensor | None,
 ) -> BatchPairs:
-    """The filtered pairs of one batch, except its query groups (kgeval.pairs.expand_pairs on its runs)."""
+    """The filtered pairs of one batch, except its query groups (kgeval._engine.pairs.expand_pairs on its runs)."""
     lengths = batch.pair_counts
     return expand_pairs(side_index, starts[batch.tasks], lengths, batch.num_pairs, true_positions, position_of)

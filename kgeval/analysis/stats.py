@@ -3,7 +3,7 @@
 :func:`compare` and :func:`confidence_interval` (also ``results.confidence_interval``) read the records of
 :class:`RankBasedMetricResults` (evaluate with ``keep_records=True``, the default). They resample evaluation
 triples, never single ranks: a triple's head and tail tasks are drawn, or swapped between the two models,
-together, so head, tail and both are resampled consistently (:mod:`kgeval.resampling`). Any reported metric key
+together, so head, tail and both are resampled consistently (:mod:`kgeval.analysis.resampling`). Any reported metric key
 works, adjusted metrics included; hits@k, MRR and MR are vectorised end to end. Everything is seeded with numpy's
 Generator and reproducible. The Wilcoxon test needs scipy (the ``stats`` extra), imported only when used.
 """
@@ -16,8 +16,15 @@ from typing import Any, Literal
 import numpy as np
 
 from kgeval._checks import check_positive_int
+from kgeval.analysis.resampling import (
+    MEAN_TYPE,
+    PairedTasks,
+    bootstrap_distribution,
+    chunks,
+    pair_tasks,
+    swapped_differences,
+)
 from kgeval.keys import format_key
-from kgeval.resampling import MEAN_TYPE, PairedTasks, bootstrap_distribution, chunks, pair_tasks, swapped_differences
 from kgeval.results import RankBasedMetricResults
 
 __all__ = ["TESTS", "Comparison", "ConfidenceInterval", "compare", "confidence_interval"]

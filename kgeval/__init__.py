@@ -7,7 +7,7 @@
 from kgeval.accumulator import MetricAccumulator
 from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
-from kgeval.metrics.summary import UndefinedMetricWarning
+from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.precomputed import evaluate_scores
 from kgeval.results import RankBasedMetricResults
 

@@ -11,16 +11,13 @@ import operator
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import torch
 
-from kgeval.keys import TARGETS, Target
-
-if TYPE_CHECKING:
-    from kgeval.accumulator import MetricAccumulator
+from kgeval.typing import TARGETS, Target
 
 
 def check_positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
@@ -298,60 +295,6 @@ def check_rank_batch(
         )
     if not bool(((optimistic >= 1) & (optimistic <= pessimistic) & (pessimistic <= num_candidates)).all()):
         raise ValueError("ranks must satisfy 1 <= optimistic <= pessimistic <= num_candidates for every task")
-
-
-def check_mergeable(receiver: MetricAccumulator, other: Any) -> None:
-    """``other`` is an accumulator with the same ks as ``receiver``."""
-    from kgeval.accumulator import MetricAccumulator
-
-    if not isinstance(other, MetricAccumulator):
-        raise TypeError(f"can only merge a MetricAccumulator, got {type(other).__name__}")
-    if other.ks != receiver.ks:
-        raise ValueError(f"cannot merge accumulators with different ks: {receiver.ks} and {other.ks}")
-
-
-def check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
-    """``state`` has exactly the sum states of an accumulator with its ks, and consistent records."""
-    from kgeval.accumulator import RECORD_STATES, MetricAccumulator
-
-    if not isinstance(state, dict) or "meta:ks" not in state or "meta:keep_records" not in state:
-        raise ValueError("state must be a dict produced by MetricAccumulator.state_dict()")
-    if any(not isinstance(value, torch.Tensor) for value in state.values()):
-        raise ValueError("state must map names to tensors, as MetricAccumulator.state_dict() does")
-    template = MetricAccumulator(ks=check_ks(state["meta:ks"].tolist()), keep_records=False)
-    expected = {f"sum:{name}" for name in template._sums}
-    present = {name for name in state if name.startswith("sum:")}
-    if present != expected:
-        raise ValueError(
-            f"state sums do not match: missing {sorted(expected - present)}, extra {sorted(present - expected)}"
-        )
-    if bool(state["meta:keep_records"].item()):
-        missing = [name for name in RECORD_STATES if f"cat:{name}" not in state]
-        if missing:
-            raise ValueError(f"state keeps records but lacks {missing}")
-        lengths = {int(state[f"cat:{name}"].shape[0]) if state[f"cat:{name}"].dim() else -1 for name in RECORD_STATES}
-        if len(lengths) != 1 or lengths != {int(state["sum:count"].item())}:
-            raise ValueError("state records have inconsistent lengths")
-        _check_state_records(template, state, expected)
-
-
-def _check_state_records(template: MetricAccumulator, state: dict[str, torch.Tensor], sums: set[str]) -> None:
-    """The records of a state obey :func:`check_rank_records`, and its sums are the ones its records give."""
-    from kgeval.accumulator import RECORD_STATES
-
-    records = {name: state[f"cat:{name}"] for name in RECORD_STATES}
-    if records["triples"].dim() != 2 or records["triples"].shape[1:] != (3,):
-        raise ValueError(f"state records: triples must have shape (n, 3), got {tuple(records['triples'].shape)}")
-    columns = {name: value.detach().cpu().numpy() for name, value in records.items() if name != "triples"}
-    triples = records["triples"].detach().cpu().numpy()
-    columns.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2], side=np.zeros(len(triples)))
-    checked = check_rank_records(columns, "accumulator state records", unknown_triples=True)
-    tensors = {name: torch.from_numpy(checked[name]) for name in ("optimistic", "pessimistic", "num_candidates")}
-    template.update_unchecked(tensors["optimistic"], tensors["pessimistic"], tensors["num_candidates"])
-    for name in sorted(sums):
-        stored, recomputed = state[name].detach().cpu().double(), template._sums[name[len("sum:") :]].double()
-        if stored.shape != recomputed.shape or not torch.allclose(stored, recomputed, rtol=1e-9, atol=1e-9):
-            raise ValueError(f"accumulator state: {name} disagrees with the records it keeps")
 
 
 # -- per-task rank records from files and documents (rank tables, results JSON, accumulator states) -------------

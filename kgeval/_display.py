@@ -12,7 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from kgeval.keys import RANK_TYPES, SIDES
+from kgeval.typing import RANK_TYPES, SIDES
 
 #: side columns of the headline, in this order
 HEADLINE_SIDES = ("both", "head", "tail")

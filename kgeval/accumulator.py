@@ -1,33 +1,25 @@
-"""MetricAccumulator: mergeable state for the ranking tasks of one side.
+"""MetricAccumulator: the mergeable state of one side's ranking tasks, and the metrics computed from it.
 
-The accumulator receives batches of ranks (optimistic and pessimistic, realistic being their mean) with each
-task's num_candidates, and keeps two kinds of state, each declared with the rule that merges it:
-
-- ``"sum"`` states: float64 running sums and int64 counts per rank type (:func:`rank_statistics`) and the
-  null-model sums over num_candidates (:func:`candidate_statistics`). Merging adds them.
-- ``"cat"`` states: the per-task records (ranks, num_candidates, the (h, r, t) triple and its index in the
-  evaluated triples). Merging concatenates them. They serve median, MAD, variance, GMR's null model, rank export,
-  per-relation, stratified and paired statistics; ``keep_records=False`` drops them to save memory.
-
-``merge`` is the building block of distributed synchronisation: gather the state dicts, then merge.
+Two kinds of state: float64 / int64 sums per rank type and null-model sums (merged by adding), and the per-task
+records (merged by concatenating; emitted as :class:`kgeval.records.RankRecords`). Distributed synchronisation
+gathers the states and calls :meth:`MetricAccumulator.merge`.
 """
 
 from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Sequence
-from typing import Literal
+from typing import Any
 
 import numpy as np
 import torch
 
-from kgeval._checks import check_ks
-from kgeval.keys import RANK_TYPES, RankType
+from kgeval._checks import check_ks, check_rank_batch, check_rank_records
 from kgeval.metrics.null_model import candidate_statistics
 from kgeval.metrics.registry import reported_keys
 from kgeval.metrics.summary import RankSummary, rank_statistics
-
-StateKind = Literal["sum", "cat"]
+from kgeval.records import RankRecords, ranks_of_type
+from kgeval.typing import RANK_TYPES, RankType, Target
 
 #: per-task record states and their dtype / trailing shape
 RECORD_STATES: dict[str, tuple[torch.dtype, tuple[int, ...]]] = {
@@ -37,20 +29,6 @@ RECORD_STATES: dict[str, tuple[torch.dtype, tuple[int, ...]]] = {
     "triples": (torch.int64, (3,)),
     "task_index": (torch.int64, ()),
 }
-
-
-def realistic_ranks(optimistic: torch.Tensor, pessimistic: torch.Tensor) -> torch.Tensor:
-    """(optimistic + pessimistic) / 2 in float64 (exact: a half-integer)."""
-    return (optimistic.to(torch.float64) + pessimistic.to(torch.float64)) / 2.0
-
-
-def ranks_of_type(rank_type: RankType, optimistic: torch.Tensor, pessimistic: torch.Tensor) -> torch.Tensor:
-    """The float64 ranks of one rank type from the optimistic and pessimistic integer ranks."""
-    if rank_type == "optimistic":
-        return optimistic.to(torch.float64)
-    if rank_type == "pessimistic":
-        return pessimistic.to(torch.float64)
-    return realistic_ranks(optimistic, pessimistic)
 
 
 class MetricAccumulator:
@@ -92,13 +70,6 @@ class MetricAccumulator:
         for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64, device=device), self.ks).items():
             sums[f"candidates/{name}"] = value
         return sums
-
-    @property
-    def state_kinds(self) -> dict[str, StateKind]:
-        """Every state name with its merge rule."""
-        kinds: dict[str, StateKind] = dict.fromkeys(self._sums, "sum")
-        kinds.update(dict.fromkeys(self._records, "cat"))
-        return kinds
 
     def _map_states(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Apply ``fn`` to every state tensor in place (serves ``to`` and ``clone``)."""
@@ -150,8 +121,6 @@ class MetricAccumulator:
         task_index : LongTensor of shape (n,), optional
             Index of each task's triple in the evaluated triples (records only; -1 when not given).
         """
-        from kgeval._checks import check_rank_batch
-
         check_rank_batch(optimistic, pessimistic, num_candidates, triples, task_index)
         self.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
 
@@ -193,10 +162,8 @@ class MetricAccumulator:
         Sums are added, records concatenated in argument order; ``update`` and ``compute`` keep working. Records
         are kept only if every merged accumulator kept them.
         """
-        from kgeval._checks import check_mergeable
-
         for other in others:
-            check_mergeable(self, other)
+            _check_mergeable(self, other)
             device = self._sums["count"].device
             self._sums = {name: value + other._sums[name].to(device) for name, value in self._sums.items()}
             if self.keep_records and other.keep_records:
@@ -208,8 +175,14 @@ class MetricAccumulator:
         return self
 
     # -- records and state dicts ------------------------------------------------------------------------------
-    def records(self) -> dict[str, torch.Tensor]:
-        """The per-task records, concatenated (each of length n; ``triples`` of shape (n, 3))."""
+    def records(self, target: Target) -> RankRecords:
+        """The per-task records on the host, their ``side`` column set to ``target`` (the accumulator does not
+        know which side it holds)."""
+        tensors = self._record_tensors()
+        return RankRecords.from_tensors(target, **tensors)
+
+    def _record_tensors(self) -> dict[str, torch.Tensor]:
+        """The record states, concatenated on the accumulator's device (each of length n; ``triples`` (n, 3))."""
         if not self.keep_records:
             raise ValueError("this accumulator keeps no per-task records (keep_records=False)")
         out = {}
@@ -224,16 +197,17 @@ class MetricAccumulator:
         """Every state as one tensor (records concatenated), plus ``ks`` and ``keep_records`` as tensors."""
         state = {f"sum:{name}": value for name, value in self._sums.items()}
         if self.keep_records:
-            state.update({f"cat:{name}": value for name, value in self.records().items()})
+            state.update({f"cat:{name}": value for name, value in self._record_tensors().items()})
         state["meta:ks"] = torch.tensor(self.ks, dtype=torch.int64)
         state["meta:keep_records"] = torch.tensor(self.keep_records)
         return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:
         """Replace every state by the ones in ``state`` (as produced by :meth:`state_dict`)."""
-        from kgeval._checks import check_state_dict
+        _check_state_dict(self, state)
+        self._load(state)
 
-        check_state_dict(self, state)
+    def _load(self, state: dict[str, torch.Tensor]) -> None:
         self.ks = tuple(int(k) for k in state["meta:ks"].tolist())
         self.keep_records = bool(state["meta:keep_records"].item())
         self._sums = {name[len("sum:") :]: value.clone() for name, value in state.items() if name.startswith("sum:")}
@@ -242,10 +216,15 @@ class MetricAccumulator:
         }
 
     @classmethod
+    def from_trusted_state(cls, state: dict[str, torch.Tensor]) -> MetricAccumulator:
+        """:meth:`from_state_dict` without validation, for states kgeval produced itself (distributed sync)."""
+        acc = cls(ks=tuple(int(k) for k in state["meta:ks"].tolist()), keep_records=False)
+        acc._load(state)
+        return acc
+
+    @classmethod
     def from_state_dict(cls, state: dict[str, torch.Tensor]) -> MetricAccumulator:
         """A new accumulator holding ``state``."""
-        from kgeval._checks import check_ks
-
         ks = state.get("meta:ks")
         acc = cls(ks=check_ks(ks.tolist()) if ks is not None else (1,))
         acc.load_state_dict(state)
@@ -263,7 +242,7 @@ class MetricAccumulator:
                 sums[stat] = value.cpu().numpy() if value.dim() else value.item()
         if not self.keep_records:
             return RankSummary(ks=self.ks, sums=sums)
-        records = self.records()
+        records = self._record_tensors()
         ranks = ranks_of_type(rank_type, records["optimistic"], records["pessimistic"]).cpu().numpy()
         return RankSummary(ks=self.ks, sums=sums, ranks=ranks, num_candidates=records["num_candidates"].cpu().numpy())
 
@@ -271,3 +250,52 @@ class MetricAccumulator:
         """Every metric supported for ``rank_type`` (metric key -> value); NaN with a warning where undefined."""
         summary = self.summary(rank_type)
         return {key: info.function(summary, k) for key, info, k in reported_keys(self.ks, rank_type, self.keep_records)}
+
+
+# -- checks of merged and loaded states -------------------------------------------------------------------------
+def _check_mergeable(receiver: MetricAccumulator, other: Any) -> None:
+    """``other`` is an accumulator with the same ks as ``receiver``."""
+    if not isinstance(other, MetricAccumulator):
+        raise TypeError(f"can only merge a MetricAccumulator, got {type(other).__name__}")
+    if other.ks != receiver.ks:
+        raise ValueError(f"cannot merge accumulators with different ks: {receiver.ks} and {other.ks}")
+
+
+def _check_state_dict(receiver: MetricAccumulator, state: Any) -> None:
+    """``state`` has exactly the sum states of an accumulator with its ks, and consistent records."""
+    if not isinstance(state, dict) or "meta:ks" not in state or "meta:keep_records" not in state:
+        raise ValueError("state must be a dict produced by MetricAccumulator.state_dict()")
+    if any(not isinstance(value, torch.Tensor) for value in state.values()):
+        raise ValueError("state must map names to tensors, as MetricAccumulator.state_dict() does")
+    template = MetricAccumulator(ks=check_ks(state["meta:ks"].tolist()), keep_records=False)
+    expected = {f"sum:{name}" for name in template._sums}
+    present = {name for name in state if name.startswith("sum:")}
+    if present != expected:
+        raise ValueError(
+            f"state sums do not match: missing {sorted(expected - present)}, extra {sorted(present - expected)}"
+        )
+    if bool(state["meta:keep_records"].item()):
+        missing = [name for name in RECORD_STATES if f"cat:{name}" not in state]
+        if missing:
+            raise ValueError(f"state keeps records but lacks {missing}")
+        lengths = {int(state[f"cat:{name}"].shape[0]) if state[f"cat:{name}"].dim() else -1 for name in RECORD_STATES}
+        if len(lengths) != 1 or lengths != {int(state["sum:count"].item())}:
+            raise ValueError("state records have inconsistent lengths")
+        _check_state_records(template, state, expected)
+
+
+def _check_state_records(template: MetricAccumulator, state: dict[str, torch.Tensor], sums: set[str]) -> None:
+    """The records of a state obey :func:`check_rank_records`, and its sums are the ones its records give."""
+    records = {name: state[f"cat:{name}"] for name in RECORD_STATES}
+    if records["triples"].dim() != 2 or records["triples"].shape[1:] != (3,):
+        raise ValueError(f"state records: triples must have shape (n, 3), got {tuple(records['triples'].shape)}")
+    columns = {name: value.detach().cpu().numpy() for name, value in records.items() if name != "triples"}
+    triples = records["triples"].detach().cpu().numpy()
+    columns.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2], side=np.zeros(len(triples)))
+    checked = check_rank_records(columns, "accumulator state records", unknown_triples=True)
+    tensors = {name: torch.from_numpy(checked[name]) for name in ("optimistic", "pessimistic", "num_candidates")}
+    template.update_unchecked(tensors["optimistic"], tensors["pessimistic"], tensors["num_candidates"])
+    for name in sorted(sums):
+        stored, recomputed = state[name].detach().cpu().double(), template._sums[name[len("sum:") :]].double()
+        if stored.shape != recomputed.shape or not torch.allclose(stored, recomputed, rtol=1e-9, atol=1e-9):
+            raise ValueError(f"accumulator state: {name} disagrees with the records it keeps")

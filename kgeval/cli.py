@@ -7,10 +7,23 @@ function that runs it and returns the exit status. To add a command, write both 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
+
+import pandas as pd
+import torch
+
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
+from kgeval._checks import check_writable_file
+from kgeval.analysis import stratified
+from kgeval.datasets import load_dataset
+from kgeval.models import DistMult
+from kgeval.models.checkpoint import load_checkpoint, save_checkpoint
+from kgeval.models.training import train_model
+from kgeval.records import RankRecords, read_ranks
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -80,19 +93,11 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult, evaluate valid and test in the filtered setting, print the result tables."""
-    from kgeval.datasets import load_dataset
-
     dataset = load_dataset(args.dataset)
     if args.save_checkpoint:  # fail before training, not after
-        from kgeval._checks import check_writable_file
-
         check_writable_file(args.save_checkpoint, "--save-checkpoint")
 
-    import torch
 
-    from kgeval import RankBasedEvaluator
-    from kgeval.models import DistMult
-    from kgeval.models.training import train_model
 
     if args.threads is not None:
         torch.set_num_threads(args.threads)
@@ -117,8 +122,6 @@ def _run_demo(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print(f"Trained DistMult (dim={args.dim}) for {args.epochs} epochs in {elapsed:.1f} s{loss_text}")
     if args.save_checkpoint:
-        from kgeval.models.checkpoint import save_checkpoint
-
         save_checkpoint(model, args.save_checkpoint)
         print(f"Saved the model to {args.save_checkpoint}")
 
@@ -188,10 +191,6 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
 def _evaluate_checkpoint(args: argparse.Namespace, ks: Sequence[int], use_tqdm: bool) -> tuple[Any, Any]:
     """(results, dataset): the checkpoint evaluated on the split, filtered by every triple known to it (valid: train
     + valid; test: train + valid + test)."""
-    from kgeval import RankBasedEvaluator
-    from kgeval.datasets import load_dataset
-    from kgeval.models.checkpoint import load_checkpoint
-
     dataset = load_dataset(args.dataset)
     model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
     evaluator = RankBasedEvaluator(ks=tuple(ks))
@@ -219,12 +218,6 @@ def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_strat(args: argparse.Namespace) -> int:
     """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
-    import pandas as pd
-
-    from kgeval.analysis import stratified
-    from kgeval.datasets import load_dataset
-    from kgeval.records import read_ranks, records_from_frame
-
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
     if not (args.checkpoint or args.ranks):
         print("kgeval strat: error: give the ranks to stratify: --checkpoint PATH or --ranks PATH", file=sys.stderr)
@@ -233,7 +226,7 @@ def _run_strat(args: argparse.Namespace) -> int:
         if args.ranks:
             dataset = load_dataset(args.dataset)
             ranks = read_ranks(args.ranks)
-            records_from_frame(ranks, f"rank table {args.ranks}")  # every column checked, the file named
+            RankRecords.from_frame(ranks, f"rank table {args.ranks}")  # every column checked, the file named
         else:
             ranks, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress)
         splits = _POPULARITY[args.popularity]
@@ -271,16 +264,10 @@ def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
-    import json
-
-    from kgeval import RankBasedMetricResults
-
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
     if args.ranks:
-        from kgeval.records import read_ranks, records_from_frame
-
-        records = records_from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
+        records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
         if "num_candidates" not in records:
             raise ValueError(f"rank table {args.ranks} needs a num_candidates column to compute every metric")
         results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))

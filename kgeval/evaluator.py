@@ -27,8 +27,8 @@ from kgeval._engine.loop import rank_side
 from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
 from kgeval.accumulator import MetricAccumulator
 from kgeval.integrations import scoring_view
-from kgeval.keys import Target
 from kgeval.results import RankBasedMetricResults
+from kgeval.typing import Target
 
 #: columns of a triple that form the query, and the column of the true answer, per target
 QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2]}

@@ -20,17 +20,9 @@ from __future__ import annotations
 
 import difflib
 import re
-from typing import Literal, NamedTuple, get_args
+from typing import NamedTuple
 
-Side = Literal["head", "tail", "both"]
-RankType = Literal["optimistic", "pessimistic", "realistic"]
-Target = Literal["head", "tail"]
-
-SIDES: tuple[Side, ...] = get_args(Side)
-RANK_TYPES: tuple[RankType, ...] = get_args(RankType)
-TARGETS: tuple[Target, ...] = get_args(Target)
-DEFAULT_SIDE: Side = "both"
-DEFAULT_RANK_TYPE: RankType = "realistic"
+from kgeval.typing import DEFAULT_RANK_TYPE, DEFAULT_SIDE, SIDES, RankType, Side
 
 RANK_TYPE_SYNONYMS: dict[str, RankType] = {
     "optimistic": "optimistic",

@@ -17,8 +17,8 @@ import torch
 
 from kgeval._checks import check_ks
 from kgeval.accumulator import MetricAccumulator
-from kgeval.keys import TARGETS, Target
 from kgeval.results import RankBasedMetricResults
+from kgeval.typing import TARGETS, Target
 
 #: negative scores compared per chunk of tasks (bounds the (tasks x K) comparison temporaries)
 CHUNK_ELEMENTS = 2**22

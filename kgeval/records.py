@@ -1,87 +1,244 @@
-"""Per-task rank records: read exported rank tables (CSV / Parquet), get record columns, pair head and tail tasks.
+"""RankRecords: the one per-task table (a row per ranking task), its checked construction, views and files.
 
-A rank table has one row per ranking task with the columns ``head``, ``relation``, ``tail`` (ids), ``side``
-(``"head"`` / ``"tail"``, or 0 / 1 as in :data:`kgeval.results.RECORD_COLUMNS`), ``optimistic`` and
-``pessimistic``; ``realistic``, ``num_candidates`` and ``task_index`` are optional. This is the layout of
-``pandas.DataFrame(results.records)`` and of ``results.ranks_df()``. Metrics that combine the head and the tail
-task of one triple (:mod:`kgeval.analysis.stratified`) pair them with :func:`pair_tasks`.
+Accumulators emit it, results keep it, rank files read into it, and every analysis reads it. Columns: the task's
+triple ``head`` / ``relation`` / ``tail``, ``side`` (0 = head task, 1 = tail task), ``optimistic`` / ``pessimistic``
+ranks, ``num_candidates`` and ``task_index`` (the triple's row in the evaluated triples, -1 where unknown).
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import pandas as pd
+import torch
 
 from kgeval._checks import check_rank_records, plain
-from kgeval.keys import TARGETS, RankType
+from kgeval.typing import TARGETS, RankType, Target
 
-__all__ = ["RANK_TABLE_COLUMNS", "pair_tasks", "rank_records", "read_ranks", "records_from_frame"]
+__all__ = ["RANK_TABLE_COLUMNS", "RankRecords", "rank_records", "ranks_of_type", "read_ranks"]
 
-#: columns a rank table must have
+#: columns a rank table (CSV / Parquet, or a DataFrame) must have; ``num_candidates``, ``task_index`` and
+#: ``realistic`` are optional
 RANK_TABLE_COLUMNS: tuple[str, ...] = ("head", "relation", "tail", "side", "optimistic", "pessimistic")
 
+Ranks = TypeVar("Ranks", np.ndarray, torch.Tensor)
 
-def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a rank table written with ``DataFrame.to_csv`` (``.csv``, ``.csv.gz``) or ``to_parquet`` (``.parquet``).
 
-    Parameters
-    ----------
-    path : str or path-like
-        The file; the format follows its suffix.
+def ranks_of_type(rank_type: RankType, optimistic: Ranks, pessimistic: Ranks) -> Ranks:
+    """The float64 ranks of one rank type from integer optimistic and pessimistic ranks (numpy or torch): the
+    realistic rank is their mean, exact as a half-integer."""
+    if isinstance(optimistic, torch.Tensor):
+        low, high = optimistic.to(torch.float64), pessimistic.to(torch.float64)  # type: ignore[union-attr]
+    else:
+        low, high = np.asarray(optimistic, dtype=np.float64), np.asarray(pessimistic, dtype=np.float64)
+    if rank_type == "optimistic":
+        return low
+    if rank_type == "pessimistic":
+        return high
+    return (low + high) / 2.0
 
-    Returns
-    -------
-    DataFrame
-        The table as stored (check it with :func:`records_from_frame`).
+
+@dataclass(frozen=True, eq=False)
+class RankRecords:
+    """One row per ranking task, as numpy columns of length n (build with :meth:`from_columns`, which checks them).
+
+    Read a column as an attribute or by name (``records.optimistic``, ``records["side"]``); ``len(records)`` is n.
     """
-    path = Path(path)
-    suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
-        return pd.read_parquet(path)
-    if ".csv" in suffixes or ".tsv" in suffixes:
-        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",")
-    raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
+
+    head: np.ndarray  #: int64 (n,); -1 where the triple is unknown
+    relation: np.ndarray  #: int64 (n,)
+    tail: np.ndarray  #: int64 (n,)
+    side: np.ndarray  #: int8 (n,): 0 = head task, 1 = tail task (the index into kgeval.typing.TARGETS)
+    optimistic: np.ndarray  #: int64 (n,), 1-based
+    pessimistic: np.ndarray  #: int64 (n,), >= optimistic
+    num_candidates: np.ndarray | None  #: int64 (n,), >= pessimistic; None where unknown (a rank table without it)
+    task_index: np.ndarray  #: int64 (n,): row of the triple in the evaluated triples; -1 where unknown
+
+    __iter__ = None  # a table, not a sequence of rows: read columns by name
+
+    # -- construction -----------------------------------------------------------------------------------------
+    @classmethod
+    def from_columns(
+        cls, columns: Mapping[str, Any], source: str = "rank records", *, unknown_ids: bool = True
+    ) -> RankRecords:
+        """Records from column arrays, every column checked (:func:`kgeval._checks.check_rank_records`).
+
+        Parameters
+        ----------
+        columns : mapping of str to array-like of shape (n,)
+            ``head``, ``relation``, ``tail``, ``side`` (0 / 1), ``optimistic``, ``pessimistic``; optional
+            ``num_candidates``, ``task_index`` (default -1) and ``realistic`` (checked, then dropped).
+        source : str
+            Names the records in error messages.
+        unknown_ids : bool, default=True
+            Accept -1 for an unknown triple or task_index (an accumulator updated without triples records them).
+        """
+        if isinstance(columns, RankRecords):
+            return columns
+        if not isinstance(columns, Mapping):
+            raise ValueError(f"{source} must map column names to arrays, got {type(columns).__name__}")
+        missing = [name for name in RANK_TABLE_COLUMNS if name not in columns]
+        if missing:
+            raise ValueError(f"{source} lack the columns {missing}")
+        checked = check_rank_records(columns, source, unknown_task_index=True, unknown_triples=unknown_ids)
+        if "task_index" not in checked:
+            checked["task_index"] = np.full(len(checked["side"]), -1, dtype=np.int64)
+        checked.setdefault("num_candidates", None)  # type: ignore[arg-type]
+        return cls(**checked)
+
+    @classmethod
+    def from_frame(cls, frame: pd.DataFrame, source: str = "rank table") -> RankRecords:
+        """Records from a rank table (the layout of ``results.ranks_df()``; sides as "head" / "tail" or 0 / 1),
+        every column checked; ValueError naming the first bad row: ids integers >= 0, 1 <= optimistic <=
+        pessimistic (<= num_candidates where given), realistic (where given) their mean; an empty or NaN cell is
+        never read as a number."""
+        missing = [name for name in RANK_TABLE_COLUMNS if name not in frame.columns]
+        if missing:
+            raise ValueError(f"a {source} needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
+        optional = ("num_candidates", "task_index", "realistic")
+        columns = {name: frame[name].to_numpy() for name in (*RANK_TABLE_COLUMNS, *optional) if name in frame.columns}
+        columns["side"] = _side_codes(frame["side"], source)
+        return cls.from_columns(columns, source, unknown_ids=False)
+
+    @classmethod
+    def from_tensors(
+        cls,
+        target: Target,
+        optimistic: torch.Tensor,
+        pessimistic: torch.Tensor,
+        num_candidates: torch.Tensor,
+        triples: torch.Tensor,
+        task_index: torch.Tensor,
+    ) -> RankRecords:
+        """The records of one side's tasks from trusted tensors (an accumulator's states), moved to the host."""
+        triples = triples.cpu().numpy()
+        return cls(
+            head=triples[:, 0].copy(),
+            relation=triples[:, 1].copy(),
+            tail=triples[:, 2].copy(),
+            side=np.full(len(triples), TARGETS.index(target), dtype=np.int8),
+            optimistic=optimistic.cpu().numpy(),
+            pessimistic=pessimistic.cpu().numpy(),
+            num_candidates=num_candidates.cpu().numpy(),
+            task_index=task_index.cpu().numpy(),
+        )
+
+    @classmethod
+    def concat(cls, parts: Sequence[RankRecords]) -> RankRecords:
+        """The rows of ``parts``, in order (num_candidates kept only if every part has it)."""
+        if not parts:
+            raise ValueError("no records to concatenate")
+        columns: dict[str, Any] = {}
+        for name in cls.column_names():
+            values = [getattr(part, name) for part in parts]
+            columns[name] = None if any(value is None for value in values) else np.concatenate(values)
+        return cls(**columns)
+
+    # -- columns ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def column_names() -> tuple[str, ...]:
+        """Every column, in table order."""
+        return tuple(field.name for field in fields(RankRecords))
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The present columns by name (``num_candidates`` left out where unknown)."""
+        return {name: value for name in self.column_names() if (value := getattr(self, name)) is not None}
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self:
+            raise KeyError(name)
+        return getattr(self, name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.column_names() and getattr(self, str(name)) is not None
+
+    def __len__(self) -> int:
+        return len(self.side)
+
+    def __repr__(self) -> str:
+        return f"RankRecords({len(self)} tasks, sides {sorted(set(self.sides()))})"
+
+    def equals(self, other: RankRecords) -> bool:
+        """Same columns with the same values."""
+        mine, theirs = self.columns(), other.columns()
+        return mine.keys() == theirs.keys() and all(np.array_equal(mine[name], theirs[name]) for name in mine)
+
+    @property
+    def triples(self) -> np.ndarray:
+        """int64 (n, 3): each task's (head, relation, tail)."""
+        return np.column_stack([self.head, self.relation, self.tail]).astype(np.int64, copy=False)
+
+    def ranks(self, rank_type: RankType) -> np.ndarray:
+        """float64 (n,): the ranks of one rank type."""
+        return ranks_of_type(rank_type, self.optimistic, self.pessimistic)
+
+    def sides(self) -> tuple[Target, ...]:
+        """The target sides present, in the order of kgeval.typing.TARGETS."""
+        present = set(np.unique(self.side).tolist())
+        return tuple(target for code, target in enumerate(TARGETS) if code in present)
+
+    def select(self, rows: np.ndarray) -> RankRecords:
+        """The records of some rows (a boolean mask or integer indices), in that order."""
+        return RankRecords(**{name: None if value is None else value[rows] for name, value in self._all().items()})
+
+    def of_side(self, target: Target) -> RankRecords:
+        """The records of one side's tasks."""
+        return self.select(self.side == TARGETS.index(target))
+
+    def _all(self) -> dict[str, np.ndarray | None]:
+        return {name: getattr(self, name) for name in self.column_names()}
+
+    def to_frame(self) -> pd.DataFrame:
+        """The columns as a DataFrame (``side`` as 0 / 1); ``results.ranks_df()`` adds labels and realistic ranks."""
+        return pd.DataFrame(self.columns())
+
+    def to_lists(self) -> dict[str, list[int]]:
+        """The columns as lists of Python ints (a JSON document's ``records``)."""
+        return {name: value.tolist() for name, value in self.columns().items()}
+
+    # -- head and tail tasks of one triple --------------------------------------------------------------------
+    def paired(self, rank_type: RankType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(triples (n, 3), head ranks (n,), tail ranks (n,)): the head and tail task of each triple, paired.
+
+        Tasks pair by ``task_index``; when some index is unknown (-1), by (head, relation, tail) and occurrence
+        number instead (duplicate triples have equal ranks, so any pairing of their tasks gives the same values).
+        """
+        if len(self) == 0:
+            raise ValueError("the results hold no ranking tasks")
+        if self.sides() != TARGETS:
+            raise ValueError(
+                f"stratified metrics need the head and the tail task of every triple, got {self.sides()[0]} tasks "
+                "only (evaluate with targets=('head', 'tail'))"
+            )
+        triples, side = self.triples, self.side
+        key = _pairing_key(triples, side, self.task_index)
+        order = np.lexsort((side, key))  # by key, head task first
+        key, side, triples, ranks = key[order], side[order], triples[order], self.ranks(rank_type)[order]
+        paired = (key[:-1:2] == key[1::2]) & (side[:-1:2] == 0) & (side[1::2] == 1) if len(key) % 2 == 0 else [False]
+        if not np.all(paired) or np.unique(key).size * 2 != len(key):
+            raise ValueError(
+                "stratified metrics need exactly one head and one tail task per triple; the records pair "
+                f"{len(key)} tasks into {np.unique(key).size} triples"
+            )
+        heads, tails = slice(0, None, 2), slice(1, None, 2)
+        if not np.array_equal(triples[heads], triples[tails]):
+            raise ValueError("head and tail tasks with the same task_index belong to different triples")
+        return triples[heads], ranks[heads], ranks[tails]
 
 
-def records_from_frame(frame: pd.DataFrame, source: str = "rank table") -> dict[str, np.ndarray]:
-    """The record columns of a rank table, checked, sides as 0 (head) / 1 (tail) and ``task_index`` -1 where
-    unknown.
-
-    Parameters
-    ----------
-    frame : DataFrame
-        A rank table (see the module docstring).
-    source : str, default="rank table"
-        Names the table in error messages (e.g. its file).
-
-    Returns
-    -------
-    records : dict of str to ndarray of shape (n,)
-        ``head``, ``relation``, ``tail``, ``optimistic``, ``pessimistic``, ``task_index`` (and ``num_candidates``
-        when the table has it) as int64, ``side`` as int8.
-
-    Raises
-    ------
-    ValueError
-        Naming the first bad row: ids must be integers >= 0, ranks integers with 1 <= optimistic <= pessimistic
-        (<= num_candidates where given), realistic (where given) their mean, side head / tail (or 0 / 1); an empty
-        or NaN cell is never read as a number.
-    """
-    missing = [name for name in RANK_TABLE_COLUMNS if name not in frame.columns]
-    if missing:
-        raise ValueError(f"a {source} needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
-    optional = ("num_candidates", "task_index", "realistic")
-    columns = {name: frame[name].to_numpy() for name in (*RANK_TABLE_COLUMNS, *optional) if name in frame.columns}
-    columns["side"] = _side_codes(frame["side"], source)
-    records = check_rank_records(columns, source, unknown_task_index=True)
-    if "task_index" not in records:
-        records["task_index"] = np.full(len(frame), -1, dtype=np.int64)
-    return records
+def _pairing_key(triples: np.ndarray, side: np.ndarray, task_index: np.ndarray) -> np.ndarray:
+    """One int64 key per task, equal for the head and tail task of one triple."""
+    if np.all(task_index >= 0):
+        return task_index
+    frame = pd.DataFrame({"h": triples[:, 0], "r": triples[:, 1], "t": triples[:, 2], "side": side})
+    occurrence = frame.groupby(["h", "r", "t", "side"], sort=False).cumcount().to_numpy()
+    _, key = np.unique(np.column_stack([triples, occurrence]), axis=0, return_inverse=True)
+    return key.reshape(-1).astype(np.int64)
 
 
 def _side_codes(side: pd.Series, source: str) -> np.ndarray:
@@ -99,68 +256,29 @@ def _side_codes(side: pd.Series, source: str) -> np.ndarray:
     return codes.astype(np.int8)
 
 
-def pair_tasks(records: Mapping[str, np.ndarray], rank_type: RankType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(triples (n, 3), head ranks (n,), tail ranks (n,)): the head and tail task of each triple, paired.
-
-    Tasks pair by ``task_index``; when some index is unknown (-1), by (head, relation, tail) and occurrence
-    number instead (duplicate triples have equal ranks, so any pairing of their tasks gives the same values).
-    """
-    side = records["side"]
-    if len(side) == 0:
-        raise ValueError("the results hold no ranking tasks")
-    present = sorted({"head" if code == 0 else "tail" for code in np.unique(side).tolist()})
-    if present != ["head", "tail"]:
-        raise ValueError(
-            f"stratified metrics need the head and the tail task of every triple, got {present[0]} tasks only "
-            "(evaluate with targets=('head', 'tail'))"
-        )
-    triples = np.column_stack([records["head"], records["relation"], records["tail"]]).astype(np.int64)
-    optimistic, pessimistic = records["optimistic"], records["pessimistic"]
-    ranks = {"optimistic": optimistic, "pessimistic": pessimistic}.get(rank_type, (optimistic + pessimistic) / 2)
-    key = _pairing_key(triples, side, records["task_index"])
-    order = np.lexsort((side, key))  # by key, head task first
-    key, side, triples, ranks = key[order], side[order], triples[order], ranks[order].astype(np.float64)
-    paired = (key[:-1:2] == key[1::2]) & (side[:-1:2] == 0) & (side[1::2] == 1) if len(key) % 2 == 0 else [False]
-    if not np.all(paired) or np.unique(key).size * 2 != len(key):
-        raise ValueError(
-            "stratified metrics need exactly one head and one tail task per triple; the records pair "
-            f"{len(key)} tasks into {np.unique(key).size} triples"
-        )
-    heads, tails = slice(0, None, 2), slice(1, None, 2)
-    if not np.array_equal(triples[heads], triples[tails]):
-        raise ValueError("head and tail tasks with the same task_index belong to different triples")
-    return triples[heads], ranks[heads], ranks[tails]
+# -- files and sources ----------------------------------------------------------------------------------------
+def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read a rank table written with ``DataFrame.to_csv`` (``.csv``, ``.csv.gz``, ``.tsv``) or ``to_parquet``
+    (``.parquet``), as stored; check it with :meth:`RankRecords.from_frame`."""
+    path = Path(path)
+    suffixes = "".join(path.suffixes).lower()
+    if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
+        return pd.read_parquet(path)
+    if ".csv" in suffixes or ".tsv" in suffixes:
+        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",")
+    raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
 
 
-def _pairing_key(triples: np.ndarray, side: np.ndarray, task_index: np.ndarray) -> np.ndarray:
-    """One int64 key per task, equal for the head and tail task of one triple."""
-    if np.all(task_index >= 0):
-        return task_index
-    frame = pd.DataFrame({"h": triples[:, 0], "r": triples[:, 1], "t": triples[:, 2], "side": side})
-    occurrence = frame.groupby(["h", "r", "t", "side"], sort=False).cumcount().to_numpy()
-    _, key = np.unique(np.column_stack([triples, occurrence]), axis=0, return_inverse=True)
-    return key.reshape(-1).astype(np.int64)
-
-
-def rank_records(results: Any) -> Mapping[str, np.ndarray]:
-    """The per-task record columns of :class:`kgeval.RankBasedMetricResults` or of a rank table.
-
-    Parameters
-    ----------
-    results : RankBasedMetricResults or DataFrame
-
-    Returns
-    -------
-    mapping of str to ndarray of shape (n,)
-        At least ``head``, ``relation``, ``tail``, ``side``, ``optimistic``, ``pessimistic``, ``task_index``.
-    """
+def rank_records(results: Any) -> RankRecords:
+    """The records of :class:`kgeval.RankBasedMetricResults` (its ``records``) or of a rank table (a DataFrame)."""
     if isinstance(results, pd.DataFrame):
-        return records_from_frame(results)
+        return RankRecords.from_frame(results)
     records = getattr(results, "records", None)
-    if not hasattr(results, "data") or not isinstance(records, Mapping | type(None)):
+    if not hasattr(results, "data") or not isinstance(records, RankRecords | type(None)):
         raise TypeError(f"results must be RankBasedMetricResults or a rank DataFrame, got {type(results).__name__}")
     if records is None:
         raise ValueError(
             "the results keep no per-task rank records; evaluate with RankBasedEvaluator(keep_records=True)"
         )
     return records
+

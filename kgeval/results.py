@@ -19,12 +19,14 @@ import pandas as pd
 import torch
 
 from kgeval import _display as display
-from kgeval._checks import check_ks, check_rank_records
+from kgeval._checks import check_ks
 from kgeval.accumulator import MetricAccumulator
 from kgeval.analysis import relations
-from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, RankType, Side, close_matches, format_key, parse_key
+from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.keys import MetricKey, close_matches, format_key, parse_key
 from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
-from kgeval.metrics.summary import UndefinedMetricWarning
+from kgeval.records import RankRecords
+from kgeval.typing import RANK_TYPES, SIDES, TARGETS, RankType, Side
 
 if TYPE_CHECKING:
     from kgeval.analysis.stats import ConfidenceInterval
@@ -33,30 +35,6 @@ JSON_FORMAT = "kgeval.results/1"
 
 #: PyKEEN 1.11 reports its adjusted and z hits@k under one k-less key each; kgeval exports them for k = 10
 PYKEEN_K_LESS_KEYS: dict[str, str] = {"adjusted_hits_at_10": "adjusted_hits_at_k", "z_hits_at_10": "z_hits_at_k"}
-
-#: columns of the per-task records and their dtypes
-RECORD_COLUMNS: dict[str, str] = {
-    "head": "int64",
-    "relation": "int64",
-    "tail": "int64",
-    "side": "int8",  # 0 = head task, 1 = tail task (index into TARGETS)
-    "optimistic": "int64",
-    "pessimistic": "int64",
-    "num_candidates": "int64",
-    "task_index": "int64",
-}
-
-
-def _check_records(records: Any, source: str = "rank records") -> dict[str, np.ndarray]:
-    """The per-task records, every column checked (:func:`kgeval._checks.check_rank_records`)."""
-    if not isinstance(records, Mapping):
-        raise ValueError(f"{source} must map column names to arrays, got {type(records).__name__}")
-    missing = [name for name in RECORD_COLUMNS if name not in records]
-    if missing:
-        raise ValueError(f"{source} lack the columns {missing}")
-    checked = check_rank_records({name: records[name] for name in RECORD_COLUMNS}, source, unknown_triples=True)
-    return {name: checked[name].astype(dtype, copy=False) for name, dtype in RECORD_COLUMNS.items()}
-
 
 @dataclass(frozen=True, eq=False)
 class RankBasedMetricResults:
@@ -69,7 +47,7 @@ class RankBasedMetricResults:
     ks : tuple of int
         The k of the hits@k metrics.
     records : mapping of column -> ndarray, optional
-        The per-task rank records (columns :data:`RECORD_COLUMNS`), when the evaluator kept them.
+        The per-task rank records, when the evaluator kept them (a mapping of columns is checked and converted).
     raw : RankBasedMetricResults, optional
         The raw (unfiltered) results of the same pass, when evaluated with ``filtered="both"``.
     null_model : mapping of (side, key) -> (expectation, variance), optional
@@ -79,13 +57,13 @@ class RankBasedMetricResults:
 
     data: Mapping[tuple[Side, RankType, str], float]
     ks: tuple[int, ...] = (1, 3, 5, 10)
-    records: Mapping[str, np.ndarray] | None = field(default=None, repr=False)
+    records: RankRecords | None = field(default=None, repr=False)
     raw: RankBasedMetricResults | None = field(default=None, repr=False)
     null_model: Mapping[tuple[Side, str], tuple[float, float]] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         if self.records is not None:
-            object.__setattr__(self, "records", _check_records(self.records))
+            object.__setattr__(self, "records", RankRecords.from_columns(self.records))
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RankBasedMetricResults):
@@ -103,7 +81,7 @@ class RankBasedMetricResults:
             return False
         if self.records is None or other.records is None:
             return True
-        return all(np.array_equal(self.records[name], other.records[name]) for name in RECORD_COLUMNS)
+        return self.records.equals(other.records)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -139,7 +117,7 @@ class RankBasedMetricResults:
             null_model.update({(side, key): value for key, value in moments.items()})
         records = None
         if all(acc.keep_records for acc in accumulators.values()):
-            records = _records_table(accumulators)
+            records = RankRecords.concat([acc.records(target) for target, acc in accumulators.items()])  # type: ignore[arg-type]
         return cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw)  # type: ignore[arg-type]
 
     # -- lookup -----------------------------------------------------------------------------------------------
@@ -253,22 +231,26 @@ class RankBasedMetricResults:
         if self.null_model:
             document["null_model"] = [[side, key, *moments] for (side, key), moments in self.null_model.items()]
         if include_records and self.records is not None:
-            document["records"] = {name: self.records[name].tolist() for name in RECORD_COLUMNS}
+            document["records"] = self.records.to_lists()
         if self.raw is not None:
             document["raw"] = json.loads(self.raw.to_json(include_records))
         return json.dumps(document)
 
     @classmethod
-    def from_records(cls, records: Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)) -> RankBasedMetricResults:
+    def from_records(
+        cls, records: RankRecords | Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)
+    ) -> RankBasedMetricResults:
         """Every metric computed from per-task records (e.g. a rank table read by
-        :func:`kgeval.records.records_from_frame`, which must include ``num_candidates``); records checked.
+        :meth:`kgeval.records.RankRecords.from_frame`, which must include ``num_candidates``); records checked.
 
         Raises
         ------
         ValueError
             For missing columns, invalid records, or records without any ranking task.
         """
-        checked = _check_records(records)
+        checked = RankRecords.from_columns(records)
+        if checked.num_candidates is None:
+            raise ValueError("metrics need the records' num_candidates column")
         accumulators = _accumulators_of(checked, check_ks(ks))
         if not accumulators:
             raise ValueError("the records hold no ranking task")
@@ -300,7 +282,7 @@ class RankBasedMetricResults:
             raise ValueError(f"{where}: {error}") from error
         data = dict(_metric_entry(entry, ks, where) for entry in _entries(document, "metrics", where))
         null_model = dict(_null_model_entry(entry, ks, where) for entry in _entries(document, "null_model", where))
-        records = _check_records(document["records"], f"{where} records") if "records" in document else None
+        records = RankRecords.from_columns(document["records"], f"{where} records") if "records" in document else None
         raw = None
         if "raw" in document:
             if not allow_raw:
@@ -312,7 +294,7 @@ class RankBasedMetricResults:
         return results
 
     # -- views of the per-task records (logic in kgeval.analysis.relations) ----------------------------------
-    def _require_records(self, what: str) -> Mapping[str, np.ndarray]:
+    def _require_records(self, what: str) -> RankRecords:
         if self.records is None:
             raise ValueError(f"{what} needs the per-task rank records; evaluate with keep_records=True")
         return self.records
@@ -406,18 +388,6 @@ class RankBasedMetricResults:
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
 
 
-def _records_table(accumulators: Mapping[str, MetricAccumulator]) -> dict[str, np.ndarray]:
-    """The per-task records of every side as numpy columns (see :data:`RECORD_COLUMNS`)."""
-    parts = []
-    for target, accumulator in accumulators.items():
-        records = {name: value.cpu().numpy() for name, value in accumulator.records().items()}
-        triples = records.pop("triples")
-        records.update(head=triples[:, 0], relation=triples[:, 1], tail=triples[:, 2])
-        records["side"] = np.full(len(triples), TARGETS.index(target), dtype=np.int8)  # type: ignore[arg-type]
-        parts.append(records)
-    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
-
-
 def _entries(document: dict[str, Any], name: str, where: str) -> list[Any]:
     entries = document.get(name, [])
     if not isinstance(entries, list):
@@ -481,19 +451,18 @@ def _in_range(value: float, value_range: ValueRange) -> bool:
     return value in widened
 
 
-def _accumulators_of(records: Mapping[str, np.ndarray], ks: tuple[int, ...]) -> dict[str, MetricAccumulator]:
-    """One accumulator per target side present in checked records (columns :data:`RECORD_COLUMNS`)."""
+def _accumulators_of(records: RankRecords, ks: tuple[int, ...]) -> dict[str, MetricAccumulator]:
+    """One accumulator per target side present in checked records that have num_candidates."""
     accumulators = {}
-    for code, target in enumerate(TARGETS):
-        chosen = records["side"] == code
-        if chosen.any():
-            column = {name: torch.from_numpy(np.ascontiguousarray(records[name][chosen])) for name in RECORD_COLUMNS}
-            accumulator = MetricAccumulator(ks=ks)
-            accumulator.update_unchecked(
-                column["optimistic"], column["pessimistic"], column["num_candidates"],
-                torch.stack([column["head"], column["relation"], column["tail"]], dim=1), column["task_index"],
-            )  # fmt: skip
-            accumulators[target] = accumulator
+    for target in records.sides():
+        part = records.of_side(target)
+        column = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in part.columns().items()}
+        accumulator = MetricAccumulator(ks=ks)
+        accumulator.update_unchecked(
+            column["optimistic"], column["pessimistic"], column["num_candidates"],
+            torch.from_numpy(part.triples), column["task_index"],
+        )  # fmt: skip
+        accumulators[target] = accumulator
     return accumulators
 
 

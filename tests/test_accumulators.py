@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kgeval import MetricAccumulator
-from kgeval.keys import RANK_TYPES
+from kgeval.typing import RANK_TYPES
 from tests.helpers.invariance import same_value
 from tests.helpers.reference import RANK_TYPES as REFERENCE_RANK_TYPES
 from tests.helpers.reference import plain_keys, plain_metric
@@ -69,7 +69,7 @@ def test_split_and_merged_in_any_order_equals_one(parts: int) -> None:
     merged = MetricAccumulator(ks=KS).merge(*(pieces[i] for i in order))
     assert_same_metrics(merged, whole)
     assert merged.count == 60
-    assert sorted(merged.records()["task_index"].tolist()) == list(range(60))
+    assert sorted(merged.records("tail").task_index.tolist()) == list(range(60))
 
 
 def test_merge_leaves_inputs_unchanged_and_update_after_merge_works() -> None:
@@ -118,7 +118,7 @@ def test_without_records_reports_the_sum_metrics_only() -> None:
     merged = MetricAccumulator(ks=KS).merge(lean)
     assert not merged.keep_records
     with pytest.raises(ValueError, match=r"^this accumulator keeps no per-task records \(keep_records=False\)$"):
-        lean.records()
+        lean.records("tail")
 
 
 def test_empty_accumulator_warns_and_gives_nan() -> None:

@@ -11,7 +11,7 @@ from typing import ClassVar
 import pytest
 import torch
 
-import kgeval
+import kgeval.cli
 from kgeval.cli import COMMANDS, build_parser, main
 from kgeval.datasets import load_shipped_dataset
 
@@ -77,7 +77,7 @@ class _Printed:
 
 
 def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kgeval, "RankBasedEvaluator", _RecordingEvaluator, raising=False)
+    monkeypatch.setattr(kgeval.cli, "RankBasedEvaluator", _RecordingEvaluator)
     monkeypatch.setattr(_RecordingEvaluator, "calls", [])
     threads = torch.get_num_threads()
     try:

@@ -15,7 +15,7 @@ from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine.distributed import checksum, fingerprint, resolve_group, shard
-from kgeval.results import RECORD_COLUMNS
+from kgeval.records import RankRecords
 from tests.helpers.graphs import TableModel
 from tests.helpers.reference import reference_ranks
 from tests.support.distributed import SCENARIOS, run_scenarios, tie_heavy_case
@@ -52,7 +52,7 @@ def assert_same_results(got, expected) -> None:
     np.testing.assert_allclose([got.data[k] for k in keys], [expected.data[k] for k in keys], rtol=1e-12, atol=0)
     assert (got.records is None) == (expected.records is None)
     if expected.records is not None:
-        for column in RECORD_COLUMNS:
+        for column in RankRecords.column_names():
             np.testing.assert_array_equal(got.records[column], expected.records[column], err_msg=column)
 
 

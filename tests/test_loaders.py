@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from kgeval.datasets import load_labelled_triples, load_tsv_dataset
-from kgeval.datasets.labelled import UnseenLabelsWarning
+from kgeval.exceptions import UnseenLabelsWarning
 
 TRAIN = [["a", "likes", "b"], ["b", "likes", "c"], ["c", "knows", "a"]]
 VALID = [["a", "knows", "c"]]

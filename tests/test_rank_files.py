@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from kgeval.records import read_ranks, records_from_frame
+from kgeval.records import RankRecords, read_ranks
 
 
 def _table() -> pd.DataFrame:
@@ -29,7 +29,7 @@ def _table() -> pd.DataFrame:
 
 
 def test_records_from_a_ranks_df_table() -> None:
-    records = records_from_frame(_table())
+    records = RankRecords.from_frame(_table())
     assert records["side"].dtype == np.int8
     assert records["side"].tolist() == [0, 1, 1]
     assert records["task_index"].tolist() == [-1, -1, -1]
@@ -39,7 +39,7 @@ def test_records_from_a_ranks_df_table() -> None:
 
 def test_records_keep_integer_sides_and_task_index() -> None:
     table = _table().assign(side=[0, 1, 1], task_index=[4, 4, 7])
-    records = records_from_frame(table)
+    records = RankRecords.from_frame(table)
     assert records["side"].tolist() == [0, 1, 1]
     assert records["task_index"].tolist() == [4, 4, 7]
 
@@ -73,14 +73,14 @@ def test_error_on_missing_columns() -> None:
         "missing ['side', 'optimistic']"
     )
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        records_from_frame(_table().drop(columns=["side", "optimistic"]))
+        RankRecords.from_frame(_table().drop(columns=["side", "optimistic"]))
 
 
 @pytest.mark.parametrize(("side", "bad"), [(["head", "both", "tail"], "'both'"), ([0, 2, 1], "2")])
 def test_error_on_bad_side(side: list, bad: str) -> None:
     message = f"rank table: column 'side' row 1 = {bad} must be 'head' / 'tail' (or 0 / 1)"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
-        records_from_frame(_table().assign(side=side))
+        RankRecords.from_frame(_table().assign(side=side))
 
 
 # every untrusted value the table may hold is refused, naming the column and the first bad row
@@ -104,7 +104,7 @@ UNTRUSTED = [
 @pytest.mark.parametrize(("column", "values", "message"), UNTRUSTED, ids=[m[:40] for _c, _v, m in UNTRUSTED])
 def test_untrusted_cells_are_refused(column: str, values: list, message: str) -> None:
     with pytest.raises(ValueError, match=f"^{re.escape('rank table: ' + message)}$"):
-        records_from_frame(_table().assign(**{column: values}))
+        RankRecords.from_frame(_table().assign(**{column: values}))
 
 
 def test_a_blank_optimistic_cell_read_from_csv_is_refused(tmp_path: Path) -> None:
@@ -117,4 +117,4 @@ def test_a_blank_optimistic_cell_read_from_csv_is_refused(tmp_path: Path) -> Non
     lines[2] = ",".join(cells)
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"column 'optimistic' row 1 = nan is not an integer >= 1"):
-        records_from_frame(read_ranks(path))
+        RankRecords.from_frame(read_ranks(path))

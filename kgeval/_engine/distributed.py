@@ -1,37 +1,24 @@
-"""Distributed evaluation over ``torch.distributed``: shard the ranking tasks, then synchronise the accumulators.
+"""Distributed evaluation over ``torch.distributed``: shard the tasks, check the ranks agree, gather and merge.
 
-When a process group with more than one rank is initialised (gloo on CPU, NCCL on GPU),
-:meth:`kgeval.RankBasedEvaluator.evaluate` runs collectively: **every rank of the group calls it with the same
-inputs**. Each rank ranks a contiguous share of the evaluation triples (:func:`shard`); afterwards
-:func:`synchronize` gathers the per-task records of every rank (uneven sizes: exchange sizes, pad, gather, trim,
-the pattern of torcheval's ``synclib._send_uneven_tensors``), sorts them by task index and rebuilds each side's
-accumulator from all records with one update, exactly as a single process does, so every rank returns results
-identical to a single-process run. Without records (``keep_records=False``) the additive sums are all-reduced
-instead, which equals the single-process sums up to float rounding.
-
-No error leaves a rank waiting in a collective: :class:`CollectiveCheck` wraps each local phase (validation,
-ranking); at its end every rank all-gathers an error flag and a fingerprint of its inputs (shapes and checksums of
-the triples, the options), and then all ranks raise together, or all continue.
+Every rank of the group calls ``evaluate`` with the same inputs and ranks a contiguous share of the triples
+(:func:`shard`); :func:`synchronize` gathers each accumulator's state from every rank and merges them, so all ranks
+return the results of the whole evaluation. :class:`CollectiveCheck` makes every rank raise together, never hang.
 """
 
 from __future__ import annotations
 
-import math
 from types import TracebackType
 from typing import Any
 
 import torch
 from torch import distributed as dist
 
-from kgeval.accumulator import RECORD_STATES, MetricAccumulator
-from kgeval.keys import Target
+from kgeval.accumulator import MetricAccumulator
+from kgeval.exceptions import DistributedEvaluationError
+from kgeval.typing import Target
 
 #: modulus of the position-weighted checksum (a Mersenne prime: products of two residues fit in int64)
 _MODULUS = 2**31 - 1
-
-
-class DistributedEvaluationError(RuntimeError):
-    """Raised on every other rank when distributed evaluation failed on some rank (which raises its own error)."""
 
 
 def resolve_group(distributed: bool | None, process_group: Any = None) -> Any | None:
@@ -177,40 +164,18 @@ def synchronize(accumulators: dict[Target, MetricAccumulator], group: Any) -> di
 
 
 def _synchronize_one(accumulator: MetricAccumulator, group: Any) -> MetricAccumulator:
-    device = accumulator.state_dict()["sum:count"].device
-    comm = communication_device(group)
-    if not accumulator.keep_records:
-        return _all_reduce_sums(accumulator, group, comm, device)
-    records = accumulator.records()
-    columns = [records[name].reshape(-1, max(1, math.prod(shape))) for name, (_, shape) in RECORD_STATES.items()]
-    table = torch.cat(columns, dim=1).to(comm)
-    table = torch.cat(all_gather_uneven(table, group)).to(device)
-    widths = [column.shape[1] for column in columns]
-    gathered = dict(zip(RECORD_STATES, torch.split(table, widths, dim=1), strict=True))
-    order = torch.argsort(gathered["task_index"][:, 0], stable=True)  # the single-process task order
-    gathered = {name: value[order] for name, value in gathered.items()}
-    synced = MetricAccumulator(ks=accumulator.ks, keep_records=True)
-    synced.update_unchecked(
-        gathered["optimistic"][:, 0],
-        gathered["pessimistic"][:, 0],
-        gathered["num_candidates"][:, 0],
-        gathered["triples"],
-        gathered["task_index"][:, 0],
-    )
-    return synced
-
-
-def _all_reduce_sums(
-    accumulator: MetricAccumulator, group: Any, comm: torch.device, device: torch.device
-) -> MetricAccumulator:
-    """All-reduce the "sum" states, one flat collective per dtype."""
+    """Gather every rank's state and merge them in rank order: shards are contiguous, so the records come out in
+    the single-process task order, and the sums are the single-process sums up to float rounding."""
     state = accumulator.state_dict()
-    names = [name for name in state if name.startswith("sum:")]
-    for dtype in sorted({state[name].dtype for name in names}, key=str):
-        group_names = [name for name in names if state[name].dtype == dtype]
-        flat = torch.cat([state[name].reshape(-1) for name in group_names]).to(comm)
-        dist.all_reduce(flat, group=group)
-        parts = torch.split(flat.to(device), [state[name].numel() for name in group_names])
-        for name, part in zip(group_names, parts, strict=True):
-            state[name] = part.reshape(state[name].shape)
-    return MetricAccumulator.from_state_dict(state)
+    device = state["sum:count"].device
+    comm = communication_device(group)
+    per_rank: list[dict[str, torch.Tensor]] = [dict(state) for _ in range(dist.get_world_size(group))]
+    for name, value in state.items():
+        if name.startswith("meta:"):  # ks and keep_records: the same on every rank (checked by CollectiveCheck)
+            continue
+        records = name.startswith("cat:")  # one row per task, a different number per rank; sums: one row per rank
+        parts = all_gather_uneven((value if records else value.reshape(1, -1)).to(comm), group)
+        for rank_state, part in zip(per_rank, parts, strict=True):
+            rank_state[name] = part.to(device) if records else part.to(device).reshape(value.shape)
+    first, *rest = (MetricAccumulator.from_trusted_state(rank_state) for rank_state in per_rank)
+    return first.merge(*rest)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kgeval.keys import Target
+from kgeval.typing import Target
 
 
 def _codes(vocabulary: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:

@@ -30,7 +30,7 @@ import torch
 
 from kgeval._checks import RANKED_DTYPES, accepts_keyword, check_scores
 from kgeval.integrations import scoring_view
-from kgeval.keys import Target
+from kgeval.typing import Target
 
 SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h"}
 CANDIDATE_KEYWORD: dict[Target, str] = {"tail": "tails", "head": "heads"}

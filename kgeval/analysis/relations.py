@@ -1,14 +1,7 @@
-"""Views of the per-task rank records: rank export, per-relation metrics, macro averages, relation categories.
+"""Views of per-task records: the rank table, per-relation and per-category metrics, macro averages.
 
-Every function here reads the records of :class:`kgeval.RankBasedMetricResults` (one row per ranking task, see
-:data:`kgeval.results.RECORD_COLUMNS`) and groups them; each group's metrics come from the registry functions
-applied to :func:`kgeval.metrics.summary.summarize` of the group's ranks, so there is no second implementation
-of any formula (METRICS.md, Macro averaging). Memory stays O(number of tasks).
-
-Relation categories follow Bordes et al. (2013) and Wang et al. (2014): for relation r, ``tails_per_head`` is the
-average number of distinct tails per (h, r) pair and ``heads_per_tail`` the average number of distinct heads per
-(r, t) pair in a reference triple set (usually train). A side is "1" when its average is below the threshold
-(1.5), else "N"; the category reads ``<head side>-<tail side>``: 1-1, 1-N, N-1 or N-N.
+Each group's metrics are the registry's functions applied to the group's ranks (no second formula; METRICS.md,
+Macro averaging). Relation categories (1-1, 1-N, N-1, N-N) follow Bordes et al. (2013), threshold 1.5.
 """
 
 from __future__ import annotations
@@ -20,10 +13,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval.accumulator import ranks_of_type
-from kgeval.keys import RANK_TYPES, SIDES, TARGETS, MetricKey, format_key, parse_key
+from kgeval.keys import MetricKey, format_key, parse_key
 from kgeval.metrics.registry import MetricInfo, lookup
 from kgeval.metrics.summary import RankSummary, summarize
+from kgeval.records import RankRecords
+from kgeval.typing import RANK_TYPES, SIDES, TARGETS
 
 #: the relation categories, in display order
 CATEGORIES: tuple[str, ...] = ("1-1", "1-N", "N-1", "N-N")
@@ -32,19 +26,18 @@ UNSEEN = "unseen"
 #: the usual threshold on the average number of heads / tails (Bordes et al. 2013)
 DEFAULT_THRESHOLD = 1.5
 
-Records = Mapping[str, np.ndarray]
 LabelMapping = Mapping[str, int] | Mapping[int, str] | Sequence[str]
 
 
 # -- rank export ------------------------------------------------------------------------------------------------
 def ranks_frame(
-    records: Records, entity_labels: LabelMapping | None = None, relation_labels: LabelMapping | None = None
+    records: RankRecords, entity_labels: LabelMapping | None = None, relation_labels: LabelMapping | None = None
 ) -> pd.DataFrame:
     """One row per ranking task: head, relation, tail, side, the three ranks, num_candidates, task_index.
 
     Parameters
     ----------
-    records : mapping of column -> ndarray of shape (n,)
+    records : RankRecords
         The per-task records of a results object.
     entity_labels, relation_labels : mapping or sequence, optional
         label -> id (e.g. ``TriplesDataset.entity_to_id``), id -> label, or a sequence indexed by id. When given,
@@ -55,7 +48,7 @@ def ranks_frame(
     DataFrame with n rows; ``side`` is categorical ("head", "tail"), ``realistic`` float64, the rest int64.
     """
     side = pd.Categorical.from_codes(records["side"].astype(np.int64), categories=list(TARGETS))
-    realistic = (records["optimistic"].astype(np.float64) + records["pessimistic"].astype(np.float64)) / 2.0
+    realistic = records.ranks("realistic")
     frame = pd.DataFrame(
         {
             "head": records["head"],
@@ -120,7 +113,7 @@ def _explicit_side(key: str) -> bool:
     return len(parts) == 3 or (len(parts) == 2 and parts[0].strip().lower() in SIDES)
 
 
-def _evaluated_sides(records: Records) -> tuple[str, ...]:
+def _evaluated_sides(records: RankRecords) -> tuple[str, ...]:
     present = set(np.unique(records["side"]).tolist())
     return (*(t for i, t in enumerate(TARGETS) if i in present), "both")
 
@@ -128,7 +121,7 @@ def _evaluated_sides(records: Records) -> tuple[str, ...]:
 Column = tuple[str, MetricKey, MetricInfo, int | None]
 
 
-def resolve_columns(keys: str | Sequence[str], records: Records) -> list[Column]:
+def resolve_columns(keys: str | Sequence[str], records: RankRecords) -> list[Column]:
     """The columns asked for: ``<side>.<key>`` for every evaluated side, or just ``<key>`` when it names its side.
 
     Returns (column name, resolved key, metric metadata, k) per column, without repeated names.
@@ -160,7 +153,7 @@ def _all_ks(ks: Sequence[int], columns: Sequence[Column]) -> tuple[int, ...]:
 
 
 def group_metrics(
-    records: Records,
+    records: RankRecords,
     groups: np.ndarray,
     keys: str | Sequence[str],
     ks: Sequence[int],
@@ -187,12 +180,7 @@ def group_metrics(
     """
     columns = resolve_columns(keys, records)
     ks = _all_ks(ks, columns)
-    ranks = {
-        rank_type: ranks_of_type(
-            rank_type, torch.from_numpy(records["optimistic"]), torch.from_numpy(records["pessimistic"])
-        ).numpy()
-        for rank_type in RANK_TYPES
-    }
+    ranks = {rank_type: records.ranks(rank_type) for rank_type in RANK_TYPES}
     order = np.argsort(groups, kind="stable")
     labels, starts = np.unique(groups[order], return_index=True)
     bounds = [*starts.tolist(), len(order)]
@@ -214,7 +202,7 @@ def group_metrics(
 
 
 def per_relation_frame(
-    records: Records,
+    records: RankRecords,
     keys: str | Sequence[str] = ("mrr", "hits@10"),
     ks: Sequence[int] = (),
     relation_labels: LabelMapping | None = None,
@@ -235,7 +223,7 @@ def per_relation_frame(
     return frame
 
 
-def macro_average(records: Records, key: str, ks: Sequence[int] = ()) -> float:
+def macro_average(records: RankRecords, key: str, ks: Sequence[int] = ()) -> float:
     """The unweighted mean over relations of a per-relation metric (a NaN relation makes it NaN).
 
     The side and rank type come from the key (defaults ``both`` and ``realistic``).
@@ -288,7 +276,7 @@ def relation_categories(triples: torch.Tensor | np.ndarray, threshold: float = D
 
 
 def per_category_frame(
-    records: Records,
+    records: RankRecords,
     reference_triples: torch.Tensor | np.ndarray,
     keys: str | Sequence[str] = ("mrr", "hits@10"),
     ks: Sequence[int] = (),

@@ -1,13 +1,8 @@
-"""Resampling evaluation triples: the machinery under :mod:`kgeval.analysis.stats`.
+"""Resampling evaluation triples (a triple's head and tail tasks together): the machinery under analysis.stats.
 
-The unit of resampling is the evaluation triple (its ``task_index`` in the records): its head and tail tasks are
-drawn, or swapped between two models, together, so head, tail and both are resampled consistently.
-
-A metric on a resample is computed by its registry function from a :class:`RankSummary` whose additive sums are
-weighted sums of per-task statistics -- produced by the accumulator's own ``rank_statistics`` and
-``candidate_statistics`` (:func:`task_statistics`) -- so every registry metric works, the adjusted ones included;
-metrics that need records get the resampled records. Metrics that are the mean of a per-task value
-(:data:`MEAN_TYPE`: hits@k, MRR, MR) are vectorised end to end: the value is a ratio of two sums.
+A metric on a resample is its registry function applied to weighted sums of per-task statistics (the accumulator's
+own ``rank_statistics`` / ``candidate_statistics``), so every registry metric works; the mean-type ones (hits@k,
+MRR, MR: :data:`MEAN_TYPE`) are vectorised end to end as a ratio of two sums.
 """
 
 from __future__ import annotations
@@ -24,7 +19,7 @@ from kgeval.keys import MetricKey
 from kgeval.metrics.null_model import candidate_statistics
 from kgeval.metrics.registry import MetricInfo, lookup
 from kgeval.metrics.summary import RankSummary, rank_statistics
-from kgeval.results import RankBasedMetricResults
+from kgeval.records import RankRecords
 
 #: metric families that are the mean of a per-task statistic -> the rank_statistics entry summed over tasks
 MEAN_TYPE: dict[str, str] = {
@@ -38,7 +33,8 @@ _SIDE_CODES = {"head": (0,), "tail": (1,), "both": (0, 1)}
 _MATCH_COLUMNS = ("task_index", "side", "head", "relation", "tail")
 
 Layout = tuple[tuple[str, tuple[int, ...]], ...]
-Records = Callable[[int], tuple[np.ndarray, np.ndarray]]
+#: row j of a resample -> its (ranks, num_candidates), for metrics that need records
+ResampledRecords = Callable[[int], tuple[np.ndarray, np.ndarray]]
 
 
 def task_statistics(ranks: np.ndarray, num_candidates: np.ndarray, ks: Sequence[int]) -> tuple[np.ndarray, Layout]:
@@ -108,7 +104,7 @@ class PairedTasks:
         numerator = self.unit_sums[:, :, self.column(MEAN_TYPE[self.info.name])]
         return numerator / self.unit_sums[:, :, self.column("count")]
 
-    def values(self, model: int, sums: np.ndarray, records: Records | None = None) -> np.ndarray:
+    def values(self, model: int, sums: np.ndarray, records: ResampledRecords | None = None) -> np.ndarray:
         """The metric for each row of ``sums`` (c, m); ``records(j)`` gives row j's (ranks, num_candidates)."""
         if self.mean_type:
             return sums[:, self.column(MEAN_TYPE[self.info.name])] / sums[:, self.column("count")]
@@ -142,7 +138,7 @@ def pair_tasks(results: Sequence[Any], names: Sequence[str], key: str) -> Paired
     selected = [_select(result.records, _SIDE_CODES[parsed.side]) for result in results]
     for part, name in zip(selected[1:], names[1:], strict=True):
         _check_same_tasks(selected[0], part, names[0], name)
-    ranks = np.stack([_ranks(part, parsed.rank_type) for part in selected])
+    ranks = np.stack([part.ranks(parsed.rank_type) for part in selected])
     num_candidates = np.stack([part["num_candidates"] for part in selected])
     units, unit_of_task = np.unique(selected[0]["task_index"], return_inverse=True)
     ks = (k,) if k is not None else tuple(results[0].ks)
@@ -165,21 +161,20 @@ def _only(matrix: np.ndarray, layout: Layout, names: tuple[str, ...]) -> tuple[n
 
 
 def _resolve(result: Any, name: str, key: str) -> MetricKey:
-    if not isinstance(result, RankBasedMetricResults):
+    if not callable(getattr(result, "resolve_key", None)) or not hasattr(result, "records"):  # duck-typed results
         raise TypeError(f"{name} must be a RankBasedMetricResults, got {type(result).__name__}")
     if result.records is None:
         raise ValueError(f"{name} has no per-task records; evaluate with keep_records=True to resample it")
     return result.resolve_key(key)
 
 
-def _select(records: Any, side_codes: tuple[int, ...]) -> dict[str, np.ndarray]:
+def _select(records: RankRecords, side_codes: tuple[int, ...]) -> RankRecords:
     """The records of the given sides, sorted by (task_index, side)."""
-    mask = np.isin(records["side"], side_codes)
-    order = np.lexsort((records["side"][mask], records["task_index"][mask]))
-    return {name: column[mask][order] for name, column in records.items()}
+    chosen = np.flatnonzero(np.isin(records.side, side_codes))
+    return records.select(chosen[np.lexsort((records.side[chosen], records.task_index[chosen]))])
 
 
-def _check_same_tasks(first: dict[str, np.ndarray], other: dict[str, np.ndarray], name: str, other_name: str) -> None:
+def _check_same_tasks(first: RankRecords, other: RankRecords, name: str, other_name: str) -> None:
     if len(other["side"]) != len(first["side"]):
         raise ValueError(
             f"{name} and {other_name} must cover the same ranking tasks, got {len(first['side'])} and "
@@ -193,13 +188,6 @@ def _check_same_tasks(first: dict[str, np.ndarray], other: dict[str, np.ndarray]
             f"{name} and {other_name} must cover the same ranking tasks, matched by (task_index, side) and triple; "
             f"first difference (task_index, side, head, relation, tail): {a} in {name}, {b} in {other_name}"
         )
-
-
-def _ranks(part: dict[str, np.ndarray], rank_type: str) -> np.ndarray:
-    optimistic, pessimistic = part["optimistic"].astype(np.float64), part["pessimistic"].astype(np.float64)
-    if rank_type == "optimistic":
-        return optimistic
-    return pessimistic if rank_type == "pessimistic" else (optimistic + pessimistic) / 2.0
 
 
 def _unit_table(unit_of_task: np.ndarray, num_units: int) -> np.ndarray:
@@ -236,7 +224,7 @@ def bootstrap_distribution(paired: PairedTasks, n_resamples: int, rng: np.random
     return out
 
 
-def _drawn_records(paired: PairedTasks, model: int, drawn: np.ndarray) -> Records:
+def _drawn_records(paired: PairedTasks, model: int, drawn: np.ndarray) -> ResampledRecords:
     def records(j: int) -> tuple[np.ndarray, np.ndarray]:
         tasks = paired.unit_tasks[drawn[j]].ravel()
         tasks = tasks[tasks >= 0]
@@ -259,7 +247,7 @@ def swapped_differences(paired: PairedTasks, swaps: np.ndarray) -> np.ndarray:
     return values[0] - values[1]
 
 
-def _swapped_records(paired: PairedTasks, model: int, swaps: np.ndarray) -> Records:
+def _swapped_records(paired: PairedTasks, model: int, swaps: np.ndarray) -> ResampledRecords:
     tasks = np.arange(paired.ranks.shape[1])
 
     def records(j: int) -> tuple[np.ndarray, np.ndarray]:

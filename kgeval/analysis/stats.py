@@ -1,17 +1,14 @@
 """Is model A better than model B? Paired tests and bootstrap intervals from the per-task rank records.
 
-:func:`compare` and :func:`confidence_interval` (also ``results.confidence_interval``) read the records of
-:class:`RankBasedMetricResults` (evaluate with ``keep_records=True``, the default). They resample evaluation
-triples, never single ranks: a triple's head and tail tasks are drawn, or swapped between the two models,
-together, so head, tail and both are resampled consistently (:mod:`kgeval.analysis.resampling`). Any reported metric key
-works, adjusted metrics included; hits@k, MRR and MR are vectorised end to end. Everything is seeded with numpy's
-Generator and reproducible. The Wilcoxon test needs scipy (the ``stats`` extra), imported only when used.
+Evaluation triples are resampled, never single ranks (a triple's head and tail tasks together; see
+:mod:`kgeval.analysis.resampling`); any reported metric key works. Seeded with numpy's Generator; the Wilcoxon test
+needs scipy (the ``stats`` extra), imported only when used.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
@@ -25,7 +22,9 @@ from kgeval.analysis.resampling import (
     swapped_differences,
 )
 from kgeval.keys import format_key
-from kgeval.results import RankBasedMetricResults
+
+if TYPE_CHECKING:  # annotations only: the analyses read records and never import the results class
+    from kgeval.results import RankBasedMetricResults
 
 __all__ = ["TESTS", "Comparison", "ConfidenceInterval", "compare", "confidence_interval"]
 

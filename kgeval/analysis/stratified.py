@@ -23,13 +23,13 @@ import pandas as pd
 import torch
 
 from kgeval._checks import check_ks
-from kgeval.keys import RANK_TYPE_SYNONYMS, RankType
-from kgeval.records import pair_tasks, rank_records
+from kgeval.keys import RANK_TYPE_SYNONYMS
+from kgeval.records import rank_records
+from kgeval.typing import RankType
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-    from kgeval.results import RankBasedMetricResults
 
 __all__ = [
     "DEFAULT_BETAS",
@@ -45,7 +45,7 @@ DEFAULT_BETAS: tuple[float, ...] = tuple(round(-1 + 0.1 * i, 10) for i in range(
 
 
 def stratified_metrics(
-    results: RankBasedMetricResults | pd.DataFrame,
+    results: Any,
     popularity_triples: Any,
     beta_e: float = 0.0,
     beta_r: float = 0.0,
@@ -82,7 +82,7 @@ def stratified_metrics(
 
 
 def strat_curve(
-    results: RankBasedMetricResults | pd.DataFrame | Mapping[str, Any],
+    results: Any | Mapping[str, Any],
     popularity_triples: Any,
     betas: Sequence[float] = DEFAULT_BETAS,
     vary: Literal["entity", "relation"] = "entity",
@@ -131,7 +131,7 @@ def strat_curve(
 
 
 def plot_strat_curve(
-    results: RankBasedMetricResults | pd.DataFrame | Mapping[str, Any],
+    results: Any | Mapping[str, Any],
     popularity_triples: Any,
     betas: Sequence[float] = DEFAULT_BETAS,
     vary: Literal["entity", "relation"] = "entity",
@@ -191,9 +191,9 @@ def popularity_counts(popularity_triples: Any, size_e: int = 0, size_r: int = 0)
     return entities, relations
 
 
-def evaluated_triples(results: RankBasedMetricResults | pd.DataFrame) -> np.ndarray:
+def evaluated_triples(results: Any) -> np.ndarray:
     """The evaluated (head, relation, tail) triples, one row per triple with a head and a tail task (int64, (n, 3))."""
-    return pair_tasks(rank_records(results), "realistic")[0]
+    return rank_records(results).paired("realistic")[0]
 
 
 # -- the computation --------------------------------------------------------------------------------------------
@@ -220,7 +220,7 @@ class _StratTable:
             isinstance(min_count, bool) or not isinstance(min_count, numbers.Real) or not min_count > 0
         ):
             raise ValueError(f"min_count must be a number > 0 or None, got {min_count!r}")
-        triples, head_rank, tail_rank = pair_tasks(rank_records(results), rank_type)
+        triples, head_rank, tail_rank = rank_records(results).paired(rank_type)
         sizes = triples.max(axis=0) + 1
         entity_counts, relation_counts = popularity_counts(popularity_triples, max(sizes[0], sizes[2]), sizes[1])
         relations, relation_of, relation_sizes = np.unique(triples[:, 1], return_inverse=True, return_counts=True)

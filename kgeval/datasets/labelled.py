@@ -17,6 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
+from kgeval.exceptions import UnseenLabelsWarning
+
 #: what to do with valid / test triples whose labels never occur in train
 Unseen = Literal["warn", "keep", "drop"]
 UNSEEN_CHOICES: tuple[str, ...] = ("warn", "keep", "drop")
@@ -32,10 +34,6 @@ KNOWN_HEADERS: frozenset[tuple[str, str, str]] = frozenset(
         ("head", "rel", "tail"),
     }
 )
-
-
-class UnseenLabelsWarning(UserWarning):
-    """Valid / test triples use entities or relations that never occur in the training triples."""
 
 
 @dataclass

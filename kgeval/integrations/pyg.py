@@ -24,7 +24,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 
-from kgeval.keys import Target
+from kgeval.typing import Target
 
 
 def pyg_view(model: KGEModel) -> PyGScoring:

@@ -38,7 +38,7 @@ from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricRes
 from pykeen.models import ERModel, Model
 
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
-from kgeval.keys import Target
+from kgeval.typing import Target
 
 #: PyKEEN interaction class name -> similarity (None: it depends on the interaction's p)
 SUPPORTED: dict[str, str | None] = {

@@ -24,7 +24,7 @@ from torchkge.models import DistMultModel, TransEModel
 from torchkge.models.interfaces import Model
 from torchkge.utils.dissimilarities import l1_dissimilarity, l2_dissimilarity
 
-from kgeval.keys import Target
+from kgeval.typing import Target
 
 
 def torchkge_view(model: Model) -> TorchKGEScoring:

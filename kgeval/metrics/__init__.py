@@ -9,8 +9,9 @@ adjusted / z family (:mod:`kgeval.metrics.adjusted`), whose closed-form null-mod
 True
 """
 
+from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.metrics.registry import METRICS, MetricInfo, ValueRange, iter_metrics, lookup, reported_keys
-from kgeval.metrics.summary import RankSummary, UndefinedMetricWarning, summarize
+from kgeval.metrics.summary import RankSummary, summarize
 
 __all__ = [
     "METRICS",

@@ -11,18 +11,11 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from kgeval.keys import (
-    K_FAMILIES,
-    NAME_ALIASES,
-    PLAIN_NAMES,
-    RANK_TYPES,
-    RankType,
-    close_matches,
-    k_family_aliases,
-    split_k,
-)
+from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.keys import K_FAMILIES, NAME_ALIASES, PLAIN_NAMES, close_matches, k_family_aliases, split_k
 from kgeval.metrics import adjusted, null_model, plain
-from kgeval.metrics.summary import RankSummary, UndefinedMetricWarning
+from kgeval.metrics.summary import RankSummary
+from kgeval.typing import RANK_TYPES, RankType
 
 MetricFunction = Callable[[RankSummary, "int | None"], float]
 #: (E[M], Var[M]) under the null model (METRICS.md, Expectation and variance under the null model)

@@ -16,9 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-
-class UndefinedMetricWarning(UserWarning):
-    """A metric is undefined for the given ranks (no tasks, or a zero denominator); its value is NaN."""
+from kgeval.exceptions import UndefinedMetricWarning
 
 
 def rank_statistics(ranks: torch.Tensor, ks: Sequence[int]) -> dict[str, torch.Tensor]:

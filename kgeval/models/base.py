@@ -17,13 +17,11 @@ temporary) for the distances.
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 from torch import nn
 from torch.nn import functional
 
-Target = Literal["head", "tail"]
+from kgeval.typing import Target
 
 
 class QueryCandidateModule(nn.Module):

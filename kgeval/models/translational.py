@@ -7,7 +7,8 @@ import math
 import torch
 from torch import nn
 
-from kgeval.models.base import QueryCandidateModule, Target, as_complex, as_real, make_generator, xavier_uniform_
+from kgeval.models.base import QueryCandidateModule, as_complex, as_real, make_generator, xavier_uniform_
+from kgeval.typing import Target
 
 
 class TransE(QueryCandidateModule):

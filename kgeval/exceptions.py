@@ -1,0 +1,15 @@
+"""The warnings and errors of kgeval's own (anything else is a ValueError or TypeError naming the argument)."""
+
+from __future__ import annotations
+
+
+class UndefinedMetricWarning(UserWarning):
+    """A metric is undefined for the given ranks (no tasks, or a zero denominator); its value is NaN."""
+
+
+class UnseenLabelsWarning(UserWarning):
+    """Valid / test triples use entities or relations that never occur in the training triples."""
+
+
+class DistributedEvaluationError(RuntimeError):
+    """Raised on every other rank when distributed evaluation failed on some rank (which raises its own error)."""

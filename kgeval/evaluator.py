@@ -21,9 +21,9 @@ from tqdm.auto import tqdm
 from kgeval import _checks
 from kgeval._engine import sizes as batching
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
-from kgeval._engine.filter_index import FILTER_INDEX_CACHE, FilterIndex
-from kgeval._engine.kernels import KernelChoice, check_kernel_choice
-from kgeval._engine.loop import rank_side
+from kgeval._engine.filter_index import FilterIndex
+from kgeval._engine.kernels import KernelChoice, KernelChooser
+from kgeval._engine.loop import EngineState, rank_side
 from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
 from kgeval.accumulator import MetricAccumulator
 from kgeval.integrations import scoring_view
@@ -111,7 +111,7 @@ class RankBasedEvaluator:
         How score tiles are counted: "eager" runs PyTorch operations as they come; "numba" counts
         in one parallel pass compiled by numba (CPU only; about 5x less counting time, for about half a second per
         process to load numba; falls back to eager with a warning where it cannot run); "auto" counts eagerly
-        and, on a CPU, switches to numba once this process has counted (or is about to count) 10**9 scores, or
+        and, on a CPU, switches to numba once this evaluator has counted (or is about to count) 10**9 scores, or
         at once if numba is already loaded.
 
     Examples
@@ -139,7 +139,12 @@ class RankBasedEvaluator:
         self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
         self.keep_records = bool(keep_records)
         self.fast_path = bool(fast_path)
-        self.kernel: KernelChoice = check_kernel_choice(kernel)  # type: ignore[assignment]
+        self._state = EngineState(kernels=KernelChooser(kernel))  # what persists from one call to the next
+
+    @property
+    def kernel(self) -> KernelChoice:
+        """The requested counting kernel ("auto", "eager" or "numba")."""
+        return self._state.kernels.requested  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return (
@@ -254,7 +259,7 @@ class RankBasedEvaluator:
             )
             index = None
             if self.filtered is not False:
-                index = FILTER_INDEX_CACHE.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
+                index = self._state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
         inputs.task_index = shard(inputs.task_index, group)
         with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode():
             accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs))
@@ -403,7 +408,7 @@ class RankBasedEvaluator:
         side_index = index.sides[target] if index is not None else None
         both = self.filtered == "both"
         counts = rank_side(
-            scorer, queries, true_positions, side_index, position_of, sizes, progress, raw_too=both, kernel=self.kernel
+            scorer, queries, true_positions, side_index, position_of, sizes, self._state, progress, raw_too=both
         )
         self._raise_on_nan(counts[0].has_nan, triples, task_index, target)
         accumulators = []

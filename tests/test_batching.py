@@ -19,13 +19,6 @@ from tests.helpers.reference import reference_ranks
 CPU = torch.device("cpu")
 
 
-@pytest.fixture(autouse=True)
-def _forget_working_sizes():
-    batching.WORKING_BATCH_SIZES.clear()
-    yield
-    batching.WORKING_BATCH_SIZES.clear()
-
-
 def _scorer(kind: type, num_candidates: int):
     """A scorer of the given class for ``num_candidates`` candidates (no model needed for sizing)."""
     scorer = object.__new__(kind)
@@ -88,23 +81,24 @@ def _failing_above(limit: int, calls: list[tuple[int, int]]):
 
 def test_retry_halves_only_the_failing_batch_and_remembers_the_size() -> None:
     calls: list[tuple[int, int]] = []
-    results = batching.run_with_retry([(0, 8), (8, 16)], _failing_above(3, calls), "key", True, CPU)
+    remembered: dict = {}
+    results = batching.run_with_retry([(0, 8), (8, 16)], _failing_above(3, calls), "key", True, CPU, remembered)
     assert results == [(0, 2), (2, 4), (4, 6), (6, 8), (8, 10), (10, 12), (12, 14), (14, 16)]
     assert calls[:3] == [(0, 8), (0, 4), (0, 2)]  # 8 fails, 4 fails, 2 works; later batches start at 2
-    assert batching.WORKING_BATCH_SIZES["key"] == 2
+    assert remembered == {"key": 2}
     calls.clear()
-    batching.run_with_retry([(0, 5)], _failing_above(3, calls), "key", True, CPU)
+    batching.run_with_retry([(0, 5)], _failing_above(3, calls), "key", True, CPU, remembered)
     assert calls == [(0, 2), (2, 4), (4, 5)]  # the remembered size: no failure on a later call
 
 
 def test_fixed_batch_size_re_raises() -> None:
     with pytest.raises(torch.OutOfMemoryError, match=r"^injected$"):
-        batching.run_with_retry([(0, 4)], _failing_above(1, []), "key", False, CPU)
+        batching.run_with_retry([(0, 4)], _failing_above(1, []), "key", False, CPU, {})
 
 
 def test_single_task_that_does_not_fit_re_raises() -> None:
     with pytest.raises(torch.OutOfMemoryError, match=r"^injected$"):
-        batching.run_with_retry([(0, 4)], _failing_above(0, []), "key", True, CPU)
+        batching.run_with_retry([(0, 4)], _failing_above(0, []), "key", True, CPU, {})
 
 
 class OutOfMemoryAbove(TableModel):
@@ -126,21 +120,18 @@ def test_evaluation_survives_injected_out_of_memory_errors() -> None:
     graph = random_graph(0, 20, 3, num_triples=60, num_filter=40)
     table = quantised_table(0, 20, 3, levels=3)
     model = OutOfMemoryAbove(table, limit=4)
-    results = RankBasedEvaluator().evaluate(
-        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
-    )
+    evaluator = RankBasedEvaluator()
+    results = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
     assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
     assert model.failures > 0
     assert all(size <= 4 for _method, size, _columns in model.score_calls)
-    remembered = list(batching.WORKING_BATCH_SIZES.values())
+    remembered = list(evaluator._state.batch_sizes.values())
     assert remembered
     assert all(size <= 8 for size in remembered)  # 4 distinct queries can need up to 8 tasks
     model.failures = 0
-    again = RankBasedEvaluator().evaluate(
-        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
-    )
+    again = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
     assert again == results
-    assert model.failures <= len(remembered)  # the remembered sizes avoid (almost) every failure
+    assert model.failures <= len(remembered)  # the evaluator's remembered sizes avoid (almost) every failure
 
 
 def test_explicit_batch_size_does_not_retry() -> None:

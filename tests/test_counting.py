@@ -121,44 +121,53 @@ def test_count_tile_float64_and_unknown_kernel() -> None:
         count_tile(tile, torch.tensor([1.0], dtype=torch.float64), "fast")
 
 
-def test_auto_kernel_switches_to_numba_after_the_eager_budget(monkeypatch) -> None:
-    """The ski-rental rule: eager until the process has counted AUTO_NUMBA_AFTER_SCORES scores, then numba."""
+def _chooser(requested: str, available: bool = True, loaded: bool = False) -> kernels.KernelChooser:
+    """A chooser switching after 100 scores, with numba's availability and loading given (the rule, not this
+    machine)."""
+    return kernels.KernelChooser(requested, 100, numba_available=lambda: available, numba_loaded=lambda: loaded)
+
+
+def test_auto_kernel_switches_to_numba_after_the_eager_budget() -> None:
+    """The ski-rental rule: eager until the chooser has counted ``switch_after`` scores, then numba."""
     cpu = torch.device("cpu")
-    monkeypatch.setattr(kernels, "AUTO_NUMBA_AFTER_SCORES", 100)
-    monkeypatch.setattr(kernels, "eager_scores_counted", 0)
-    monkeypatch.setattr(kernels, "numba_kernel_available", lambda: True)  # the rule, not this machine
-    monkeypatch.setattr(kernels, "numba_loaded", False)
-    assert kernels.resolve_kernel("auto", cpu, 60) == "sign"
-    assert kernels.resolve_kernel("auto", cpu, 39) == "sign"  # 60 + 39 < 100
-    assert kernels.eager_scores_counted == 99
-    assert kernels.resolve_kernel("auto", cpu, 1) == "numba"  # 99 + 1 reaches 100
-    assert kernels.eager_scores_counted == 99  # numba counting is not tallied
-    monkeypatch.setattr(kernels, "eager_scores_counted", 0)
-    assert kernels.resolve_kernel("auto", cpu, 100) == "numba"  # one side that large switches at once
-    assert kernels.resolve_kernel("eager", cpu, 60) == "sign"
-    assert kernels.resolve_kernel("auto", torch.device("meta"), 10**6) == "compare"  # other devices stay eager
-    monkeypatch.setattr(kernels, "numba_loaded", True)  # loaded already: nothing left to pay
-    assert kernels.resolve_kernel("auto", cpu, 1) == "numba"
-    assert kernels.resolve_kernel("eager", cpu, 1) == "sign"
-    monkeypatch.setattr(kernels, "numba_loaded", False)
-    assert kernels.resolve_kernel("numba", cpu, 1) == "numba"
+    chooser = _chooser("auto")
+    assert chooser.choose(cpu, 60) is kernels.SIGN
+    assert chooser.choose(cpu, 39) is kernels.SIGN  # 60 + 39 < 100
+    assert chooser.eager_scores_counted == 99
+    assert chooser.choose(cpu, 1) is kernels.NUMBA  # 99 + 1 reaches 100
+    assert chooser.eager_scores_counted == 99  # numba counting is not tallied
+    assert _chooser("auto").choose(cpu, 100) is kernels.NUMBA  # one side that large switches at once
+    assert _chooser("auto").choose(torch.device("meta"), 10**6) is kernels.COMPARE  # other devices stay eager
+    assert _chooser("eager").choose(cpu, 60) is kernels.SIGN
+    assert _chooser("auto", loaded=True).choose(cpu, 1) is kernels.NUMBA  # loaded already: nothing left to pay
+    assert _chooser("eager", loaded=True).choose(cpu, 1) is kernels.SIGN
+    assert _chooser("numba").choose(cpu, 1) is kernels.NUMBA
     with pytest.warns(RuntimeWarning, match="runs on the CPU only; counting on meta with the eager kernel"):
-        assert kernels.resolve_kernel("numba", torch.device("meta"), 1) == "compare"
-    monkeypatch.setattr(kernels, "numba_kernel_available", lambda: False)
-    assert kernels.resolve_kernel("numba", cpu, 1) == "sign"
+        assert _chooser("numba").choose(torch.device("meta"), 1) is kernels.COMPARE
+    assert _chooser("numba", available=False).choose(cpu, 1) is kernels.SIGN
+    assert _chooser("auto", available=False).choose(cpu, 10**6) is kernels.SIGN
+    assert kernels.KernelChooser(kernels.COMPARE).choose(cpu, 1) is kernels.COMPARE  # a forced kernel object
     with pytest.raises(ValueError, match="kernel must be one of"):
-        kernels.resolve_kernel("fast", cpu, 1)
+        kernels.KernelChooser("fast")
+
+
+def test_tally_belongs_to_one_chooser() -> None:
+    """Two evaluators do not share their ski-rental tally."""
+    first, second = _chooser("auto"), _chooser("auto")
+    first.choose(torch.device("cpu"), 99)
+    assert (first.eager_scores_counted, second.eager_scores_counted) == (99, 0)
+    assert second.choose(torch.device("cpu"), 1) is kernels.SIGN
 
 
 def test_numba_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
     def broken(*args):
         raise RuntimeError("numba is broken")
 
-    monkeypatch.setattr(kernels, "numba_counts", broken)
+    monkeypatch.setattr(kernels, "numba_counts", broken)  # a broken installation, simulated
     kernels.numba_kernel_available.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="numba counting kernel is not usable here .numba is broken."):
-            assert kernels.resolve_kernel("numba", torch.device("cpu"), 1) == "sign"
+            assert kernels.KernelChooser("numba").choose(torch.device("cpu"), 1) is kernels.SIGN
     finally:
         kernels.numba_kernel_available.cache_clear()
 
@@ -166,7 +175,7 @@ def test_numba_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
 def test_numba_kernel_probe_passes_here() -> None:
     """numba is a dependency: its kernel must work wherever kgeval installs (no silent fallback in CI)."""
     assert kernels.numba_kernel_available()
-    assert kernels.numba_loaded
+    assert kernels.numba_is_loaded()
 
 
 class Rows:
@@ -202,8 +211,8 @@ def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
     scorer = FullRowScorer(Rows(torch.from_numpy(scores)), "tail", 13, None)
     queries = torch.stack([torch.arange(6), torch.zeros(6, dtype=torch.long)], dim=1)
     counts, raw = count_batch(
-        scorer, queries, torch.from_numpy(true_positions), true_slice, bounds, blocks, kernel=kernel,
-        workspace=Workspace(),
+        scorer, queries, torch.from_numpy(true_positions), true_slice, bounds, blocks,
+        kernel=kernels.KERNEL_OBJECTS[kernel], workspace=Workspace(),
     )  # fmt: skip
     assert raw is None
     greater, equal = _brute_force(scores, true_positions)
@@ -218,7 +227,8 @@ def test_nan_rows_are_flagged(kernel: str) -> None:
     scorer = FullRowScorer(Rows(scores), "tail", 3, None)
     queries = torch.stack([torch.arange(4), torch.zeros(4, dtype=torch.long)], dim=1)
     counts, _ = count_batch(
-        scorer, queries, torch.tensor([0, 0, 0, 0]), 0, [(0, 3)], [RowBlock(0, 4, 0, 4)], kernel=kernel
+        scorer, queries, torch.tensor([0, 0, 0, 0]), 0, [(0, 3)], [RowBlock(0, 4, 0, 4)],
+        kernel=kernels.KERNEL_OBJECTS[kernel],
     )
     assert counts.has_nan.tolist() == [True, False, True, True]
     assert int(counts.greater[1]) == 1

@@ -11,7 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, UndefinedMetricWarning
-from kgeval._engine.filter_index import FILTER_INDEX_CACHE
 from kgeval.models import DistMult
 from tests.helpers.graphs import (
     FullScoreTableModel,
@@ -165,10 +164,10 @@ def test_filter_index_is_cached_by_content() -> None:
     model = TableModel(quantised_table(np.random.default_rng(8), 15, 2))
     evaluator = RankBasedEvaluator()
     evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
-    hits = FILTER_INDEX_CACHE.hits
+    hits = evaluator._state.filter_indices.hits
     copies = [t.clone() for t in graph.filter_triples]
     evaluator.evaluate(model, graph.triples.clone(), additional_filter_triples=copies, use_tqdm=False)
-    assert FILTER_INDEX_CACHE.hits == hits + 1
+    assert evaluator._state.filter_indices.hits == hits + 1
 
 
 def test_training_flag_restored_and_model_not_moved() -> None:

@@ -18,6 +18,8 @@ from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._engine import loop as ranking
+from kgeval._engine.kernels import KERNEL_OBJECTS, KernelChooser
+from kgeval._engine.loop import EngineState, LoopSettings
 from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, graphs_and_tables
 from tests.helpers.invariance import assert_results_equal
 from tests.helpers.ranks import assert_same_ranks
@@ -32,25 +34,28 @@ VARIANTS = [("sign", "sorted", 1, None), ("sign", "sorted", None, 10**9), ("comp
 SIZES = [(None, None), (1, 1), (2, 3), (100, None), (None, 2), (3, 100)]
 
 
-def _force(patch, variant) -> None:
+def _engine_state(variant) -> EngineState:
     """Force a counting kernel, a pair layout (the defaults depend on the device) and the planning thresholds."""
     kernel, layout, group_min_pairs, min_tasks_per_slice = variant
-    patch.setattr(ranking, "resolve_kernel", lambda requested, device, num_scores: kernel)
-    patch.setattr(ranking, "default_layout", lambda device: layout)
-    if group_min_pairs is not None:
-        patch.setattr(ranking, "GROUP_MIN_PAIRS", group_min_pairs)
-    if min_tasks_per_slice is not None:
-        patch.setattr(ranking, "MIN_TASKS_PER_SLICE", min_tasks_per_slice)
+    settings = LoopSettings(
+        layout=layout,
+        group_min_pairs=group_min_pairs or ranking.GROUP_MIN_PAIRS,
+        min_tasks_per_slice=min_tasks_per_slice or ranking.MIN_TASKS_PER_SLICE,
+    )
+    return EngineState(kernels=KernelChooser(KERNEL_OBJECTS[kernel]), settings=settings)
 
 
 @pytest.fixture(params=VARIANTS, ids=["-".join(map(str, v)) for v in VARIANTS])
-def variant(request, monkeypatch) -> tuple:
-    _force(monkeypatch, request.param)
+def variant(request) -> tuple:
     return request.param
 
 
-def _evaluate(graph, table, model_kind, filtered, batch_size, slice_size, **kwargs) -> RankBasedMetricResults:
+def _evaluate(
+    graph, table, model_kind, filtered, batch_size, slice_size, variant=None, **kwargs
+) -> RankBasedMetricResults:
     evaluator = RankBasedEvaluator(filtered=filtered, batch_size=batch_size, slice_size=slice_size)
+    if variant is not None:
+        evaluator._state = _engine_state(variant)
     model = MODELS[model_kind](table)
     return evaluator.evaluate(
         model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False, **kwargs
@@ -62,7 +67,7 @@ def _evaluate(graph, table, model_kind, filtered, batch_size, slice_size, **kwar
 def test_edge_cases_match_reference(case: str, model_kind: str, variant) -> None:
     graph, table = edge_cases()[case]
     for batch_size, slice_size in SIZES:
-        results = _evaluate(graph, table, model_kind, "both", batch_size, slice_size)
+        results = _evaluate(graph, table, model_kind, "both", batch_size, slice_size, variant)
         assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
         raw = reference_ranks(table, graph.triples, graph.filter_triples, filtered=False)
         assert_same_ranks(results.raw.records, raw)
@@ -78,9 +83,7 @@ def test_edge_cases_match_reference(case: str, model_kind: str, variant) -> None
 )
 def test_random_graphs_match_reference(data, model_kind, filtered, sizes, variant) -> None:
     graph, table = data
-    with pytest.MonkeyPatch.context() as patch:
-        _force(patch, variant)
-        results = _evaluate(graph, table, model_kind, filtered, *sizes)
+    results = _evaluate(graph, table, model_kind, filtered, *sizes, variant)
     expected = reference_ranks(table, graph.triples, graph.filter_triples, filtered=filtered)
     assert_same_ranks(results.records, expected)
 
@@ -101,12 +104,10 @@ def test_restricted_candidates_match_reference(data, model_kind, filtered, sizes
     keep = [i for i, (h, _, t) in enumerate(graph.triples.tolist()) if h in set(allowed) and t in set(allowed)]
     if not keep:
         return
-    with pytest.MonkeyPatch.context() as patch:
-        _force(patch, variant)
-        results = _evaluate(
-            graph, table, model_kind, filtered, *sizes,
-            restrict_entities_to=torch.from_numpy(allowed), drop_outside_restriction=True,
-        )  # fmt: skip
+    results = _evaluate(
+        graph, table, model_kind, filtered, *sizes, variant,
+        restrict_entities_to=torch.from_numpy(allowed), drop_outside_restriction=True,
+    )  # fmt: skip
     # the dropped triples are still known triples
     known = [graph.triples, *graph.filter_triples]
     expected = reference_ranks(table, graph.triples[keep], known, filtered, restrict_entities_to=allowed.tolist())

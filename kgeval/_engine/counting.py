@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from kgeval._engine.kernels import codes_against, count_tile
+from kgeval._engine.kernels import SIGN, Kernel, codes_against
 from kgeval._engine.pairs import PairTiles
 from kgeval._engine.scoring import CandidateScorer, Workspace
 
@@ -112,7 +112,7 @@ def count_batch(
     pairs: PairTiles | None = None,
     num_filtered: torch.Tensor | None = None,
     raw_too: bool = False,
-    kernel: str = "sign",
+    kernel: Kernel = SIGN,
     workspace: Workspace | None = None,
 ) -> tuple[BatchCounts, BatchCounts | None]:
     """Count one batch over every (candidate slice, row block) tile, the slice holding the true answers first.
@@ -137,8 +137,8 @@ def count_batch(
         Filtered candidates other than the true answer (with ``pairs``).
     raw_too : bool, default=False
         With ``pairs``, also return the raw counts (they come with the pass).
-    kernel : {"sign", "compare", "numba"}, default="sign"
-        The tile kernel (kgeval._engine.kernels).
+    kernel : Kernel, default=SIGN
+        The tile kernel.
     workspace : Workspace, optional
         Scratch memory reused across batches.
 
@@ -171,9 +171,9 @@ def count_batch(
                 true_scores[rows] = _read(tile, tile_rows, true_positions[rows] - start)
             if pairs is not None:  # before the kernel, which may overwrite the tile
                 pairs.gather_(tile, tile_rows, true_scores, index, j)  # type: ignore[arg-type]
-            nan_free = kernel == "sign" and scorer.nan_free  # only that kernel asks (a NaN check may cost a pass)
+            nan_free = kernel is SIGN and scorer.nan_free  # only that kernel asks (a NaN check may cost a pass)
             truth = true_scores[rows]  # type: ignore[index]
-            above, below, nan = count_tile(tile, truth, kernel, tile_rows, owned, nan_free, workspace)
+            above, below, nan = kernel.count(tile, truth, tile_rows, owned, nan_free, workspace)
             greater[rows] += above
             less[rows] += below
             has_nan[rows] |= nan
@@ -189,13 +189,13 @@ def count_batch(
 
 
 def _tile(
-    scorer: CandidateScorer, block: RowBlock, kernel: str, workspace: Workspace
+    scorer: CandidateScorer, block: RowBlock, kernel: Kernel, workspace: Workspace
 ) -> tuple[torch.Tensor, torch.Tensor | None, bool]:
     """The scores of a block against the current slice: (tile, tile row of each task or None, owned).
 
     The numba kernel reads repeated queries' rows in place, so it gets the distinct-query tile and the row map;
     the eager kernels get one row per task (copied, or recomputed when cheaper -- the scorer decides)."""
-    if kernel == "numba":
+    if kernel.reads_rows_in_place:
         return scorer.query_tile(block.query_start, block.query_stop), block.query_rows, False
     tile, owned = scorer.block(block.query_start, block.query_stop, block.query_rows, workspace)
     return tile, None, owned
@@ -220,7 +220,7 @@ def _true_scores(
     true_positions: torch.Tensor,
     bounds: Sequence[tuple[int, int]],
     blocks: Sequence[RowBlock],
-    kernel: str,
+    kernel: Kernel,
     workspace: Workspace,
 ) -> torch.Tensor:
     """The true scores of a batch whose answers lie in several slices, each read from the tile (of the shape

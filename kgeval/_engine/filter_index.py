@@ -216,6 +216,3 @@ class FilterIndexCache:
     def clear(self) -> None:
         self._entries.clear()
 
-
-#: the process-wide cache used by the evaluator
-FILTER_INDEX_CACHE = FilterIndexCache()

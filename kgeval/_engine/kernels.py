@@ -1,33 +1,9 @@
-"""Tile kernels: per ranking task, how many scores of a score tile lie above and below its true score.
+"""Tile kernels: per task, how many scores of a tile lie above and below its true score, and NaN flags.
 
-A tile holds the scores of some query rows against one candidate slice. For task ``i`` with true score s*_i,
-read from tile row ``rows[i]``, a kernel returns::
-
-    greater[i] = #{e in the slice : s_e >  s*_i}
-    less[i]    = #{e in the slice : s_e <  s*_i}
-    nan[i]     = a NaN among the row's scores, or s*_i is NaN
-
-Counting (kgeval._engine.counting) adds these over the slices and turns them into ranks; the true answer itself lies in
-neither count. Counts are exact integers at any width: the eager kernels sum their codes in float32 up to
-2**24 candidates per row and in float64 beyond. Three kernels compute them:
-
-- ``"sign"`` (CPU, eager): comparison codes sign(s - s*) in two elementwise passes, whose row sums give
-  #greater - #less and (of their absolute values) #greater + #less. The subtraction must not decide a comparison:
-  an infinite true score makes inf - inf = NaN, and under flush-to-zero two distinct scores below ~2**-100 can
-  subtract to 0; a tile with such a true score falls back to ``"compare"`` -- a host check, hence CPU only.
-- ``"compare"`` (any device, eager): codes (s > s*) - (s < s*), and an explicit NaN check; never synchronises.
-- ``"numba"`` (CPU): the comparisons and counts in one parallel loop compiled by numba, which reads each score once
-  (and reads repeated queries' rows in place instead of copying them): about 5x less counting time than ``"sign"``
-  (~0.1 vs ~0.5-0.7 ns per score on a 2-core CPU). Its machine code is compiled on first use and cached on disk by
-  numba; a process then pays about half a second to load numba and the code.
-
-:func:`resolve_kernel` picks one. ``"auto"`` on a CPU starts eager and switches to ``"numba"`` once the scores the
-process has counted eagerly, with those it is about to count, reach :data:`AUTO_NUMBA_AFTER_SCORES` -- the
-ski-rental rule: by then the time the eager kernel would lose roughly equals the loading cost, so switching never
-costs more than about twice the best choice made in hindsight, a small one-off evaluation never waits for numba, and
-one with more than that many scores uses it at once. Once numba is loaded in the process (by that rule, or by a
-caller asking for ``"numba"``), "auto" uses it for every evaluation: there is nothing left to pay. Other devices
-count with the eager ``"compare"``.
+Three :class:`Kernel` objects implement one protocol -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device,
+eager) and :data:`NUMBA` (CPU, one compiled parallel pass); counts are exact integers at any row width (float32
+code sums up to 2**24 candidates, float64 beyond). A :class:`KernelChooser`, owned by the evaluator, picks one per
+side: "auto" counts eagerly and switches a CPU to numba by the ski-rental rule (:data:`AUTO_NUMBA_AFTER_SCORES`).
 """
 
 from __future__ import annotations
@@ -35,6 +11,7 @@ from __future__ import annotations
 import functools
 import threading
 import warnings
+from collections.abc import Callable
 from typing import Literal
 
 import torch
@@ -55,12 +32,6 @@ AUTO_NUMBA_AFTER_SCORES = 10**9
 #: one numba kernel call at a time: numba's work-queue threading layer (the fork-safe one where TBB is missing)
 #: must not be entered by two threads at once
 _NUMBA_LOCK = threading.Lock()
-
-#: scores counted by an eager kernel under "auto" in this process (see :func:`resolve_kernel`)
-eager_scores_counted = 0
-
-#: the numba kernel has been loaded and has passed its probe in this process: "auto" then has nothing left to pay
-numba_loaded = False
 
 
 def check_kernel_choice(kernel: str) -> str:
@@ -87,42 +58,148 @@ def counts_from_code_sums(total: torch.Tensor, absolute: torch.Tensor) -> tuple[
     return (absolute + total) // 2, (absolute - total) // 2
 
 
-def eager_kernel(device: torch.device) -> str:
-    """The eager kernel for a device: "sign" on CPU, "compare" elsewhere."""
-    return "sign" if device.type == "cpu" else "compare"
+class Kernel:
+    """Counts, per task, the scores of a tile above and below the task's true score, and flags NaN.
+
+    For task i with true score s*_i read from tile row ``rows[i]``: greater[i] = #{e : s_e > s*_i}, less[i] =
+    #{e : s_e < s*_i}, nan[i] = a NaN in the row or s*_i is NaN (the true answer lies in neither count).
+    """
+
+    name: str
+    #: the kernel reads repeated queries' rows of a distinct-query tile in place (batches then count queries)
+    reads_rows_in_place: bool = False
+
+    def count(
+        self,
+        tile: torch.Tensor,
+        true_scores: torch.Tensor,
+        rows: torch.Tensor | None = None,
+        owned: bool = False,
+        nan_free: bool = False,
+        workspace: Workspace | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(greater, less, nan), each of shape (B,), for a tile (R, W) and true scores (B,).
+
+        ``rows``: the tile row of each task (None: row i, B == R); ``owned``: the kernel may overwrite ``tile``;
+        ``nan_free``: the tile is known to hold no NaN; ``workspace``: scratch memory for eager kernels."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return f"<kgeval kernel {self.name!r}>"
 
 
-def resolve_kernel(requested: str, device: torch.device, num_scores: int) -> str:
-    """The kernel to count ``num_scores`` scores with on ``device``.
+class EagerKernel(Kernel):
+    """PyTorch operations: comparison codes summed per row ("sign": sign(s - s*), two passes, CPU; "compare":
+    (s > s*) - (s < s*), any device, never synchronises)."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def count(
+        self,
+        tile: torch.Tensor,
+        true_scores: torch.Tensor,
+        rows: torch.Tensor | None = None,
+        owned: bool = False,
+        nan_free: bool = False,
+        workspace: Workspace | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if rows is not None:  # the eager kernels count a copy of the task rows
+            if workspace is None:
+                tile = tile.index_select(0, rows)
+            else:
+                tile = torch.index_select(tile, 0, rows, out=workspace.tile(rows.numel(), tile.shape[1], tile))
+            owned = True
+        total, absolute, nan = _eager_sums(tile, true_scores, self.name, owned, nan_free, workspace)
+        return (*counts_from_code_sums(total, absolute), nan)
+
+
+class NumbaKernel(Kernel):
+    """One parallel loop compiled by numba (CPU): reads each score once, repeated queries' rows in place."""
+
+    name = "numba"
+    reads_rows_in_place = True
+
+    def count(
+        self,
+        tile: torch.Tensor,
+        true_scores: torch.Tensor,
+        rows: torch.Tensor | None = None,
+        owned: bool = False,
+        nan_free: bool = False,
+        workspace: Workspace | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if rows is None:
+            rows = _identity(tile.shape[0], tile.device)
+        greater, less, nans = numba_counts(tile, rows, true_scores)
+        return greater.long(), less.long(), (nans > 0) | torch.isnan(true_scores)
+
+
+SIGN: Kernel = EagerKernel("sign")
+COMPARE: Kernel = EagerKernel("compare")
+NUMBA: Kernel = NumbaKernel()
+#: every kernel by name
+KERNEL_OBJECTS: dict[str, Kernel] = {kernel.name: kernel for kernel in (SIGN, COMPARE, NUMBA)}
+
+
+def eager_kernel(device: torch.device) -> Kernel:
+    """The eager kernel for a device: :data:`SIGN` on CPU, :data:`COMPARE` elsewhere."""
+    return SIGN if device.type == "cpu" else COMPARE
+
+
+def numba_is_loaded() -> bool:
+    """Whether this process has already loaded the numba kernel and seen it pass its probe (nothing left to pay)."""
+    return numba_kernel_available.cache_info().currsize > 0 and numba_kernel_available()
+
+
+class KernelChooser:
+    """Picks the kernel of each side of an evaluation; one per evaluator, holding the ski-rental tally.
+
+    ``"auto"`` on a CPU counts eagerly and switches to numba once the scores this chooser has counted eagerly,
+    with those it is about to count, reach ``switch_after`` (by then the eager kernel has lost about what loading
+    numba costs, so the choice never costs more than about twice the best one made in hindsight), or at once when
+    numba is already loaded in the process. Other devices count with :data:`COMPARE`.
 
     Parameters
     ----------
-    requested : {"auto", "eager", "numba"}
-    device : torch.device
-    num_scores : int
-        Scores about to be counted (tasks x candidates); under "auto" they count towards the switch, and add to
-        the eager tally when they are counted eagerly.
-
-    Returns
-    -------
-    str
-        One of :data:`KERNELS`. A requested "numba" kernel falls back to the eager one with a warning where it
-        cannot run: on a device other than the CPU, or where numba is not usable (:func:`numba_kernel_available`).
+    requested : {"auto", "eager", "numba"} or Kernel, default="auto"
+        A Kernel object is used as it is (the engine's tests force each kernel that way).
+    switch_after : int, default=AUTO_NUMBA_AFTER_SCORES
+    numba_available, numba_loaded : callable, optional
+        Probes of the environment (default :func:`numba_kernel_available`, :func:`numba_is_loaded`).
     """
-    global eager_scores_counted
-    check_kernel_choice(requested)
-    eager = eager_kernel(device)
-    if requested == "numba":
-        if device.type != "cpu":
-            warnings.warn(f"kgeval: the numba counting kernel runs on the CPU only; counting on {device} with the "
-                          f"eager kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
-            return eager
-        return "numba" if numba_kernel_available() else eager
-    if requested == "auto" and device.type == "cpu":
-        if numba_loaded or (eager_scores_counted + num_scores >= AUTO_NUMBA_AFTER_SCORES and numba_kernel_available()):
-            return "numba"
-        eager_scores_counted += num_scores
-    return eager
+
+    def __init__(
+        self,
+        requested: str | Kernel = "auto",
+        switch_after: int = AUTO_NUMBA_AFTER_SCORES,
+        numba_available: Callable[[], bool] | None = None,
+        numba_loaded: Callable[[], bool] | None = None,
+    ) -> None:
+        self.requested = requested if isinstance(requested, Kernel) else check_kernel_choice(requested)
+        self.switch_after = switch_after
+        self.eager_scores_counted = 0
+        self._numba_available = numba_available or numba_kernel_available
+        self._numba_loaded = numba_loaded or numba_is_loaded
+
+    def choose(self, device: torch.device, num_scores: int) -> Kernel:
+        """The kernel to count ``num_scores`` scores (tasks x candidates) with on ``device``. A requested numba
+        kernel falls back to the eager one with a warning where it cannot run (another device, numba unusable)."""
+        if isinstance(self.requested, Kernel):
+            return self.requested
+        eager = eager_kernel(device)
+        if self.requested == "numba":
+            if device.type != "cpu":
+                warnings.warn(f"kgeval: the numba counting kernel runs on the CPU only; counting on {device} with "
+                              "the eager kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
+                return eager
+            return NUMBA if self._numba_available() else eager
+        if self.requested == "auto" and device.type == "cpu":
+            due = self.eager_scores_counted + num_scores >= self.switch_after
+            if self._numba_loaded() or (due and self._numba_available()):
+                return NUMBA
+            self.eager_scores_counted += num_scores
+        return eager
 
 
 def count_tile(
@@ -134,43 +211,10 @@ def count_tile(
     nan_free: bool = False,
     workspace: Workspace | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Counts of the scores of a tile above and below each task's true score.
-
-    Parameters
-    ----------
-    tile : FloatTensor of shape (R, W)
-        Scores of R query rows against W candidates.
-    true_scores : FloatTensor of shape (B,)
-    kernel : {"sign", "compare", "numba"}
-    rows : LongTensor of shape (B,), optional
-        The tile row of each task; None when task i uses row i (then B == R).
-    owned : bool, default=False
-        The caller allows the eager kernels to overwrite ``tile``.
-    nan_free : bool, default=False
-        The tile is known to hold no NaN (the "sign" kernel then skips its NaN check).
-    workspace : kgeval._engine.scoring.Workspace, optional
-        Scratch memory for the eager kernels.
-
-    Returns
-    -------
-    greater, less : LongTensor of shape (B,)
-    nan : BoolTensor of shape (B,)
-    """
-    if kernel == "numba":
-        if rows is None:
-            rows = _identity(tile.shape[0], tile.device)
-        greater, less, nans = numba_counts(tile, rows, true_scores)
-        return greater.long(), less.long(), (nans > 0) | torch.isnan(true_scores)
-    if kernel not in KERNELS:
+    """:meth:`Kernel.count` of the kernel named ``kernel`` (one of :data:`KERNELS`)."""
+    if kernel not in KERNEL_OBJECTS:
         raise ValueError(f"kernel must be one of {KERNELS}, got {kernel!r}")
-    if rows is not None:  # the eager kernels count a copy of the task rows
-        if workspace is None:
-            tile = tile.index_select(0, rows)
-        else:
-            tile = torch.index_select(tile, 0, rows, out=workspace.tile(rows.numel(), tile.shape[1], tile))
-        owned = True
-    total, absolute, nan = _eager_sums(tile, true_scores, kernel, owned, nan_free, workspace)
-    return (*counts_from_code_sums(total, absolute), nan)
+    return KERNEL_OBJECTS[kernel].count(tile, true_scores, rows, owned, nan_free, workspace)
 
 
 def _eager_sums(
@@ -298,12 +342,10 @@ def numba_kernel_available() -> bool:
     ])[:, 1:]  # fmt: skip
     rows = torch.tensor([0, 1, 2, 1, 1])
     true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf])
-    global numba_loaded
     try:
         got = numba_counts(scores, rows, true_scores)
         expected = comparison_counts(scores, rows, true_scores)
         if all(torch.equal(a, b) for a, b in zip(got, expected, strict=True)):
-            numba_loaded = True
             return True
         problem: object = "its results differ from the PyTorch computation"
     except Exception as error:  # numba missing, or failing to compile here: do not use it

@@ -6,12 +6,15 @@ loop: the plan is read once before it, and the counts stay on the device until t
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+from dataclasses import dataclass, field
+
 import torch
 
 from kgeval._engine import sizes as batching
 from kgeval._engine.counting import BatchCounts, Workspace, count_batch, slice_bounds
-from kgeval._engine.filter_index import SideIndex
-from kgeval._engine.kernels import resolve_kernel
+from kgeval._engine.filter_index import FilterIndexCache, SideIndex
+from kgeval._engine.kernels import KernelChooser
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval._engine.plan import PlannedBatch, SidePlan
 from kgeval._engine.scoring import CandidateScorer
@@ -23,6 +26,27 @@ GROUP_MIN_PAIRS = 2048
 #: with fewer tasks per candidate slice, batches mix slices (one extra pass for the true scores) instead of
 #: grouping tasks by the slice of their answer: tiny groups would read every candidate for a handful of tasks
 MIN_TASKS_PER_SLICE = 64
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """The loop's thresholds (tests force every code path through them)."""
+
+    layout: str | None = None  #: pair layout; None: "sorted" on CPU, "masked" elsewhere (kgeval._engine.pairs)
+    group_min_pairs: int = GROUP_MIN_PAIRS
+    min_tasks_per_slice: int = MIN_TASKS_PER_SLICE
+
+
+@dataclass
+class EngineState:
+    """What one evaluator carries from call to call: its kernel chooser (with the ski-rental tally), the batch
+    sizes that worked after an out-of-memory retry, the filter indices it built (cached by content), and the
+    loop's settings."""
+
+    kernels: KernelChooser = field(default_factory=KernelChooser)
+    settings: LoopSettings = field(default_factory=LoopSettings)
+    batch_sizes: dict[Hashable, int] = field(default_factory=dict)
+    filter_indices: FilterIndexCache = field(default_factory=FilterIndexCache)
 
 
 def default_layout(device: torch.device) -> str:
@@ -37,9 +61,9 @@ def rank_side(
     side_index: SideIndex | None,
     position_of: torch.Tensor | None,
     sizes: batching.Sizes,
+    state: EngineState,
     progress: object | None = None,
     raw_too: bool = False,
-    kernel: str = "auto",
 ) -> tuple[BatchCounts, BatchCounts | None]:
     """Counts of every task of one side, in the order of ``queries``: filtered (raw without ``side_index``),
     and raw as well when ``raw_too``.
@@ -56,27 +80,27 @@ def rank_side(
     position_of : LongTensor of shape (num_entities,), optional
         Candidate position of each entity (-1: not a candidate); None when all entities are candidates.
     sizes : batching.Sizes
+    state : EngineState
+        The evaluator's kernel chooser and remembered batch sizes.
     progress : tqdm-like, optional
         Receives ``update(number of tasks)`` after each batch.
     raw_too : bool, default=False
         With ``side_index``, also return the raw counts of the same pass.
-    kernel : {"auto", "eager", "numba"}, default="auto"
-        The counting kernel (kgeval._engine.kernels.resolve_kernel).
     """
     device = queries.device
     starts = lengths = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
-    layout = default_layout(device)
-    kernel = resolve_kernel(kernel, device, queries.shape[0] * scorer.num_candidates)
-    group_min_pairs = GROUP_MIN_PAIRS if layout == "sorted" else None
+    layout = state.settings.layout or default_layout(device)
+    kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
+    group_min_pairs = state.settings.group_min_pairs if layout == "sorted" else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
-    by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * MIN_TASKS_PER_SLICE
+    by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * state.settings.min_tasks_per_slice
     plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
-    # the numba kernel reads repeated queries' score rows in place: batches and tiles then count distinct
-    # queries, so every model call and GEMM has its full size however many tasks share a query
-    by_queries = kernel == "numba"
+    # a kernel that reads repeated queries' score rows in place gets batches and tiles of distinct queries, so
+    # every model call and GEMM has its full size however many tasks share a query
+    by_queries = kernel.reads_rows_in_place
 
     def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:
         batch = plan.batch(begin, end, sizes.tile_rows, by_queries)
@@ -100,7 +124,7 @@ def rank_side(
 
     key = batching.shape_key(scorer, sizes, device)
     ranges = plan.ranges(sizes.batch_size, sizes.max_pairs, by_queries)
-    parts = batching.run_with_retry(ranges, run, key, sizes.automatic, device)
+    parts = batching.run_with_retry(ranges, run, key, sizes.automatic, device, state.batch_sizes)
     restore = torch.empty_like(plan.order)
     restore[plan.order] = torch.arange(plan.num_tasks, device=device)
     counts = BatchCounts.cat([part[0] for part in parts], restore)

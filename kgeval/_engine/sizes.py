@@ -1,18 +1,8 @@
-"""Automatic batch sizing: batch, slice and tile sizes from the device's memory, and out-of-memory retries.
+"""Sizes of one side's loop -- candidates per slice, tasks per batch, rows per tile -- and out-of-memory retries.
 
-Three sizes shape the work (DESIGN.md, Data flow):
-
-- **slice size**: candidates scored per model call / GEMM; the whole candidate set when it fits the budget;
-- **batch size**: ranking tasks per batch (one plan, one filter lookup, one scorer ``begin``);
-- **tile size**: score elements compared at once -- small enough to stay in cache on a CPU, the whole batch on
-  an accelerator.
-
-With ``batch_size=None`` the sizes come from a memory budget: on CUDA a fraction of
-``torch.cuda.mem_get_info``'s free memory, on CPU fixed sizes (:data:`CPU_SCORE_BUDGET` score elements per
-model call). A ``torch.OutOfMemoryError`` during a batch halves the batch and retries that batch only; the size
-that worked is remembered for later calls with the same shapes (:data:`WORKING_BATCH_SIZES`). On a CPU the
-budget is what keeps memory bounded -- nothing relies on catching an allocation failure there -- but the retry
-path is device-agnostic, so it is tested on CPU with an injected error.
+With ``batch_size=None`` the sizes come from a memory budget (a fraction of the free memory on CUDA, fixed sizes
+on CPU); an out-of-memory error halves the failing batch and retries it, and the size that worked is remembered
+by the evaluator for later calls with the same shapes.
 """
 
 from __future__ import annotations
@@ -39,9 +29,6 @@ MAX_PAIRS = 2**21
 #: fraction of the free accelerator memory one batch may use, and bytes per score element budgeted
 DEVICE_MEMORY_FRACTION = 0.5
 DEVICE_BYTES_PER_SCORE = 16
-
-#: batch sizes that worked after an out-of-memory retry, by shape key
-WORKING_BATCH_SIZES: dict[Hashable, int] = {}
 
 T = TypeVar("T")
 
@@ -99,7 +86,7 @@ def choose_sizes(
 
 
 def shape_key(scorer: CandidateScorer, sizes: Sizes, device: torch.device) -> Hashable:
-    """What makes two calls "the same shapes" for :data:`WORKING_BATCH_SIZES`."""
+    """What makes two calls "the same shapes" for the remembered batch sizes of :func:`run_with_retry`."""
     return (str(device), type(scorer).__name__, type(scorer.model).__qualname__, scorer.target,
             scorer.num_candidates, sizes.slice_size, sizes.tile_rows)  # fmt: skip
 
@@ -110,6 +97,7 @@ def run_with_retry(
     key: Hashable,
     retry: bool,
     device: torch.device,
+    remembered: dict[Hashable, int],
 ) -> list[T]:
     """``run(begin, end)`` over every range, in order; on out-of-memory halve the range and retry it.
 
@@ -125,13 +113,16 @@ def run_with_retry(
         False re-raises out-of-memory errors (the caller fixed the batch size).
     device : torch.device
         Its cache is emptied after an out-of-memory error (CUDA).
+    remembered : dict
+        Batch sizes that worked after a retry, by shape key: read before the first batch, written on a retry
+        (the evaluator's own, so a later call with the same shapes starts at the size that worked).
 
     Returns
     -------
     list
         The results, one per processed range (a retried range yields the results of its parts).
     """
-    limit = WORKING_BATCH_SIZES.get(key) if retry else None
+    limit = remembered.get(key) if retry else None
     results: list[T] = []
     for begin, end in ranges:
         pending = [(begin, end)]
@@ -147,7 +138,7 @@ def run_with_retry(
                     raise
                 _release(device)
                 limit = (stop - start) // 2
-                WORKING_BATCH_SIZES[key] = limit
+                remembered[key] = limit
                 pending.insert(0, (start, stop))
     return results
 

@@ -12,7 +12,7 @@ import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -22,14 +22,13 @@ from kgeval import _display as display
 from kgeval._checks import check_ks
 from kgeval.accumulator import MetricAccumulator
 from kgeval.analysis import relations
+from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
+from kgeval.analysis.stratified import stratified_metrics
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.keys import MetricKey, close_matches, format_key, parse_key
 from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
 from kgeval.records import RankRecords
 from kgeval.typing import RANK_TYPES, SIDES, TARGETS, RankType, Side
-
-if TYPE_CHECKING:
-    from kgeval.analysis.stats import ConfidenceInterval
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -367,8 +366,6 @@ class RankBasedMetricResults:
     ) -> dict[str, float]:
         """Popularity-stratified hits@k and MRR from the rank records (see
         :func:`~kgeval.analysis.stratified.stratified_metrics`)."""
-        from kgeval.analysis.stratified import stratified_metrics
-
         return stratified_metrics(self, popularity_triples, beta_e, beta_r, ks, rank_type, min_count)
 
     @property
@@ -383,8 +380,6 @@ class RankBasedMetricResults:
 
         Needs the per-task records; see :func:`kgeval.analysis.stats.confidence_interval`.
         """
-        from kgeval.analysis.stats import confidence_interval
-
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
 
 

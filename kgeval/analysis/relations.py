@@ -14,8 +14,8 @@ import pandas as pd
 import torch
 
 from kgeval.keys import MetricKey, format_key, parse_key
-from kgeval.metrics.registry import MetricInfo, lookup
-from kgeval.metrics.summary import RankSummary, summarize
+from kgeval.metrics.registry import MetricInfo, lookup, summarize
+from kgeval.metrics.summary import RankSummary
 from kgeval.records import RankRecords
 from kgeval.typing import RANK_TYPES, SIDES, TARGETS
 

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 import torch
 
+from kgeval.datasets import scenarios
 from kgeval.datasets.labelled import LabelledSplit, Unseen, is_header, map_splits, split_from_table
 
 __all__ = [
@@ -127,9 +128,7 @@ class TriplesDataset:
         >>> [len(t) for t in ds.evaluation_kwargs("valid")["additional_filter_triples"]]
         [1592, 199]
         """
-        from kgeval.datasets.scenarios import evaluation_kwargs
-
-        return evaluation_kwargs(split, self.train, self.valid, self.test)
+        return scenarios.evaluation_kwargs(split, self.train, self.valid, self.test)
 
     def __repr__(self) -> str:
         return (

@@ -22,7 +22,7 @@ def scoring_view(model: Any) -> Any:
     """
     pykeen_models = sys.modules.get("pykeen.models")
     if pykeen_models is not None and isinstance(model, pykeen_models.Model):
-        from kgeval.integrations.pykeen import pykeen_view
+        from kgeval.integrations.pykeen_scoring import pykeen_view
 
         return pykeen_view(model)
     pyg_kge = sys.modules.get("torch_geometric.nn.kge")

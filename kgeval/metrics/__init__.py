@@ -10,8 +10,8 @@ True
 """
 
 from kgeval.exceptions import UndefinedMetricWarning
-from kgeval.metrics.registry import METRICS, MetricInfo, ValueRange, iter_metrics, lookup, reported_keys
-from kgeval.metrics.summary import RankSummary, summarize
+from kgeval.metrics.registry import METRICS, MetricInfo, ValueRange, iter_metrics, lookup, reported_keys, summarize
+from kgeval.metrics.summary import RankSummary
 
 __all__ = [
     "METRICS",

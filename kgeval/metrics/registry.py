@@ -11,10 +11,14 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+import torch
+
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.keys import K_FAMILIES, NAME_ALIASES, PLAIN_NAMES, close_matches, k_family_aliases, split_k
 from kgeval.metrics import adjusted, null_model, plain
-from kgeval.metrics.summary import RankSummary
+from kgeval.metrics.null_model import candidate_statistics
+from kgeval.metrics.summary import RankSummary, rank_statistics
 from kgeval.typing import RANK_TYPES, RankType
 
 MetricFunction = Callable[[RankSummary, "int | None"], float]
@@ -243,3 +247,24 @@ def null_model_table(
             if info.null_moments is not None and (keep_records or not info.null_moments_need_records):
                 out[key] = info.null_moments(summary, k)
     return out
+
+
+def summarize(
+    ranks: torch.Tensor | np.ndarray | Sequence[float],
+    num_candidates: torch.Tensor | np.ndarray | Sequence[int] | None = None,
+    ks: Sequence[int] = (1, 3, 5, 10),
+) -> RankSummary:
+    """Build a :class:`RankSummary` from one array of ranks (and optionally num_candidates), keeping records.
+
+    This is the functional entry point: ``metric(summarize(ranks, num_candidates))``.
+    """
+    rank_tensor = torch.as_tensor(np.asarray(ranks, dtype=np.float64))
+    sums: dict[str, float | np.ndarray] = {
+        name: value.numpy() if value.dim() else value.item() for name, value in rank_statistics(rank_tensor, ks).items()
+    }
+    candidates = None
+    if num_candidates is not None:
+        candidates = np.asarray(num_candidates, dtype=np.int64)
+        candidate_sums = candidate_statistics(torch.as_tensor(candidates), ks)
+        sums.update({name: value.numpy() if value.dim() else value.item() for name, value in candidate_sums.items()})
+    return RankSummary(ks=tuple(ks), sums=sums, ranks=rank_tensor.numpy(), num_candidates=candidates)

@@ -86,29 +86,6 @@ class RankSummary:
         return self.num_candidates
 
 
-def summarize(
-    ranks: torch.Tensor | np.ndarray | Sequence[float],
-    num_candidates: torch.Tensor | np.ndarray | Sequence[int] | None = None,
-    ks: Sequence[int] = (1, 3, 5, 10),
-) -> RankSummary:
-    """Build a :class:`RankSummary` from one array of ranks (and optionally num_candidates), keeping records.
-
-    This is the functional entry point: ``metric(summarize(ranks, num_candidates))``.
-    """
-    from kgeval.metrics.null_model import candidate_statistics
-
-    rank_tensor = torch.as_tensor(np.asarray(ranks, dtype=np.float64))
-    sums: dict[str, float | np.ndarray] = {
-        name: value.numpy() if value.dim() else value.item() for name, value in rank_statistics(rank_tensor, ks).items()
-    }
-    candidates = None
-    if num_candidates is not None:
-        candidates = np.asarray(num_candidates, dtype=np.int64)
-        candidate_sums = candidate_statistics(torch.as_tensor(candidates), ks)
-        sums.update({name: value.numpy() if value.dim() else value.item() for name, value in candidate_sums.items()})
-    return RankSummary(ks=tuple(ks), sums=sums, ranks=rank_tensor.numpy(), num_candidates=candidates)
-
-
 def safe_ratio(numerator: float, denominator: float, metric: str) -> float:
     """numerator / denominator, or NaN with an :class:`UndefinedMetricWarning` when the denominator is 0 or NaN."""
     if denominator == 0 or np.isnan(denominator) or np.isnan(numerator):

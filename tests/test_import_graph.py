@@ -1,0 +1,139 @@
+"""The package's import graph, read with ``ast``: no cycles, and no function-local import of kgeval's own modules
+except the listed ones, each of which defers an optional or costly dependency."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import kgeval
+
+PACKAGE = Path(kgeval.__file__).resolve().parent
+
+#: function-local imports of kgeval's own modules that are allowed, and why
+DEFERRED = {
+    # the view modules import their library (pykeen, torch_geometric, torchkge) at module level
+    ("kgeval.integrations", "kgeval.integrations.pykeen_scoring"): "pykeen is optional",
+    ("kgeval.integrations", "kgeval.integrations.pyg"): "torch_geometric is optional",
+    ("kgeval.integrations", "kgeval.integrations.torchkge"): "torchkge is optional",
+    # the compiled loop imports numba, which costs ~0.5 s per process: only the numba kernel's first use pays it
+    ("kgeval._engine.kernels", "kgeval._engine.numba_loop"): "numba loads only when the numba kernel runs",
+    ("kgeval.analysis.stratified", "kgeval.analysis.plot"): "matplotlib is optional",
+}
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def own_modules() -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(PACKAGE.rglob("*.py"))}
+
+
+def resolve(target: str, modules: dict[str, Path]) -> str | None:
+    """The kgeval module an import names (``from kgeval import results`` names kgeval.results)."""
+    while target and target not in modules:
+        target = target.rpartition(".")[0]
+    return target or None
+
+
+def imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], set[str]]:
+    """(module-level imports, function-local imports) of kgeval modules in one file; ``if TYPE_CHECKING:`` blocks
+    (annotations only, never executed) are left out."""
+    tree = ast.parse(path.read_text())
+    top: set[str] = set()
+    local: set[str] = set()
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+            return
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif node.module and node.level == 0:
+                names = [f"{node.module}.{alias.name}" for alias in node.names]
+            for name in names:
+                if name.startswith("kgeval.") or name == "kgeval":
+                    resolved = resolve(name, modules)
+                    if resolved:
+                        (local if in_function else top).add(resolved)
+        for child in ast.iter_child_nodes(node):
+            visit(child, in_function or isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda))
+
+    visit(tree, False)
+    return top, local
+
+
+def graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    modules = own_modules()
+    tops, locals_ = {}, {}
+    for name, path in modules.items():
+        top, local = imports(path, modules)
+        tops[name], locals_[name] = top - {name}, local - {name}
+    return tops, locals_
+
+
+def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected component with more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for other in sorted(edges.get(node, ())):
+            if other not in index:
+                connect(other)
+                low[node] = min(low[node], low[other])
+            elif other in on_stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(edges):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def test_cycle_finder_finds_a_cycle() -> None:
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_no_import_cycles() -> None:
+    tops, locals_ = graph()
+    combined = {name: tops[name] | locals_[name] for name in tops}
+    assert cycles(combined) == []
+
+
+def test_function_local_imports_of_own_modules_are_the_listed_ones() -> None:
+    _tops, locals_ = graph()
+    found = {(name, target) for name, targets in locals_.items() for target in targets}
+    assert found == set(DEFERRED)
+
+
+def test_analyses_never_import_the_results_class_and_the_engine_never_imports_upward() -> None:
+    tops, locals_ = graph()
+    for name in tops:
+        targets = tops[name] | locals_[name]
+        if name.startswith("kgeval.analysis"):
+            assert "kgeval.results" not in targets, name
+            assert "kgeval.evaluator" not in targets, name
+        if name.startswith("kgeval._engine"):
+            upward = {t for t in targets if t in ("kgeval.results", "kgeval.evaluator", "kgeval.analysis")}
+            assert not upward, (name, upward)

@@ -1,16 +1,6 @@
-"""EarlyStopper: decides when training stops from kgeval's validation metrics, and restores the best weights.
-
-Call :meth:`EarlyStopper.should_stop` once per epoch from any training loop. Every ``frequency`` epochs it
-evaluates the model on the validation triples, compares the metric with the best value so far (in the metric's
-own direction, read from the registry: MR is lower-is-better, MRR higher-is-better), keeps a copy of the weights
-of the best evaluation, and after ``patience`` evaluations without improvement restores those weights and
-returns True.
-
->>> stopper = EarlyStopper(evaluator, model, **dataset.evaluation_kwargs("valid"))  # doctest: +SKIP
->>> for epoch in range(1, 101):  # doctest: +SKIP
-...     train_one_epoch(model)
-...     if stopper.should_stop(epoch):
-...         break
+"""EarlyStopper: from any training loop, evaluate the validation triples every ``frequency`` epochs, keep the best
+weights (in the metric's own direction), and after ``patience`` evaluations without improvement restore them and
+stop.
 """
 
 from __future__ import annotations

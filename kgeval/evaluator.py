@@ -1,9 +1,6 @@
-"""RankBasedEvaluator: wires the data flow of DESIGN.md together.
-
-mapped_triples -> batches -> scores per candidate slice -> counts (>, =) vs true score -> minus filtered
--> ranks -> accumulators -> results. Each stage lives in its own module; this one validates the inputs, plans
-the batches, runs the loop under ``torch.inference_mode()`` on the model's device and restores
-``model.training`` afterwards.
+"""RankBasedEvaluator: the public entry point. It checks the inputs, hands each side to the private engine
+(:mod:`kgeval._engine`) under ``torch.inference_mode()`` on the model's device, restores ``model.training``, and
+builds the results from one accumulator per side (docs/design.md, The data flow).
 """
 
 from __future__ import annotations
@@ -108,11 +105,10 @@ class RankBasedEvaluator:
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one.
     kernel : {"auto", "eager", "numba"}, default="auto"
-        How score tiles are counted: "eager" runs PyTorch operations as they come; "numba" counts
-        in one parallel pass compiled by numba (CPU only; about 5x less counting time, for about half a second per
-        process to load numba; falls back to eager with a warning where it cannot run); "auto" counts eagerly
-        and, on a CPU, switches to numba once this evaluator has counted (or is about to count) 10**9 scores, or
-        at once if numba is already loaded.
+        How score tiles are counted: "eager" with PyTorch operations; "numba" in one parallel pass compiled by numba
+        (CPU only; a one-off cost per process to load it; falls back to eager with a warning where it cannot run);
+        "auto" counts eagerly and, on a CPU, switches to numba once this evaluator has counted (or is about to
+        count) 10**9 scores, or at once if numba is already loaded. The ranks are the same with every kernel.
 
     Examples
     --------

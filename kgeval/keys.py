@@ -1,19 +1,6 @@
-"""Metric keys: the ``[side.][rank_type.]name`` grammar of METRICS.md (Keys), shared with PyKEEN.
-
-A key names one reported number. Sides and rank types have defaults (``both``, ``realistic``) and synonyms
-(``best`` = optimistic, ``worst`` = pessimistic, ``avg`` / ``average`` = realistic); metric names are matched
-case-insensitively against the canonical names and aliases, and every key PyKEEN's parser accepts means here what
-it means in PyKEEN (class names, names without underscores, a trailing ``.k``, ``hits_at_k`` = hits@10). Every
-synonym lives in this module and nowhere else.
-
->>> parse_key("mrr")
-MetricKey(side='both', rank_type='realistic', name='inverse_harmonic_mean_rank')
->>> parse_key("tail.best.h@10")
-MetricKey(side='tail', rank_type='optimistic', name='hits_at_10')
->>> parse_key("head.best.hits_at_k.3")
-MetricKey(side='head', rank_type='optimistic', name='hits_at_3')
->>> format_key(parse_key("Head.worst.MR"))
-'head.pessimistic.arithmetic_mean_rank'
+"""Metric keys: the ``[side.][rank_type.]name[.k]`` grammar of METRICS.md (Keys), with PyKEEN's synonyms
+(``best`` / ``worst`` / ``avg``, class names, names without underscores, ``hits_at_k`` = hits@10). Every synonym
+lives here and nowhere else.
 """
 
 from __future__ import annotations
@@ -202,6 +189,15 @@ def parse_key(key: str) -> MetricKey:
     KeyError
         When the key has more parts than the grammar allows or a part is not a side, rank type or name
         where one is expected. (Whether the name is a known metric is decided by the caller.)
+
+    Examples
+    --------
+    >>> parse_key("mrr")
+    MetricKey(side='both', rank_type='realistic', name='inverse_harmonic_mean_rank')
+    >>> parse_key("tail.best.h@10")
+    MetricKey(side='tail', rank_type='optimistic', name='hits_at_10')
+    >>> parse_key("head.best.hits_at_k.3")
+    MetricKey(side='head', rank_type='optimistic', name='hits_at_3')
     """
     if not isinstance(key, str):
         raise TypeError(f"a metric key must be a str, got {type(key).__name__}")

@@ -1,11 +1,5 @@
-"""Rank-based metrics from precomputed scores: a positive score and K negative scores per ranking task.
-
-This is the input of OGB's link-property evaluator (ogbl-wikikg2, ogbl-biokg: ``y_pred_pos`` (n,) and
-``y_pred_neg`` (n, K)) and of any pipeline that scores its own sampled negatives. Each task is ranked among its
-own K + 1 candidates, so num_candidates is K + 1 (the true answer counts, as everywhere in kgeval) and the
-adjusted metrics use that null model. OGB's ``mrr_list`` / ``hits@k_list`` are computed on the mean of the
-optimistic and pessimistic ranks: kgeval's realistic ranks, so ``realistic.mrr`` and ``realistic.hits_at_k`` are
-OGB's numbers.
+"""Rank-based metrics from precomputed scores, a positive and K negatives per task (OGB's ``y_pred_pos`` (n,) and
+``y_pred_neg`` (n, K)): each task ranks among its own K + 1 candidates (:func:`evaluate_scores`).
 """
 
 from __future__ import annotations
@@ -55,6 +49,12 @@ def evaluate_scores(
     ------
     ValueError
         For shapes that do not match, no task, or a NaN score (naming the first task with one).
+
+    Notes
+    -----
+    OGB's ``mrr_list`` / ``hits@k_list`` rank on the mean of the optimistic and pessimistic ranks: kgeval's realistic
+    ranks, so ``realistic.mrr`` and ``realistic.hits_at_k`` are OGB's numbers. The adjusted metrics use the null model
+    of K + 1 candidates per task.
     """
     if target not in TARGETS:
         raise ValueError(f"target must be one of {TARGETS}, got {target!r}")

@@ -8,9 +8,9 @@ import torch
 
 from kgeval import MetricAccumulator
 from kgeval.typing import RANK_TYPES
-from tests.helpers.invariance import same_value
 from tests.helpers.reference import RANK_TYPES as REFERENCE_RANK_TYPES
 from tests.helpers.reference import plain_keys, plain_metric
+from tests.support.invariance import same_value
 
 KS = (1, 3, 10)
 

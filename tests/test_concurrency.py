@@ -10,7 +10,7 @@ import torch
 
 from kgeval import RankBasedEvaluator
 from tests.helpers.graphs import TableModel, quantised_table, random_graph
-from tests.helpers.invariance import assert_results_equal
+from tests.support.invariance import assert_results_equal
 
 
 class SlowRecordingModel(TableModel):

@@ -20,8 +20,8 @@ from tests.helpers.graphs import (
     quantised_table,
     random_graph,
 )
-from tests.helpers.invariance import assert_metrics_match, assert_ranks_match, assert_results_equal
 from tests.helpers.reference import reference_metrics, reference_ranks
+from tests.support.invariance import assert_metrics_match, assert_ranks_match, assert_results_equal
 
 MODEL_KINDS = {"sliced": TableModel, "full-row": FullScoreTableModel}
 

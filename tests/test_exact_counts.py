@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 from kgeval import RankBasedEvaluator
 from kgeval._engine.kernels import FLOAT32_EXACT_INTEGERS, count_tile
 from tests.helpers.graphs import TableModel, graphs_and_tables
-from tests.helpers.invariance import assert_ranks_match
 from tests.helpers.reference import reference_ranks
+from tests.support.invariance import assert_ranks_match
 
 WIDE = FLOAT32_EXACT_INTEGERS + 2  # 2**24 + 2 candidates: 2**24 + 1 is not a float32
 

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgeval._engine.filter_index import FilterIndex, FilterIndexCache, stable_argsort
+from tests.support.filtering import excluded
 
 
 def _brute_force(known: set, target: str, queries: list, num_entities: int) -> list[tuple[int, int]]:
@@ -33,7 +34,7 @@ def test_excluded_pairs_match_brute_force(seed: int, scale: int) -> None:
         queries = rng.integers(0, 6, size=(25, 2)) * (
             np.array([scale, 1]) if target == "tail" else np.array([1, scale])
         )
-        rows, entities = index.excluded(target, torch.from_numpy(queries))
+        rows, entities = excluded(index, target, torch.from_numpy(queries))
         entity_ids = sorted({row[0] for row in known} | {row[2] for row in known})
         expected = [
             (row, e)
@@ -47,10 +48,10 @@ def test_excluded_pairs_match_brute_force(seed: int, scale: int) -> None:
 def test_duplicates_and_empty_index() -> None:
     index = FilterIndex(torch.tensor([[0, 0, 1], [0, 0, 1], [2, 1, 0]]))
     assert index.num_triples == 2
-    rows, entities = index.excluded("head", torch.tensor([[0, 1], [1, 0]]))
+    rows, entities = excluded(index, "head", torch.tensor([[0, 1], [1, 0]]))
     assert (rows.tolist(), entities.tolist()) == ([0, 1], [0, 2])
     empty = FilterIndex(torch.zeros(0, 3, dtype=torch.long))
-    rows, entities = empty.excluded("tail", torch.tensor([[0, 0]]))
+    rows, entities = excluded(empty, "tail", torch.tensor([[0, 0]]))
     assert rows.numel() == entities.numel() == 0
 
 
@@ -94,7 +95,7 @@ def dense_pairs(triples: torch.Tensor, queries: torch.Tensor, target: str) -> se
 @settings(max_examples=150, deadline=None)
 @given(triples=triples_strategy, queries=queries_strategy, target=st.sampled_from(["head", "tail"]))
 def test_excluded_pairs_equal_dense_brute_force(triples, queries, target) -> None:
-    rows, entities = FilterIndex(triples).excluded(target, queries)
+    rows, entities = excluded(FilterIndex(triples), target, queries)
     pairs = list(zip(rows.tolist(), entities.tolist(), strict=True))
     assert len(pairs) == len(set(pairs))  # duplicates in the triples collapse
     assert set(pairs) == dense_pairs(triples, queries, target)

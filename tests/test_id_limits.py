@@ -17,8 +17,9 @@ from hypothesis import strategies as st
 from kgeval import RankBasedEvaluator
 from kgeval._engine.filter_index import FilterIndex, pack_pairs
 from tests.helpers.graphs import TableModel, graphs_and_tables
-from tests.helpers.invariance import assert_ranks_match
 from tests.helpers.reference import reference_ranks
+from tests.support.filtering import excluded
+from tests.support.invariance import assert_ranks_match
 
 INT64_MAX = 2**63 - 1
 HUGE_RELATION_IDS = [2**31 - 1, 2**31, 2**31 + 1, 2**32 - 1, 2**32, 2**32 + 1, 2**40, 2**62, INT64_MAX - 1, INT64_MAX]
@@ -113,9 +114,9 @@ def test_pack_pairs_is_injective_and_ordered_at_the_limits() -> None:
 def test_filter_lookups_at_the_limits() -> None:
     known = torch.tensor([[0, INT64_MAX, 5], [0, 2**32, 6], [0, 0, 7], [INT64_MAX // 2, 2**31, 1]])
     index = FilterIndex(known)
-    rows, entities = index.excluded("tail", torch.tensor([[0, INT64_MAX], [0, 2**32], [0, 2**31], [1, 0]]))
+    rows, entities = excluded(index, "tail", torch.tensor([[0, INT64_MAX], [0, 2**32], [0, 2**31], [1, 0]]))
     assert list(zip(rows.tolist(), entities.tolist(), strict=True)) == [(0, 5), (1, 6)]
-    rows, entities = index.excluded("head", torch.tensor([[2**31, 1], [INT64_MAX, 5], [INT64_MAX, 6]]))
+    rows, entities = excluded(index, "head", torch.tensor([[2**31, 1], [INT64_MAX, 5], [INT64_MAX, 6]]))
     assert list(zip(rows.tolist(), entities.tolist(), strict=True)) == [(0, INT64_MAX // 2), (1, 0)]
 
 

@@ -137,3 +137,13 @@ def test_analyses_never_import_the_results_class_and_the_engine_never_imports_up
         if name.startswith("kgeval._engine"):
             upward = {t for t in targets if t in ("kgeval.results", "kgeval.evaluator", "kgeval.analysis")}
             assert not upward, (name, upward)
+
+
+def test_test_helpers_stay_independent_of_kgeval() -> None:
+    """tests/helpers is the reference the suite trusts: it must not import the code under test."""
+    helpers = Path(__file__).resolve().parent / "helpers"
+    for path in sorted(helpers.glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+                assert not any(name == "kgeval" or name.startswith("kgeval.") for name in names), path.name

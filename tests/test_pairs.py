@@ -26,7 +26,7 @@ def _setup(seed: int, restrict: bool):
         position_of = torch.full((num_entities,), -1)
         position_of[candidates] = torch.arange(len(candidates))
     true_positions = position_of[tasks[:, 2]] if restrict else tasks[:, 2]
-    starts, lengths = index.lookup("tail", tasks[:, :2])
+    starts, lengths = index.sides["tail"].lookup(tasks[:, 0], tasks[:, 1])
     pairs = expand_pairs(index.sides["tail"], starts, lengths, int(lengths.sum()), true_positions, position_of)
     return known, tasks, candidates, true_positions, pairs
 

@@ -21,9 +21,9 @@ from kgeval._engine import loop as ranking
 from kgeval._engine.kernels import KERNEL_OBJECTS, KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, graphs_and_tables
-from tests.helpers.invariance import assert_results_equal
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
+from tests.support.invariance import assert_results_equal
 
 MODELS = {"sliced": TableModel, "full_rows": FullScoreTableModel}
 #: (counting kernel, pair layout, GROUP_MIN_PAIRS, MIN_TASKS_PER_SLICE): GROUP_MIN_PAIRS = 1 makes every

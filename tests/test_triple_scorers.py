@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from kgeval import RankBasedEvaluator
 from kgeval.models import DistMult
 from tests.helpers.graphs import graphs_and_tables
-from tests.helpers.invariance import assert_ranks_match
 from tests.helpers.reference import reference_ranks
+from tests.support.invariance import assert_ranks_match
 
 
 class ScoreHRT:

@@ -1,25 +1,5 @@
-"""Ranks by counting: the rank rule of kgeval, stated once.
-
-For one ranking task with true score s* and candidate scores s_e (METRICS.md, Rank types)::
-
-    optimistic  = 1 + #{candidates e != true : s_e >  s*}
-    pessimistic = 1 + #{candidates e != true : s_e >= s*}
-    realistic   = (optimistic + pessimistic) / 2
-    num_candidates C = 1 + #{candidates e != true}
-
-Candidates are the candidate set (all entities or the whitelist) minus the filtered ones; the true answer is
-never counted against itself and always counts in C. Scores compare exactly; +inf / -inf are ordinary values;
-a NaN anywhere in a task's scores is flagged (the evaluator raises after the loop, naming the task).
-
-How it is computed. Each score tile is counted right after it is produced, while it is in cache: per task, the
-scores above and below its true score (kgeval._engine.kernels, which also flags NaN rows). The counts of all slices
-add up to raw counts; the filtered candidates' scores are then gathered from the same tiles (kgeval._engine.pairs) and
-their contributions subtracted, so the tiles are never written to for filtering and raw and filtered counts
-come from one pass. With C' = C - 1 - #filtered (the true answer excluded), #equal = C' - #above - #below.
-A NaN anywhere in a task's scores, a filtered candidate's included, is an error. The tile holding the batch's
-true answers is scored first (every task of a batch has its true answer in the same candidate slice; otherwise
-a first pass reads each true score from its tile), so the true score comes from the same computation as its
-candidates and exact ties stay exact.
+"""Counting one batch: per task, the scores of every tile above and below its true score, minus the filtered
+pairs, as raw and filtered counts from one pass. The rank rule is stated in docs/design.md (The rank rule).
 """
 
 from __future__ import annotations

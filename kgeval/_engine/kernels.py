@@ -1,9 +1,6 @@
-"""Tile kernels: per task, how many scores of a tile lie above and below its true score, and NaN flags.
-
-Three :class:`Kernel` objects implement one protocol -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device,
-eager) and :data:`NUMBA` (CPU, one compiled parallel pass); counts are exact integers at any row width (float32
-code sums up to 2**24 candidates, float64 beyond). A :class:`KernelChooser`, owned by the evaluator, picks one per
-side: "auto" counts eagerly and switches a CPU to numba by the ski-rental rule (:data:`AUTO_NUMBA_AFTER_SCORES`).
+"""Tile kernels as objects -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device, eager), :data:`NUMBA` (CPU,
+one compiled parallel pass) -- counting per task the scores above and below its true score, exactly at any row
+width; and the :class:`KernelChooser` an evaluator owns, which picks one per side ("auto": the ski-rental rule).
 """
 
 from __future__ import annotations

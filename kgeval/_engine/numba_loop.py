@@ -1,15 +1,5 @@
-"""The "numba" tile kernel's loop, compiled by numba (imported only when that kernel is used).
-
-Kept in a module of its own so that importing kgeval does not import numba, and so that numba can cache the
-compiled machine code on disk (``cache=True`` needs a module-level function): a process loads it in a fraction
-of a second instead of compiling it again.
-
-Threading layer: unless the user chose one (``NUMBA_THREADING_LAYER``), numba is asked for a fork-safe layer --
-TBB where the ``tbb`` package is installed (a dependency on x86-64; its library is preloaded, since a virtual
-environment keeps it off the loader's path), otherwise OpenMP off Linux or numba's own work queue. Numba's
-default would take GNU OpenMP on Linux, after which every fork()ed child that counts (a DataLoader worker, a
-multiprocessing pool) is killed ("fork() called from a process already using GNU
-OpenMP"). The work queue is not thread-safe; kgeval._engine.kernels serialises its calls.
+"""The numba kernel's compiled loop, in a module of its own: importing kgeval does not import numba, and numba
+caches the machine code on disk (``cache=True`` needs a module-level function). Imported on first use only.
 """
 
 from __future__ import annotations
@@ -48,6 +38,11 @@ def _preload_tbb() -> bool:
     return False
 
 
+# Threading layer: unless the user chose one (NUMBA_THREADING_LAYER), ask numba for a fork-safe layer -- TBB where the
+# tbb package is installed (its library preloaded: a virtual environment keeps it off the loader's path), otherwise
+# OpenMP off Linux or numba's own work queue. Numba's default would take GNU OpenMP on Linux, after which every
+# fork()ed child that counts (a DataLoader worker, a multiprocessing pool) is killed. The work queue is not
+# thread-safe: kgeval._engine.kernels serialises its calls.
 if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
     numba.config.THREADING_LAYER = "forksafe"  # read when numba first starts its threads
 if numba.config.THREADING_LAYER in ("forksafe", "tbb"):

@@ -1,18 +1,7 @@
 """Filtered (task row, candidate position) pairs of one batch, laid out for one gather per score tile.
 
-The filter index yields, for each task of a batch, the run of known answers of its query; the evaluated triple
-itself is always known, so every run contains the task's true answer. Counting (kgeval._engine.counting) counts every
-score of a tile, then subtracts the filtered candidates' contributions: ``gather_`` reads each pair's score from
-the tile that holds it and records its comparison code against the row's true score, so the filtered entities
-are never masked in, or written to, a dense matrix. The true answer's own code is 0 by construction (it equals
-itself), so it needs no special case; pairs whose entity is not a candidate (``restrict_entities_to``) are
-pointed at the true answer's position for the same reason.
-
-Two layouts serve the tiles. :class:`SortedPairs` groups the pairs by (candidate slice, row block) once per batch
-and reads host-side offsets (host memory, so CPU only: on an accelerator the offsets would cost one device
-synchronisation per batch); it also handles :class:`QueryGroup` s, queries shared by many tasks whose known
-answers are zeroed as one block. :class:`MaskedPairs` keeps the pairs as they are and masks them per tile, which
-never synchronises and suits devices where the extra elementwise work is cheap.
+Each pair's score is read from the tile that holds it and its comparison code subtracted from the counts, so
+filtered entities are never written into a dense matrix (layouts: :class:`SortedPairs`, :class:`MaskedPairs`).
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""Planning one ranking side: the order of the tasks, their batches and the score tiles of each batch.
-
-Tasks are grouped by the candidate slice that holds their true answer (so a batch's true scores all come from
-one tile, scored first) and, inside a group, sorted by query: tasks that share a query -- (h, r) for tails,
-(r, t) for heads, frequent in 1-N relations -- then sit side by side and the query is scored once per batch.
-Everything the loop needs on the host (group boundaries, distinct-query ids, pair counts) is read in one
-synchronisation here, before the loop.
+"""Planning one ranking side: the order of its tasks (by the slice of their answer, then by query), its batches
+and the row blocks of each batch, read to the host in one synchronisation before the loop.
 """
 
 from __future__ import annotations

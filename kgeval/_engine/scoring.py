@@ -1,22 +1,6 @@
-"""Scoring: the model protocol, and scorers that produce the scores of one (rows x candidate slice) tile.
-
-The model protocol (DESIGN.md, The model protocol)::
-
-    model.score_t(hr_batch: LongTensor[B, 2]) -> FloatTensor[B, num_entities]   # (h, r, e) for all e
-    model.score_h(rt_batch: LongTensor[B, 2]) -> FloatTensor[B, num_entities]   # (e, r, t) for all e
-
-A model whose ``score_t`` / ``score_h`` accept ``tails=`` / ``heads=`` (PyKEEN's signature: a LongTensor of
-candidate ids, returning only those columns) is scored slice by slice. A model with the query/candidate form
-(:class:`QueryCandidateModel`) -- or one that :mod:`kgeval.integrations` recognises, such as a PyKEEN DistMult --
-is scored by one GEMM per tile and never calls a per-candidate interaction.
-
-Candidates are addressed by *position*: 0 .. num_candidates - 1 index ``candidate_ids`` (all entities, or the
-sorted whitelist of ``restrict_entities_to``). A scorer is driven as::
-
-    scorer.begin(queries)                                  # once per batch: its (U, 2) distinct queries
-    scorer.start_slice(start, stop)                        # once per candidate slice
-    scorer.block(query_start, query_stop, rows, workspace) # one tile: (task rows, stop - start) scores
-    scorer.query_tile(query_start, query_stop)             # or: (distinct-query rows, stop - start) scores
+"""Scorers: the scores of one (rows x candidate slice) tile for one side, from any model kgeval can score
+(query/candidate GEMM, ``score_t`` / ``score_h`` with or without candidate ids, or whole triples), and the model
+protocols they read. Candidates are addressed by position among all entities or the whitelist.
 """
 
 from __future__ import annotations
@@ -24,7 +8,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import torch
 
@@ -79,10 +63,19 @@ class QueryCandidateModel(Protocol):
 
 
 class CandidateScorer:
-    """Scores of one batch of queries against candidate slices, for one target side."""
+    """Scores of one batch of queries against candidate slices, for one target side.
 
-    #: whether computing a slice costs work proportional to its width (False: whole rows are computed at begin)
-    slices_save_work: bool = True
+    A scorer is driven as::
+
+        scorer.begin(queries)                                  # once per batch: its (U, 2) distinct queries
+        scorer.start_slice(start, stop)                        # once per candidate slice
+        scorer.block(query_start, query_stop, rows, workspace) # one tile: (task rows, stop - start) scores
+        scorer.query_tile(query_start, query_stop)             # or: (distinct-query rows, stop - start) scores
+    """
+
+    #: how the loop sizes this scorer's work (kgeval._engine.sizes.choose_sizes): "gemm" (tiles of a GEMM),
+    #: "sliced" (one model call per candidate slice) or "full_rows" (one call scores every candidate at once)
+    sizing: Literal["gemm", "sliced", "full_rows"] = "gemm"
     #: whether :meth:`block` returns a fresh tensor the caller may overwrite
     owns_blocks: bool = False
     #: whether the current scores are known to hold no NaN (then counting skips its NaN checks)
@@ -174,7 +167,7 @@ class HeldScoresScorer(CandidateScorer):
 class FullRowScorer(HeldScoresScorer):
     """For models that only score all entities at once: one call per batch, tiles are views."""
 
-    slices_save_work = False
+    sizing = "full_rows"
 
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
@@ -191,6 +184,8 @@ class FullRowScorer(HeldScoresScorer):
 
 class SlicedScorer(HeldScoresScorer):
     """For models accepting ``tails=`` / ``heads=``: one call per slice with that slice's candidate ids."""
+
+    sizing = "sliced"
 
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 import torch
 
-from kgeval._engine.scoring import CandidateScorer, FullRowScorer, SlicedScorer
+from kgeval._engine.scoring import CandidateScorer
 
 #: score elements one model call may produce on CPU (16 MiB of float32)
 CPU_SCORE_BUDGET = 2**22
@@ -65,20 +65,17 @@ def choose_sizes(
     tile = CPU_TILE_ELEMENTS if on_cpu else budget
     num_candidates = scorer.num_candidates
     if slice_size is None:
-        if isinstance(scorer, FullRowScorer):
+        if scorer.sizing == "full_rows":
             slice_size = num_candidates
-        elif isinstance(scorer, SlicedScorer):
+        elif scorer.sizing == "sliced":
             slice_size = min(num_candidates, max(1, budget // 256))
         else:  # GEMM: one slice if a tile of MIN_TILE_ROWS full rows fits, else slices of that many rows
             fits = num_candidates * MIN_TILE_ROWS <= tile
             slice_size = num_candidates if fits else max(1, tile // MIN_TILE_ROWS)
     slice_size = min(slice_size, num_candidates)
     automatic = batch_size is None
-    if batch_size is None:
-        if isinstance(scorer, FullRowScorer | SlicedScorer) or not on_cpu:
-            batch_size = max(1, budget // slice_size)
-        else:
-            batch_size = CPU_GEMM_BATCH
+    if batch_size is None:  # a CPU GEMM: tiles bound the memory, batches amortise the planning
+        batch_size = CPU_GEMM_BATCH if scorer.sizing == "gemm" and on_cpu else max(1, budget // slice_size)
     batch_size = max(1, min(batch_size, num_tasks))
     tile_rows = max(1, min(batch_size, tile // slice_size))
     max_pairs = MAX_PAIRS if on_cpu else max(MAX_PAIRS, budget // 4)

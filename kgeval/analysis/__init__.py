@@ -1,0 +1,4 @@
+"""Analyses of per-task rank records (:class:`kgeval.records.RankRecords`): the rank table, per-relation and
+per-category metrics, popularity-stratified metrics and their plots, paired significance tests and bootstrap
+intervals. They read records, never the results class, so they work on rank files too.
+"""

@@ -1,14 +1,7 @@
-"""Popularity-stratified metrics (Mohamed et al., UAI 2020): strat-hits@k and strat-MRR, and their β curves.
-
-Micro-averaged hits@k and MRR mostly measure how a model does on the few entities and relations that occur in
-most triples. The stratified metrics weight each item x by its popularity N(x) (occurrences in a reference
-triple set, usually the training triples) raised to -β: β = -1 weights items by frequency, β = 0 equally, β > 0
-favours rare items. The definition is METRICS.md, section "Popularity-stratified metrics"; this module computes
-it from the per-task ranks an evaluation keeps (:attr:`kgeval.RankBasedMetricResults.records`), without
-re-evaluating the model, in vectorised numpy.
-
->>> values = stratified_metrics(results, train_triples, beta_e=0.5, beta_r=0.0)   # doctest: +SKIP
->>> values["strat_mrr"], values["strat_hits_at_10"]                                 # doctest: +SKIP
+"""Popularity-stratified metrics (Mohamed et al., UAI 2020): strat-hits@k and strat-MRR, and their β curves,
+computed from the records an evaluation keeps (METRICS.md, Popularity-stratified metrics). Each item x is weighted
+by its popularity N(x) in reference triples raised to -β: β = -1 weights by frequency, 0 equally, β > 0 favours
+rare items.
 """
 
 from __future__ import annotations

@@ -1,14 +1,6 @@
-"""Link-prediction datasets: labelled triples in TSV files, mapped to integer ids.
-
-A dataset is a folder with three files, ``train``, ``valid`` and ``test``, each one triple per line as
-``head<TAB>relation<TAB>tail`` (string labels; another separator and a header line on request or detected),
-plain or gzip-compressed; or three tables of labels in memory (:func:`load_labelled_triples`). Ids are assigned by
-sorted label over the union of the three splits, so the same files always give the same ids, unless a vocabulary
-is given (:mod:`kgeval.datasets.labelled` holds the mapping rules, labels unseen in train included).
-
-Three small datasets ship with kgeval (:data:`SHIPPED_DATASETS`: UMLS, Kinship, Nations; see the ``SOURCE.md``
-beside each). Larger benchmarks (FB15k-237, WN18RR, CoDEx, ...) are read from a shared data folder when one is
-present (:func:`shared_data_dir`).
+"""Link-prediction datasets: ``train`` / ``valid`` / ``test`` label files (or tables) mapped to integer ids,
+the three shipped datasets (UMLS, Kinship, Nations) and the shared benchmark folder. Ids come by sorted label unless
+a vocabulary is given (:mod:`kgeval.datasets.labelled` holds the rules).
 """
 
 from __future__ import annotations

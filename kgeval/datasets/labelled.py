@@ -1,9 +1,6 @@
-"""From labelled triples to ids: one set of rules for files (kgeval.datasets) and in-memory tables.
-
-Ids come from a given vocabulary (``entity_to_id`` / ``relation_to_id``, e.g. a PyKEEN TriplesFactory's, so ids
-line up with a trained model; a label outside it is an error) or else by sorted label. Labels that occur in
-valid / test but never in train get no trained embedding; what happens to their triples is the caller's choice
-(``unseen``): kept with a warning that counts them (default), kept silently, or dropped as PyKEEN does.
+"""From labelled triples to ids, one set of rules for files and in-memory tables: ids from a given vocabulary
+(a label outside it is an error) or by sorted label; labels unseen in train are kept with a warning (default),
+kept silently, or dropped as PyKEEN does (``unseen``).
 """
 
 from __future__ import annotations

@@ -1,36 +1,12 @@
-"""Evaluation scenarios: which triples to filter when evaluating which split, so test triples never leak.
-
-The filtered setting (Bordes et al. 2013) removes every *known* triple other than the true answer from the
-candidates, because ranking a true fact above the answer is not an error. What counts as known depends on what
-the evaluation is for:
-
-- **validation** (``"valid"``: early stopping, model selection, hyper-parameter optimisation): filter
-  train + valid. Test triples must play no part in any decision taken during training; filtering with them
-  would make the validation ranks, and so the selected model, depend on the test set.
-- **final test** (``"test"``: the reported numbers, once, after every decision is taken): filter
-  train + valid + test, as in Bordes et al. 2013 and every benchmark table since.
-
-The evaluated triples are always part of the filter set (METRICS.md, Candidates); these helpers list them
-explicitly all the same, so the scenario reads the same in code and in papers.
-
->>> import torch
->>> train, valid, test = torch.tensor([[0, 0, 1]]), torch.tensor([[1, 0, 2]]), torch.tensor([[2, 0, 0]])
->>> [t.tolist() for t in filter_triples_for("valid", train, valid, test)]
-[[[0, 0, 1]], [[1, 0, 2]]]
->>> kwargs = evaluation_kwargs("test", train, valid, test)
->>> kwargs["mapped_triples"].tolist(), len(kwargs["additional_filter_triples"])
-([[2, 0, 0]], 3)
+"""Evaluation scenarios: which known triples to filter when evaluating which split, so that test triples never
+take part in a decision made during training (:func:`filter_triples_for`).
 """
 
 from __future__ import annotations
 
-from typing import Literal
-
 import torch
 
 __all__ = ["SCENARIOS", "evaluation_kwargs", "filter_triples_for"]
-
-Split = Literal["valid", "test"]
 
 #: the splits whose triples are filtered when evaluating each split
 SCENARIOS: dict[str, tuple[str, ...]] = {
@@ -51,7 +27,7 @@ def _split(split: str) -> str:
 def filter_triples_for(
     split: str, train: torch.Tensor, valid: torch.Tensor, test: torch.Tensor | None = None
 ) -> list[torch.Tensor]:
-    """The filter triples of the scenario that evaluates ``split`` (see the module docstring for the reasons).
+    """The filter triples of the scenario that evaluates ``split`` (see Notes for the reasons).
 
     Parameters
     ----------
@@ -65,6 +41,21 @@ def filter_triples_for(
     -------
     list of LongTensor
         [train, valid] for validation; [train, valid, test] for the final test.
+
+    Notes
+    -----
+    The filtered setting (Bordes et al. 2013) removes every known triple other than the true answer from the
+    candidates. Validation (``"valid"``: early stopping, model selection, hyper-parameter search) filters
+    train + valid: filtering with test triples would make the selected model depend on the test set. The final test
+    (``"test"``, once, after every decision) filters train + valid + test, as every benchmark table does. The evaluated
+    triples are always filtered (METRICS.md, Candidates); they are listed explicitly all the same.
+
+    Examples
+    --------
+    >>> import torch
+    >>> train, valid, test = torch.tensor([[0, 0, 1]]), torch.tensor([[1, 0, 2]]), torch.tensor([[2, 0, 0]])
+    >>> [t.tolist() for t in filter_triples_for("valid", train, valid, test)]
+    [[[0, 0, 1]], [[1, 0, 2]]]
     """
     split = _split(split)
     if split == "test" and test is None:

@@ -1,9 +1,5 @@
-"""Optional integrations: models of other libraries scored by kgeval the way their own library scores them.
-
-:func:`scoring_view` returns the object kgeval scores: for a model it recognises, an integration's view that
-exposes kgeval's model protocol (and the query/candidate fast path where one exists); any other model as it is.
-Each integration imports its library only when the model comes from it, so kgeval never depends on those
-libraries.
+"""Models of other libraries (PyKEEN, PyTorch Geometric, TorchKGE) scored the way their own library scores them:
+:func:`scoring_view` returns an integration's view of a model it recognises, importing that integration only then.
 """
 
 from __future__ import annotations

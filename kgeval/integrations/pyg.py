@@ -1,21 +1,5 @@
-"""PyTorch Geometric integration: ``torch_geometric.nn.kge`` models evaluated unchanged.
-
-kgeval imports this module only when it meets a PyG model (PyG is then already imported). :func:`pyg_view` wraps
-a model in kgeval's protocol: whole triples are scored by the model's own ``forward(head_index, rel_type,
-tail_index)`` (``score_hrt``; used with ``fast_path=False`` and for models it has no GEMM form of), and the four
-KGE models PyG ships get the query/candidate fast path, read from their embeddings:
-
-=========  ==================================  ==================================  ==========
-model      tail query                          head query                          similarity
-=========  ==================================  ==================================  ==========
-DistMult   h ∘ r                               r ∘ t                               dot
-ComplEx    [h_re r_re - h_im r_im,             [r_re t_re + r_im t_im,             dot
-           h_im r_re + h_re r_im]              r_re t_im - r_im t_re]
-TransE     n(h) + r   (n: PyG's p-normalise)   n(t) - r                            l1 / l2 (p_norm)
-RotatE     h ∘ e^{iθ} as [re, im]              t ∘ e^{-iθ} as [re, im]             l2
-=========  ==================================  ==================================  ==========
-
-Ranks equal those of the model's ``forward`` except where two scores differ by float rounding only.
+"""PyTorch Geometric integration: ``torch_geometric.nn.kge`` models evaluated unchanged, through their own
+``forward`` or, for the four models PyG ships, the query/candidate fast path (:func:`pyg_view`).
 """
 
 from __future__ import annotations
@@ -28,7 +12,24 @@ from kgeval.typing import Target
 
 
 def pyg_view(model: KGEModel) -> PyGScoring:
-    """kgeval's model protocol over a PyG KGE model, with the query/candidate form for the shipped models."""
+    """kgeval's model protocol over a PyG KGE model, with the query/candidate form for the shipped models.
+
+    Whole triples are scored by the model's ``forward(head_index, rel_type, tail_index)`` (with
+    ``fast_path=False`` and for models without a GEMM form); the shipped models get the fast path, read from their
+    embeddings:
+
+    =========  ==================================  ==================================  ==========
+    model      tail query                          head query                          similarity
+    =========  ==================================  ==================================  ==========
+    DistMult   h ∘ r                               r ∘ t                               dot
+    ComplEx    [h_re r_re - h_im r_im,             [r_re t_re + r_im t_im,             dot
+               h_im r_re + h_re r_im]              r_re t_im - r_im t_re]
+    TransE     n(h) + r   (n: PyG's p-normalise)   n(t) - r                            l1 / l2 (p_norm)
+    RotatE     h ∘ e^{iθ} as [re, im]              t ∘ e^{-iθ} as [re, im]             l2
+    =========  ==================================  ==================================  ==========
+
+    Ranks equal those of the model's ``forward`` except where two scores differ by float rounding only.
+    """
     for kind, view in ((DistMult, PyGDistMult), (ComplEx, PyGComplEx), (TransE, PyGTransE), (RotatE, PyGRotatE)):
         if type(model) is kind:  # a subclass may score differently: it keeps its own forward
             if kind is TransE and model.p_norm not in (1, 2):

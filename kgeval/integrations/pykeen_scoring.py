@@ -1,27 +1,5 @@
-"""PyKEEN models scored exactly as PyKEEN predicts (imported only when kgeval meets a PyKEEN model).
-
-:func:`pykeen_view` wraps a ``pykeen.models.Model`` in kgeval's model protocol the way PyKEEN's
-``model.predict(..., target=...)`` scores it: relation ids go through the model's relation inverter, and a model
-trained with inverse triples (``use_inverse_triples``) ranks heads by scoring (t, r_inv, ?) with its tail scorer.
-``predict_with_sigmoid`` is not applied: the sigmoid is increasing, so raw scores rank the same, except where
-float32 saturates it into ties that the raw scores do not have (PyKEEN then reports wider optimistic/pessimistic
-gaps; kgeval's ranks lie inside PyKEEN's). Inductive models, which PyKEEN scores per mode, are refused.
-
-The view adds the GEMM fast path for an ``ERModel`` with one entity and one relation representation whose
-interaction is one of these (inverse relations included, through the inverse relation's representation):
-
-============  ==============  ===================  ==========
-interaction   tail query      head query           similarity
-============  ==============  ===================  ==========
-DistMult      h ∘ r           r ∘ t                dot
-ComplEx       h ∘ r           conj(r) ∘ t          dot (real views)
-RESCAL        h^T R           R t                  dot
-TransE        h + r           t - r                l1 / l2 (p of the interaction)
-RotatE        h ∘ r           t ∘ conj(r)          l2 (real views)
-============  ==============  ===================  ==========
-
-With inverse triples the head query is the tail query of (t, r_inv). The ranks equal PyKEEN's except where two
-scores differ by float rounding only (the fast path sums in another order; for L2 it ranks 2 q.c - ||c||^2).
+"""PyKEEN models scored exactly as PyKEEN predicts (:func:`pykeen_view`), with the GEMM fast path for the
+interactions that have a query/candidate form. Imported only when kgeval meets a PyKEEN model.
 """
 
 from __future__ import annotations
@@ -50,6 +28,30 @@ def pykeen_view(model: Model) -> PyKEENScoring:
     ------
     TypeError
         For models kgeval cannot score the way PyKEEN predicts (inductive models).
+
+    Notes
+    -----
+    Scores follow ``model.predict(..., target=...)``: relation ids go through the model's relation inverter, and a
+    model trained with inverse triples ranks heads by scoring (t, r_inv, ?) with its tail scorer.
+    ``predict_with_sigmoid`` is not applied: the sigmoid is increasing, so raw scores rank the same, except where
+    float32 saturates it into ties the raw scores do not have (PyKEEN's ranks are then wider; kgeval's lie inside
+    them). Inductive models, which PyKEEN scores per mode, are refused.
+
+    An ``ERModel`` with one entity and one relation representation gets the fast path for these interactions
+    (inverse relations through the inverse relation's representation):
+
+    ============  ==============  ===================  ==========
+    interaction   tail query      head query           similarity
+    ============  ==============  ===================  ==========
+    DistMult      h ∘ r           r ∘ t                dot
+    ComplEx       h ∘ r           conj(r) ∘ t          dot (real views)
+    RESCAL        h^T R           R t                  dot
+    TransE        h + r           t - r                l1 / l2 (p of the interaction)
+    RotatE        h ∘ r           t ∘ conj(r)          l2 (real views)
+    ============  ==============  ===================  ==========
+
+    With inverse triples the head query is the tail query of (t, r_inv). Ranks equal PyKEEN's except where two
+    scores differ by float rounding only (the fast path sums in another order; for L2 it ranks 2 q.c - ||c||^2).
     """
     if _is_inductive(model):
         raise TypeError(
@@ -69,7 +71,7 @@ def _is_inductive(model: Model) -> bool:
 
 
 def _query_candidate_form(model: Model) -> tuple[str, str] | None:
-    """(interaction name, similarity) of a model with a GEMM form, else None (see the module docstring)."""
+    """(interaction name, similarity) of a model with a GEMM form, else None (see :func:`pykeen_view`)."""
     if not isinstance(model, ERModel):
         return None
     if len(model.entity_representations) != 1 or len(model.relation_representations) != 1:

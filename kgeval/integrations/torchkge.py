@@ -1,19 +1,5 @@
-"""TorchKGE integration: ``torchkge.models`` evaluated unchanged.
-
-kgeval imports this module only when it meets a TorchKGE model (TorchKGE is then already imported).
-:func:`torchkge_view` scores whole triples with the model's own ``scoring_function(h_idx, t_idx, r_idx)`` (note
-TorchKGE's argument order), and gives TransE (L1 / L2 dissimilarity) and DistMult the query/candidate fast path,
-read from their embeddings with TorchKGE's normalisation (entities to unit L2 norm):
-
-=========  =====================  =====================  ==========
-model      tail query             head query             similarity
-=========  =====================  =====================  ==========
-TransE     n(h) + r               n(t) - r               l1 / l2 (TorchKGE's L2 is squared: same order)
-DistMult   n(h) ∘ r               r ∘ n(t)               dot
-=========  =====================  =====================  ==========
-
-TorchKGE's ``LinkPredictionEvaluator`` ranks by #(scores >= the true score), kgeval's pessimistic rank, and filters
-the facts of the knowledge graph it evaluates: with the same filter triples the two agree.
+"""TorchKGE integration: ``torchkge.models`` evaluated unchanged, through their own ``scoring_function`` or, for
+TransE and DistMult, the query/candidate fast path (:func:`torchkge_view`).
 """
 
 from __future__ import annotations
@@ -28,7 +14,21 @@ from kgeval.typing import Target
 
 
 def torchkge_view(model: Model) -> TorchKGEScoring:
-    """kgeval's model protocol over a TorchKGE model, with the query/candidate form for TransE and DistMult."""
+    """kgeval's model protocol over a TorchKGE model, with the query/candidate form for TransE and DistMult.
+
+    Whole triples are scored by ``scoring_function(h_idx, t_idx, r_idx)`` (TorchKGE's argument order); the fast
+    path reads the embeddings with TorchKGE's normalisation (entities to unit L2 norm):
+
+    =========  =====================  =====================  ==========
+    model      tail query             head query             similarity
+    =========  =====================  =====================  ==========
+    TransE     n(h) + r               n(t) - r               l1 / l2 (TorchKGE's L2 is squared: same order)
+    DistMult   n(h) ∘ r               r ∘ n(t)               dot
+    =========  =====================  =====================  ==========
+
+    TorchKGE's ``LinkPredictionEvaluator`` ranks by #(scores >= the true score), kgeval's pessimistic rank, and
+    filters the facts of the graph it evaluates: with the same filter triples the two agree.
+    """
     if type(model) is TransEModel and model.dissimilarity in (l1_dissimilarity, l2_dissimilarity):
         return TorchKGETransE(model)
     if type(model) is DistMultModel:

@@ -1,12 +1,6 @@
-"""The metric catalogue: metadata table, pure metric functions and the null model.
-
-``METRICS`` lists every metric family with its metadata: the plain metrics (:mod:`kgeval.metrics.plain`) and the
-adjusted / z family (:mod:`kgeval.metrics.adjusted`), whose closed-form null-model moments come from
-:mod:`kgeval.metrics.null_model` (``MetricInfo.null_moments``).
-
->>> from kgeval.metrics import METRICS
->>> METRICS["inverse_harmonic_mean_rank"].increasing
-True
+"""The metric catalogue: ``METRICS`` has one entry per metric family (function, value range, direction,
+null-model moments), over the pure functions of :mod:`~kgeval.metrics.plain` and :mod:`~kgeval.metrics.adjusted`
+and the null model of :mod:`~kgeval.metrics.null_model`.
 """
 
 from kgeval.exceptions import UndefinedMetricWarning

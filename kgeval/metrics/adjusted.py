@@ -1,20 +1,6 @@
-"""Adjusted and z-scored metrics (METRICS.md, Adjusted metrics; Berrendorf et al. 2020, Hoyt et al. 2022).
-
-Each is an affine map of a plain metric M whose coefficients come from M's null-model expectation and variance
-(:mod:`kgeval.metrics.null_model`), computed with every task's own num_candidates:
-
-- ``ratio``: M / E[M] (adjusted_arithmetic_mean_rank);
-- ``index``: (M - E[M]) / (1 - E[M]), 0 when random, 1 when perfect;
-- ``z``: sign (M - E[M]) / sqrt(Var[M]), with sign = -1 for metrics where lower is better.
-
-Their own expectation and variance follow from the map (:meth:`AdjustedMetric.moments`). A zero denominator
-(e.g. every C_i = 1, or k >= every C_i for hits@k) gives NaN with an :class:`~kgeval.UndefinedMetricWarning`.
-The metric table lists them in :mod:`kgeval.metrics.registry`; they are defined on realistic ranks.
-
->>> from kgeval.metrics import summarize
->>> summary = summarize([1.0, 2.0], num_candidates=[3, 3])
->>> adjusted_arithmetic_mean_rank_index(summary)  # MR = 1.5, E[MR] = 2
-0.5
+"""Adjusted and z-scored metrics (METRICS.md, Adjusted metrics; Berrendorf et al. 2020, Hoyt et al. 2022): affine
+maps of a plain metric M by its null-model moments, computed with every task's own num_candidates
+(:class:`AdjustedMetric`).
 """
 
 from __future__ import annotations
@@ -49,7 +35,16 @@ class AdjustedMetric:
     base : str
         The plain metric it adjusts, a key of :data:`BASES`.
     kind : {"ratio", "index", "z"}
-        The map (see the module docstring).
+        The map (see Notes).
+
+    Notes
+    -----
+    - ``ratio``: M / E[M] (adjusted_arithmetic_mean_rank);
+    - ``index``: (M - E[M]) / (1 - E[M]), 0 when random, 1 when perfect;
+    - ``z``: sign (M - E[M]) / sqrt(Var[M]), with sign = -1 for metrics where lower is better.
+
+    Their own moments follow from the map (:meth:`moments`). A zero denominator (every C_i = 1, or k >= every C_i for
+    hits@k) gives NaN with an :class:`~kgeval.UndefinedMetricWarning`.
     """
 
     name: str

@@ -1,13 +1,6 @@
-"""The null model of METRICS.md (Expectation and variance under the null model).
-
-Every ranking task i is ranked uniformly at random, r_i ~ U{1, ..., C_i}, with its own num_candidates C_i.
-The expectation and variance of MR, MRR and hits@k are sums of per-task terms f(C_i), so they are kept as
-additive statistics (:func:`candidate_statistics`) that merge exactly like the rank sums. GMR's moments depend
-on n through the exponent 1/n and are computed from the num_candidates records (:func:`geometric_mean_rank_null`).
-
-The ``*_moments(summary, k)`` functions read (E[M], Var[M]) of one plain metric off a :class:`RankSummary`; they
-are the closed forms the metric table (:mod:`kgeval.metrics.registry`) and the adjusted metrics
-(:mod:`kgeval.metrics.adjusted`) use.
+"""The null model of METRICS.md: every task ranked uniformly at random among its own C_i candidates. Additive
+per-task terms of MR, MRR and hits@k (:func:`candidate_statistics`, merged like the rank sums), GMR's moments from the
+num_candidates records, and the ``*_moments(summary, k)`` closed forms the metric table reads.
 """
 
 from __future__ import annotations

@@ -187,13 +187,6 @@ if set(METRICS) != {*PLAIN_NAMES, *K_FAMILIES}:  # the key grammar resolves exac
     raise RuntimeError(f"kgeval.keys and the metric table disagree: {set(METRICS) ^ {*PLAIN_NAMES, *K_FAMILIES}}")
 
 
-def register(info: MetricInfo) -> None:
-    """Add a metric family to the table at import time."""
-    if info.name in METRICS:
-        raise ValueError(f"metric {info.name!r} is registered twice")
-    METRICS[info.name] = info
-
-
 def iter_metrics() -> Iterator[MetricInfo]:
     """All registered metrics, in table order."""
     return iter(METRICS.values())

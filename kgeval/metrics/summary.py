@@ -1,17 +1,13 @@
-"""Sufficient statistics of a set of ranks: what every metric is computed from.
-
-A metric in kgeval is a pure function of a :class:`RankSummary`. The summary holds running sums that merge by
-addition (count, sum of ranks, of reciprocal ranks, of log ranks, hits counts per k) and, when kept, the per-task
-records (ranks and num_candidates) that order statistics and null-model terms need. The same helper,
-:func:`rank_statistics`, produces the per-batch sums for :class:`kgeval.MetricAccumulator` and the one-shot sums of
-:func:`summarize`, so the two can never drift apart.
+"""Sufficient statistics of a set of ranks: :class:`RankSummary` (additive sums, and the per-task ranks when kept)
+is what every metric function reads; :func:`rank_statistics` makes the sums for the accumulator and for
+``summarize`` alike.
 """
 
 from __future__ import annotations
 
 import warnings
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -58,7 +54,6 @@ class RankSummary:
     sums: Mapping[str, float | np.ndarray]
     ranks: np.ndarray | None = None  #: float64, shape (n,)
     num_candidates: np.ndarray | None = None  #: int64, shape (n,)
-    extra: Mapping[str, object] = field(default_factory=dict)
 
     @property
     def count(self) -> int:

@@ -1,18 +1,5 @@
-"""The shared machinery of the built-in models: a query/candidate decomposition of the score function.
-
-Every built-in model scores (h, r, t) as a similarity between a *query* built from two of the three ids and a
-*candidate* vector of the third:
-
-- tail prediction: query q(h, r), candidates c(e) for every entity e;
-- head prediction: query q'(r, t), candidates c'(e);
-- similarity ``"dot"`` (score = q . c), ``"l2"`` (score = -||q - c||_2) or ``"l1"`` (score = -||q - c||_1).
-
-A subclass implements :meth:`QueryCandidateModule._query` (and, if its candidates are not the entity embedding
-matrix, :meth:`QueryCandidateModule._candidate_matrix`); this base class turns that into PyKEEN's scoring methods
-(``score_hrt``, ``score_t``, ``score_h``, with the optional ``tails=`` / ``heads=`` candidate ids) and into
-kgeval's GEMM fast-path protocol (``kgeval_similarity``, ``kgeval_query``, ``kgeval_candidates``). Its
-``score_t`` / ``score_h`` are the best hand-written forms: one GEMM for "dot", ``torch.cdist`` (no (B, E, d)
-temporary) for the distances.
+"""The built-in models' shared machinery: a score is a similarity between a query built from two ids and a
+candidate vector of the third (:class:`QueryCandidateModule`).
 """
 
 from __future__ import annotations
@@ -25,7 +12,7 @@ from kgeval.typing import Target
 
 
 class QueryCandidateModule(nn.Module):
-    """Base class of the built-in models (see the module docstring).
+    """Base class of the built-in models (see Notes).
 
     Parameters
     ----------
@@ -33,6 +20,15 @@ class QueryCandidateModule(nn.Module):
         Numbers of entities and relations (ids ``0 .. n - 1``).
     dim : int
         Embedding dimension (complex dimension for complex models).
+
+    Notes
+    -----
+    Tail prediction scores a query q(h, r) against candidates c(e), head prediction q'(r, t) against c'(e); the
+    similarity is ``"dot"`` (q . c), ``"l2"`` (-||q - c||_2) or ``"l1"`` (-||q - c||_1). A subclass implements
+    ``_query`` (and ``_candidate_matrix`` if its candidates are not the entity embeddings); this class turns it
+    into PyKEEN's scoring methods (``score_hrt``, ``score_t``, ``score_h`` with optional candidate ids) and into
+    kgeval's fast path (``kgeval_similarity``, ``kgeval_query``, ``kgeval_candidates``): one GEMM for "dot",
+    ``torch.cdist`` (no (B, E, d) temporary) for the distances.
     """
 
     #: how query and candidates combine: "dot", "l2" or "l1"

@@ -1,11 +1,6 @@
-"""Checkpoints of the built-in models: one ``torch.save`` file that rebuilds the model without its code.
-
-The file holds a plain dict (loadable with ``torch.load(path, weights_only=True)``)::
-
-    {"format": "kgeval.models.checkpoint/1", "model": "DistMult", "num_entities": int, "num_relations": int,
-     "dim": int, "state_dict": {name: tensor}}
-
-``kgeval demo --save-checkpoint PATH`` writes one; ``kgeval strat --checkpoint PATH`` reads it.
+"""Checkpoints of the built-in models: one ``torch.save`` file of plain data (loadable with ``weights_only=True``)
+that rebuilds the model without its code; ``kgeval demo --save-checkpoint`` writes one, ``kgeval evaluate`` and
+``kgeval strat --checkpoint`` read it.
 """
 
 from __future__ import annotations
@@ -28,7 +23,11 @@ BUILTIN_MODELS: dict[str, type[nn.Module]] = {"DistMult": DistMult}
 
 
 def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` (a built-in model, see :data:`BUILTIN_MODELS`) and its sizes to ``path``."""
+    """Write ``model`` (a built-in model, see :data:`BUILTIN_MODELS`) and its sizes to ``path``.
+
+    The file holds ``{"format": "kgeval.models.checkpoint/1", "model": "DistMult", "num_entities": int,
+    "num_relations": int, "dim": int, "state_dict": {name: tensor}}``.
+    """
     name = type(model).__name__
     if BUILTIN_MODELS.get(name) is not type(model):
         raise TypeError(f"save_checkpoint takes a built-in model ({', '.join(BUILTIN_MODELS)}), got {name}")

@@ -1,9 +1,5 @@
-"""A tiny, seeded trainer for the reference models: enough to make demos and tests meaningful.
-
-It is not a training framework: one loss (softmax cross-entropy; Lacroix et al. 2018, Ruffinelli et al.
-2020), Adam, shuffled mini-batches. Each training triple (h, r, t) gives a tail task (which entity completes
-(h, r, ?)) and a head task ((?, r, t)); both are scored with ``score_t`` / ``score_h`` against every entity
-(1-N scoring) or against sampled negatives, without reciprocal relations.
+"""A tiny seeded trainer for the reference models, enough to make demos and tests meaningful: softmax cross-entropy
+over 1-N scoring or sampled negatives (Lacroix et al. 2018, Ruffinelli et al. 2020), Adam, shuffled mini-batches.
 """
 
 from __future__ import annotations

@@ -17,8 +17,8 @@ from kgeval._engine.scoring import GemmScorer, L1Scorer, TripleScorer, make_scor
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pyg import PyGScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
-from tests.helpers.invariance import assert_ranks_match  # noqa: E402
 from tests.helpers.reference import reference_ranks  # noqa: E402
+from tests.support.invariance import assert_ranks_match  # noqa: E402
 
 E, R = 12, 3
 CONFIGS = {

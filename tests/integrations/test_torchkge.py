@@ -22,8 +22,8 @@ from kgeval._engine.scoring import GemmScorer, L1Scorer, TripleScorer, make_scor
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.torchkge import TorchKGEScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
-from tests.helpers.invariance import assert_ranks_match  # noqa: E402
 from tests.helpers.reference import reference_ranks  # noqa: E402
+from tests.support.invariance import assert_ranks_match  # noqa: E402
 
 E, R = 12, 3
 GRAPH = random_graph(1, num_entities=E, num_relations=R, num_triples=30, num_filter=40, duplicate_fraction=0.0)

@@ -1,4 +1,5 @@
-"""Every Python block of the README runs as written, in order, in one fresh interpreter (what a reader does).
+"""Every Python block of the README and then of docs/guide.md (which continues it) runs as written, in order, in one
+fresh interpreter (what a reader does).
 
 Blocks that cannot run here (a torchrun launch, signatures) are shown in ``text`` fences and are not run. The
 quickstart block must really train: its validation MRR rises.
@@ -11,13 +12,18 @@ import subprocess
 import sys
 from pathlib import Path
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "guide.md")
 
 
-def python_blocks() -> list[tuple[int, str]]:
-    """(line number, code) of every ```python block, in order."""
-    text = README.read_text(encoding="utf-8")
-    return [(text[: m.start()].count("\n") + 2, m.group(1)) for m in re.finditer(r"```python\n(.*?)```", text, re.S)]
+def python_blocks() -> list[tuple[str, int, str]]:
+    """(document, line number, code) of every ```python block, in reading order."""
+    blocks = []
+    for document in DOCUMENTS:
+        text = document.read_text(encoding="utf-8")
+        for match in re.finditer(r"```python\n(.*?)```", text, re.S):
+            blocks.append((document.name, text[: match.start()].count("\n") + 2, match.group(1)))
+    return blocks
 
 
 def test_there_are_blocks_to_run() -> None:
@@ -25,7 +31,7 @@ def test_there_are_blocks_to_run() -> None:
 
 
 def test_every_python_block_runs_in_order(tmp_path: Path) -> None:
-    script = "\n".join(f"# --- README.md line {line}\n{code}" for line, code in python_blocks())
+    script = "\n".join(f"# --- {name} line {line}\n{code}" for name, line, code in python_blocks())
     (tmp_path / "readme.py").write_text(script, encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "readme.py"], cwd=tmp_path, capture_output=True, text=True, timeout=600, check=False

@@ -1,0 +1,1 @@
+"""Tests of the private engine (kgeval/_engine)."""

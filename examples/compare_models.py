@@ -45,7 +45,7 @@ def run(dataset: str = "umls", models: dict[str, tuple[int, int]] = MODELS, n_re
         for test in ("permutation", "bootstrap", "wilcoxon"):
             if test == "wilcoxon" and key == "gmr":
                 continue  # the Wilcoxon test needs a mean of per-task values (hits@k, MRR, MR)
-            c = compare(results["A"], results["B"], key, test=test, n_resamples=n_resamples)
+            c = compare(results["A"], results["B"], key=key, test=test, n_resamples=n_resamples)
             interval = f"[{c.low:+.4f}, {c.high:+.4f}]"
             print(f"{c.key:<40} {c.test:<12} {c.difference:>+10.4f} {interval:>20} {c.p_value:>8.4f}")
             comparisons.append(c)

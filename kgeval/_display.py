@@ -12,6 +12,7 @@ from typing import Any
 
 import pandas as pd
 
+from kgeval.metrics.summary import nan_equal
 from kgeval.typing import RANK_TYPES, SIDES
 
 #: side columns of the headline, in this order
@@ -39,7 +40,7 @@ def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) ->
     rows = [(label, key) for label, key in headline_rows(ks) if ("both", "realistic", key) in data]
     sides = [side for side in HEADLINE_SIDES if (side, "realistic", "count") in data]
     ties = any(
-        not _same(data.get(("both", "optimistic", key), math.nan), data.get(("both", "pessimistic", key), math.nan))
+        not nan_equal(data.get(("both", "optimistic", key), math.nan), data.get(("both", "pessimistic", key), math.nan))
         for _label, key in rows
     )
     columns = [(side, "realistic", side) for side in sides]
@@ -119,9 +120,5 @@ def _width(title: str) -> int:
     return max(10, len(title) + 2)
 
 
-def _same(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))
-
-
 def _frames_equal(a: Any, b: Any) -> bool:
-    return all(_same(float(x), float(y)) for x, y in zip(a, b, strict=True))
+    return all(nan_equal(float(x), float(y)) for x, y in zip(a, b, strict=True))

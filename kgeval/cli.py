@@ -235,11 +235,12 @@ def _run_strat(args: argparse.Namespace) -> int:
             stratified.plot_strat_curve(ranks, popularity, vary=args.vary, path=args.plot, **options)
             print(f"Wrote the stratified metrics over β_{args.vary[0]} in [-1, 1] to {args.plot}")
             return 0
-        table = pd.DataFrame(
-            {"beta_e": b_e, "beta_r": b_r, **stratified.stratified_metrics(ranks, popularity, b_e, b_r, **options)}
-            for b_e in args.beta_e
-            for b_r in args.beta_r
-        )
+        rows = []
+        for b_e in args.beta_e:
+            for b_r in args.beta_r:
+                values = stratified.stratified_metrics(ranks, popularity, beta_e=b_e, beta_r=b_r, **options)
+                rows.append({"beta_e": b_e, "beta_r": b_r, **values})
+        table = pd.DataFrame(rows)
     except (FileNotFoundError, ValueError, ImportError) as error:
         print(f"kgeval strat: error: {_one_line(error)}", file=sys.stderr)
         return 2

@@ -16,12 +16,25 @@ import torch
 from tqdm.auto import tqdm
 
 from kgeval import _checks
-from kgeval._engine import sizes as batching
-from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
-from kgeval._engine.filter_index import FilterIndex
-from kgeval._engine.kernels import KernelChoice, KernelChooser
-from kgeval._engine.loop import EngineState, rank_side
-from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
+from kgeval._engine import (
+    SCORE_METHOD,
+    CandidateScorer,
+    CollectiveCheck,
+    EngineState,
+    FilterIndex,
+    KernelChoice,
+    KernelChooser,
+    SideIndex,
+    SideTasks,
+    choose_sizes,
+    make_scorer,
+    model_device,
+    rank_side,
+    resolve_group,
+    shard,
+    synchronize,
+    triple_function,
+)
 from kgeval.accumulator import MetricAccumulator
 from kgeval.integrations import scoring_view
 from kgeval.results import RankBasedMetricResults
@@ -49,6 +62,22 @@ class EvaluationInputs:
     batch_size: int | None
     slice_size: int | None
     score_fn: Any = None  #: scores whole triples instead of the model's methods (evaluate's score_fn)
+
+
+@dataclass(frozen=True)
+class EvaluationRequest:
+    """The arguments of one :meth:`RankBasedEvaluator.evaluate` call as the caller gave them (checked later)."""
+
+    mapped_triples: Any
+    additional_filter_triples: Any = None
+    num_entities: Any = None
+    restrict_entities_to: Any = None
+    targets: Any = ("head", "tail")
+    batch_size: Any = None
+    slice_size: Any = None
+    drop_outside_restriction: bool = False
+    restrict_relations_to: Any = None
+    score_fn: Any = None
 
 
 #: one lock per model object (weakly held): concurrent evaluations of one model take turns
@@ -239,10 +268,19 @@ class RankBasedEvaluator:
         with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
             view = scoring_view(model)  # a PyKEEN model: scored as PyKEEN predicts
             _checks.check_device(device, model_device(view))
-            inputs = self._checked_inputs(
-                view, mapped_triples, additional_filter_triples, num_entities, restrict_entities_to, targets,
-                batch_size, slice_size, drop_outside_restriction, restrict_relations_to, score_fn,
-            )  # fmt: skip
+            request = EvaluationRequest(
+                mapped_triples=mapped_triples,
+                additional_filter_triples=additional_filter_triples,
+                num_entities=num_entities,
+                restrict_entities_to=restrict_entities_to,
+                targets=targets,
+                batch_size=batch_size,
+                slice_size=slice_size,
+                drop_outside_restriction=drop_outside_restriction,
+                restrict_relations_to=restrict_relations_to,
+                score_fn=score_fn,
+            )
+            inputs = self._checked_inputs(view, request)
             check.expect_same(
                 mapped_triples=inputs.triples,
                 additional_filter_triples=inputs.filter_triples,
@@ -272,43 +310,30 @@ class RankBasedEvaluator:
         return RankBasedMetricResults.from_accumulators(filtered, self.ks)
 
     # -- input checks -----------------------------------------------------------------------------------------
-    def _checked_inputs(
-        self,
-        model: Any,
-        mapped_triples: torch.Tensor,
-        additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None,
-        num_entities: int | None,
-        restrict_entities_to: torch.Tensor | Iterable[int] | None,
-        targets: Sequence[Target],
-        batch_size: int | None,
-        slice_size: int | None,
-        drop_outside_restriction: bool,
-        restrict_relations_to: torch.Tensor | Iterable[int] | None,
-        score_fn: Any = None,
-    ) -> EvaluationInputs:
+    def _checked_inputs(self, model: Any, request: EvaluationRequest) -> EvaluationInputs:
         """The arguments of :meth:`evaluate`, checked and moved to the model's device (ValueError / TypeError
         naming the offending argument otherwise)."""
-        targets = _checks.check_targets(targets)
-        scores_triples = score_fn is not None or (
+        targets = _checks.check_targets(request.targets)
+        scores_triples = request.score_fn is not None or (
             not all(callable(getattr(model, SCORE_METHOD[target], None)) for target in targets)
             and triple_function(model) is not None
         )
         _checks.check_model(model, targets, scores_triples)
-        num_entities = _checks.check_num_entities(model, num_entities)
+        num_entities = _checks.check_num_entities(model, request.num_entities)
         device = model_device(model)
         num_relations = _checks.model_num_relations(model)
-        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
-        filter_triples = [
-            f.to(device) for f in _checks.check_filter_triples(additional_filter_triples, num_entities, num_relations)
-        ]
+        triples = _checks.check_triples(request.mapped_triples, "mapped_triples", num_entities, num_relations)
+        triples = triples.to(device)
+        known = _checks.check_filter_triples(request.additional_filter_triples, num_entities, num_relations)
+        filter_triples = [f.to(device) for f in known]
         candidate_ids = relation_ids = None
-        if restrict_entities_to is not None:
-            candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
+        if request.restrict_entities_to is not None:
+            candidate_ids = _checks.check_entity_ids(request.restrict_entities_to, "restrict_entities_to", num_entities)
             candidate_ids = candidate_ids.to(device)
-        if restrict_relations_to is not None:
-            relation_ids = _checks.check_relation_ids(restrict_relations_to, "restrict_relations_to").to(device)
+        if request.restrict_relations_to is not None:
+            relation_ids = _checks.check_relation_ids(request.restrict_relations_to, "restrict_relations_to").to(device)
         task_index = self._tasks_inside_restriction(
-            triples, candidate_ids, num_entities, drop_outside_restriction, relation_ids
+            triples, candidate_ids, num_entities, request.drop_outside_restriction, relation_ids
         )
         if task_index.numel() == 0 and relation_ids is not None:
             raise ValueError(
@@ -324,9 +349,11 @@ class RankBasedEvaluator:
             targets=targets,
             candidate_ids=candidate_ids,
             relation_ids=relation_ids,
-            batch_size=_checks.check_positive_int(batch_size, "batch_size", allow_none=True) or self.batch_size,
-            slice_size=_checks.check_positive_int(slice_size, "slice_size", allow_none=True) or self.slice_size,
-            score_fn=score_fn,
+            batch_size=_checks.check_positive_int(request.batch_size, "batch_size", allow_none=True)
+            or self.batch_size,
+            slice_size=_checks.check_positive_int(request.slice_size, "slice_size", allow_none=True)
+            or self.slice_size,
+            score_fn=request.score_fn,
         )
 
     # -- planning ---------------------------------------------------------------------------------------------
@@ -362,53 +389,49 @@ class RankBasedEvaluator:
         self, model: Any, inputs: EvaluationInputs, index: FilterIndex | None, progress_settings: dict[str, Any]
     ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
         """Rank this process's tasks (``inputs.task_index``) on every target side."""
-        triples, task_index, num_entities = inputs.triples, inputs.task_index, inputs.num_entities
-        candidate_ids, targets = inputs.candidate_ids, inputs.targets
         position_of = None
-        if candidate_ids is not None:
-            position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=triples.device)
-            position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=triples.device)
-        evaluated = triples[task_index]
+        if inputs.candidate_ids is not None:
+            position_of = torch.full((inputs.num_entities,), -1, dtype=torch.int64, device=inputs.triples.device)
+            position_of[inputs.candidate_ids] = torch.arange(inputs.candidate_ids.numel(), device=position_of.device)
         accumulators = {}
-        with tqdm(**{"total": len(targets) * evaluated.shape[0], **progress_settings}) as progress:
-            for target in targets:
+        with tqdm(**{"total": len(inputs.targets) * inputs.task_index.numel(), **progress_settings}) as progress:
+            for target in inputs.targets:
                 scorer = make_scorer(
-                    model, target, num_entities, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn
-                )
-                accumulators[target] = self._rank_target(
-                    scorer, evaluated, task_index, target, index, position_of, inputs.batch_size, inputs.slice_size,
-                    progress,
+                    model, target, inputs.num_entities, inputs.candidate_ids, fast_path=self.fast_path,
+                    score_fn=inputs.score_fn,
                 )  # fmt: skip
+                side_index = index.sides[target] if index is not None else None
+                accumulators[target] = self._rank_target(scorer, inputs, target, side_index, position_of, progress)
         return accumulators
 
     def _rank_target(
         self,
         scorer: CandidateScorer,
-        triples: torch.Tensor,
-        task_index: torch.Tensor,
+        inputs: EvaluationInputs,
         target: Target,
-        index: FilterIndex | None,
+        side_index: SideIndex | None,
         position_of: torch.Tensor | None,
-        batch_size: int | None,
-        slice_size: int | None,
         progress: tqdm,
     ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
         """Rank every task of one side; the accumulators of the filtered (or raw) ranks and, for "both", raw."""
+        task_index = inputs.task_index
+        triples = inputs.triples[task_index]
+        both = self.filtered == "both"
         if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
             empty = MetricAccumulator(ks=self.ks, keep_records=self.keep_records).to(triples.device)
-            return empty, empty.clone() if self.filtered == "both" else None
-        queries = triples[:, QUERY_COLUMNS[target]]
+            return empty, empty.clone() if both else None
         answers = triples[:, ANSWER_COLUMN[target]]
-        true_positions = position_of[answers] if position_of is not None else answers
-        sizes = batching.choose_sizes(scorer, triples.shape[0], triples.device, batch_size, slice_size)
-        side_index = index.sides[target] if index is not None else None
-        both = self.filtered == "both"
-        counts = rank_side(
-            scorer, queries, true_positions, side_index, position_of, sizes, self._state, progress, raw_too=both
+        tasks = SideTasks(
+            queries=triples[:, QUERY_COLUMNS[target]],
+            true_positions=position_of[answers] if position_of is not None else answers,
+            side_index=side_index,
+            position_of=position_of,
         )
-        self._raise_on_nan(counts[0].has_nan, triples, task_index, target)
+        sizes = choose_sizes(scorer, triples.shape[0], triples.device, inputs.batch_size, inputs.slice_size)
+        counts = rank_side(scorer, tasks, sizes, self._state, progress, raw_too=both)
+        self._raise_on_nan(counts.counts.has_nan, triples, task_index, target)
         accumulators = []
-        for part in counts if both else counts[:1]:
+        for part in (counts.counts, counts.raw) if both else (counts.counts,):
             accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
             accumulator.update_unchecked(*part.ranks(), triples, task_index)  # type: ignore[union-attr]
             accumulators.append(accumulator)

@@ -25,8 +25,10 @@ from kgeval.analysis import relations
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
 from kgeval.exceptions import UndefinedMetricWarning
-from kgeval.keys import MetricKey, close_matches, format_key, parse_key
+from kgeval.keys import MetricKey, format_key, parse_key
+from kgeval.metrics.naming import close_matches
 from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
+from kgeval.metrics.summary import nan_equal
 from kgeval.records import RankRecords
 from kgeval.typing import RANK_TYPES, SIDES, TARGETS, RankType, Side
 
@@ -68,12 +70,12 @@ class RankBasedMetricResults:
         if not isinstance(other, RankBasedMetricResults):
             return NotImplemented
         same_data = self.data.keys() == other.data.keys() and all(
-            _same_float(value, other.data[key]) for key, value in self.data.items()
+            nan_equal(value, other.data[key]) for key, value in self.data.items()
         )
         if not same_data or self.ks != other.ks or (self.records is None) != (other.records is None):
             return False
         same_null_model = self.null_model.keys() == other.null_model.keys() and all(
-            _same_float(mean, other.null_model[key][0]) and _same_float(var, other.null_model[key][1])
+            nan_equal(mean, other.null_model[key][0]) and nan_equal(var, other.null_model[key][1])
             for key, (mean, var) in self.null_model.items()
         )
         if not same_null_model or self.raw != other.raw:
@@ -220,7 +222,7 @@ class RankBasedMetricResults:
         rows = [(side, rank_type, key, value) for (side, rank_type, key), value in self.data.items()]
         return pd.DataFrame(rows, columns=["side", "rank_type", "metric", "value"])
 
-    def to_json(self, include_records: bool = True) -> str:
+    def to_json(self, *, include_records: bool = True) -> str:
         """A JSON document that :meth:`from_json` turns back into equal results (floats round-trip exactly)."""
         document: dict[str, Any] = {
             "format": JSON_FORMAT,
@@ -232,12 +234,12 @@ class RankBasedMetricResults:
         if include_records and self.records is not None:
             document["records"] = self.records.to_lists()
         if self.raw is not None:
-            document["raw"] = json.loads(self.raw.to_json(include_records))
+            document["raw"] = json.loads(self.raw.to_json(include_records=include_records))
         return json.dumps(document)
 
     @classmethod
     def from_records(
-        cls, records: RankRecords | Mapping[str, Any], ks: Sequence[int] = (1, 3, 5, 10)
+        cls, records: RankRecords | Mapping[str, Any], *, ks: Sequence[int] = (1, 3, 5, 10)
     ) -> RankBasedMetricResults:
         """Every metric computed from per-task records (e.g. a rank table read by
         :meth:`kgeval.records.RankRecords.from_frame`, which must include ``num_candidates``); records checked.
@@ -303,7 +305,9 @@ class RankBasedMetricResults:
         :func:`kgeval.analysis.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
         return relations.ranks_frame(self._require_records("ranks_df"), entity_labels, relation_labels)
 
-    def per_relation(self, keys: str | Sequence[str] = ("mrr", "hits@10"), relation_labels: Any = None) -> pd.DataFrame:
+    def per_relation(
+        self, keys: str | Sequence[str] = ("mrr", "hits@10"), *, relation_labels: Any = None
+    ) -> pd.DataFrame:
         """One row per evaluated relation: count and each metric per side; see
         :func:`kgeval.analysis.relations.per_relation_frame`."""
         return relations.per_relation_frame(self._require_records("per_relation"), keys, self.ks, relation_labels)
@@ -314,7 +318,7 @@ class RankBasedMetricResults:
 
     def per_category(
         self,
-        reference_triples: Any,
+        reference_triples: Any, *,
         keys: str | Sequence[str] = ("mrr", "hits@10"),
         threshold: float = relations.DEFAULT_THRESHOLD,
     ) -> pd.DataFrame:
@@ -360,13 +364,16 @@ class RankBasedMetricResults:
         popularity_triples: Any,
         beta_e: float = 0.0,
         beta_r: float = 0.0,
+        *,
         ks: tuple[int, ...] = (1, 3, 10),
         rank_type: RankType = "realistic",
         min_count: float | None = None,
     ) -> dict[str, float]:
         """Popularity-stratified hits@k and MRR from the rank records (see
         :func:`~kgeval.analysis.stratified.stratified_metrics`)."""
-        return stratified_metrics(self, popularity_triples, beta_e, beta_r, ks, rank_type, min_count)
+        return stratified_metrics(
+            self, popularity_triples, beta_e=beta_e, beta_r=beta_r, ks=ks, rank_type=rank_type, min_count=min_count
+        )
 
     @property
     def targets(self) -> tuple[str, ...]:
@@ -374,7 +381,7 @@ class RankBasedMetricResults:
         return tuple(t for t in TARGETS if any(side == t for (side, _r, _k) in self.data))
 
     def confidence_interval(
-        self, key: str = "mrr", level: float = 0.95, n_resamples: int = 10_000, seed: int | None = 0
+        self, key: str = "mrr", *, level: float = 0.95, n_resamples: int = 10_000, seed: int | None = 0
     ) -> ConfidenceInterval:
         """Bootstrap percentile interval of a metric, resampling evaluation triples (head and tail together).
 
@@ -482,7 +489,7 @@ def _agree_with_records(results: RankBasedMetricResults, where: str) -> None:
 
 
 def _close(a: float, b: float) -> bool:
-    return _same_float(a, b) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return nan_equal(a, b) or math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
 
 
 def _key_string(name: str | tuple[str, str, str] | None) -> str:
@@ -496,5 +503,3 @@ def _key_string(name: str | tuple[str, str, str] | None) -> str:
     return name
 
 
-def _same_float(a: float, b: float) -> bool:
-    return a == b or (math.isnan(a) and math.isnan(b))

@@ -147,3 +147,13 @@ def test_test_helpers_stay_independent_of_kgeval() -> None:
             if isinstance(node, ast.Import | ast.ImportFrom):
                 names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else [node.module or ""]
                 assert not any(name == "kgeval" or name.startswith("kgeval.") for name in names), path.name
+
+
+def test_the_engine_has_one_entry_point() -> None:
+    """Outside the engine, only the evaluator imports it, and only through kgeval._engine itself."""
+    tops, locals_ = graph()
+    for name in tops:
+        if name.startswith("kgeval._engine"):
+            continue
+        engine = {t for t in tops[name] | locals_[name] if t.startswith("kgeval._engine")}
+        assert engine <= ({"kgeval._engine"} if name == "kgeval.evaluator" else set()), (name, engine)

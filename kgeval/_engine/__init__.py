@@ -1,4 +1,31 @@
-"""The private engine: the loop that ranks one side's tasks (:func:`~kgeval._engine.loop.rank_side`) and its stages --
-plan, sizes, scoring, filter index, pairs, counting, kernels -- plus distributed sharding and synchronisation.
-Only :mod:`kgeval.evaluator` drives it; nothing here is public API (docs/design.md explains the stages).
+"""The private engine: the loop that ranks one side's tasks (:func:`rank_side`) and its stages -- plan, sizes,
+scoring, filter index, pairs, counting, kernels -- plus distributed sharding and synchronisation. Only
+:mod:`kgeval.evaluator` drives it, through the names below; nothing here is public API (docs/design.md).
 """
+
+from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
+from kgeval._engine.filter_index import FilterIndex, SideIndex
+from kgeval._engine.kernels import KernelChoice, KernelChooser
+from kgeval._engine.loop import EngineState, SideTasks, rank_side
+from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
+from kgeval._engine.sizes import choose_sizes
+
+__all__ = [
+    "SCORE_METHOD",
+    "CandidateScorer",
+    "CollectiveCheck",
+    "EngineState",
+    "FilterIndex",
+    "KernelChoice",
+    "KernelChooser",
+    "SideIndex",
+    "SideTasks",
+    "choose_sizes",
+    "make_scorer",
+    "model_device",
+    "rank_side",
+    "resolve_group",
+    "shard",
+    "synchronize",
+    "triple_function",
+]

@@ -82,63 +82,62 @@ def slice_bounds(num_candidates: int, slice_size: int) -> list[tuple[int, int]]:
     return [(start, min(start + slice_size, num_candidates)) for start in range(0, num_candidates, slice_size)]
 
 
+@dataclass(frozen=True)
+class BatchWork:
+    """One batch as counting sees it: its distinct queries, its tasks' true answers, its tiles and filtered pairs."""
+
+    queries: torch.Tensor  #: LongTensor (U, 2): the distinct queries, as passed to score_t / score_h
+    true_positions: torch.Tensor  #: LongTensor (B,): candidate position of each task's true answer
+    #: index into ``bounds`` of the slice holding every true answer; None: the answers lie in several slices
+    #: (``RowBlock.true_slices``) and a first pass reads the true scores from their tiles
+    true_slice: int | None
+    bounds: Sequence[tuple[int, int]]  #: the candidate slices, covering 0 .. num_candidates - 1
+    blocks: Sequence[RowBlock]  #: the task rows in tiles, covering 0 .. B - 1 in order
+    pairs: PairTiles | None = None  #: the filtered pairs; None ranks against every candidate (raw)
+    num_filtered: torch.Tensor | None = None  #: LongTensor (B,): filtered candidates other than the true answer
+
+
+@dataclass(frozen=True)
+class SideCounts:
+    """The counts of some tasks: filtered (raw when nothing was filtered), and raw as well when asked for."""
+
+    counts: BatchCounts
+    raw: BatchCounts | None = None
+
+    @classmethod
+    def cat(cls, parts: Sequence[SideCounts], order: torch.Tensor) -> SideCounts:
+        """The parts concatenated, then indexed by ``order``."""
+        counts = BatchCounts.cat([part.counts for part in parts], order)
+        raws = [part.raw for part in parts]
+        raw = BatchCounts.cat(raws, order) if raws and all(r is not None for r in raws) else None  # type: ignore[arg-type]
+        return cls(counts, raw)
+
+
 def count_batch(
     scorer: CandidateScorer,
-    queries: torch.Tensor,
-    true_positions: torch.Tensor,
-    true_slice: int | None,
-    bounds: Sequence[tuple[int, int]],
-    blocks: Sequence[RowBlock],
-    pairs: PairTiles | None = None,
-    num_filtered: torch.Tensor | None = None,
-    raw_too: bool = False,
+    work: BatchWork,
     kernel: Kernel = SIGN,
     workspace: Workspace | None = None,
-) -> tuple[BatchCounts, BatchCounts | None]:
+    raw_too: bool = False,
+) -> SideCounts:
     """Count one batch over every (candidate slice, row block) tile, the slice holding the true answers first.
 
-    Parameters
-    ----------
-    scorer : CandidateScorer
-    queries : LongTensor of shape (U, 2)
-        The distinct queries of the batch, as passed to score_t / score_h.
-    true_positions : LongTensor of shape (B,)
-        Candidate position of each task's true answer; all inside ``bounds[true_slice]``.
-    true_slice : int or None
-        Index into ``bounds`` of the slice holding every true answer of the batch. None: the answers lie in
-        several slices (``RowBlock.true_slices``) and a first pass reads the true scores from their tiles.
-    bounds : sequence of (start, stop)
-        The candidate slices, covering 0 .. num_candidates - 1.
-    blocks : sequence of RowBlock
-        The task rows in tiles, covering 0 .. B - 1 in order.
-    pairs : PairTiles, optional
-        The filtered pairs; None ranks against every candidate (raw).
-    num_filtered : LongTensor of shape (B,), optional
-        Filtered candidates other than the true answer (with ``pairs``).
-    raw_too : bool, default=False
-        With ``pairs``, also return the raw counts (they come with the pass).
-    kernel : Kernel, default=SIGN
-        The tile kernel.
-    workspace : Workspace, optional
-        Scratch memory reused across batches.
-
-    Returns
-    -------
-    counts : BatchCounts
-        Filtered counts with ``pairs``, raw counts without.
-    raw : BatchCounts or None
-        Raw counts when ``pairs`` and ``raw_too``.
+    Returns the filtered counts with ``work.pairs`` (raw counts without), and the raw counts of the same pass as
+    well when ``raw_too``.
     """
     workspace = workspace or Workspace()
+    true_positions, bounds, blocks, true_slice, pairs = (
+        work.true_positions, work.bounds, work.blocks, work.true_slice, work.pairs
+    )
     size = true_positions.numel()
     device = true_positions.device
     greater = torch.zeros(size, dtype=torch.int64, device=device)
     less = torch.zeros(size, dtype=torch.int64, device=device)
     has_nan = torch.zeros(size, dtype=torch.bool, device=device)
     true_scores: torch.Tensor | None = None
-    scorer.begin(queries)
+    scorer.begin(work.queries)
     if true_slice is None:
-        true_scores = _true_scores(scorer, true_positions, bounds, blocks, kernel, workspace)
+        true_scores = _true_scores(scorer, work, kernel, workspace)
     for j in _slice_order(true_slice, len(bounds)):
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
@@ -160,12 +159,12 @@ def count_batch(
         tile = None  # a view of the scorer's scores: let them go before it asks the model for the next slice
     everything = torch.full((size,), scorer.num_candidates, dtype=torch.int64, device=device)
     raw = BatchCounts.from_counts(greater, less, has_nan, everything)
-    if pairs is None or num_filtered is None:
-        return raw, None
+    if pairs is None or work.num_filtered is None:
+        return SideCounts(raw)
     filtered_greater, filtered_less = pairs.counts(size)
-    candidates = everything - num_filtered
+    candidates = everything - work.num_filtered
     counts = BatchCounts.from_counts(greater - filtered_greater, less - filtered_less, has_nan, candidates)
-    return counts, raw if raw_too else None
+    return SideCounts(counts, raw if raw_too else None)
 
 
 def _tile(
@@ -195,16 +194,10 @@ def _slice_order(true_slice: int | None, num_slices: int) -> list[int]:
     return [true_slice, *(j for j in range(num_slices) if j != true_slice)]
 
 
-def _true_scores(
-    scorer: CandidateScorer,
-    true_positions: torch.Tensor,
-    bounds: Sequence[tuple[int, int]],
-    blocks: Sequence[RowBlock],
-    kernel: Kernel,
-    workspace: Workspace,
-) -> torch.Tensor:
+def _true_scores(scorer: CandidateScorer, work: BatchWork, kernel: Kernel, workspace: Workspace) -> torch.Tensor:
     """The true scores of a batch whose answers lie in several slices, each read from the tile (of the shape
     counting uses) that holds it."""
+    true_positions, bounds, blocks = work.true_positions, work.bounds, work.blocks
     width = bounds[0][1] - bounds[0][0]
     true_slice_of_row = true_positions // width
     true_scores: torch.Tensor | None = None

@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 import torch
 
 from kgeval._engine import sizes as batching
-from kgeval._engine.counting import BatchCounts, Workspace, count_batch, slice_bounds
+from kgeval._engine.counting import BatchWork, SideCounts, count_batch, slice_bounds
 from kgeval._engine.filter_index import FilterIndexCache, SideIndex
 from kgeval._engine.kernels import KernelChooser
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval._engine.plan import PlannedBatch, SidePlan
-from kgeval._engine.scoring import CandidateScorer
+from kgeval._engine.scoring import CandidateScorer, Workspace
 
 #: a query shared by several tasks whose known answers add up to this many pairs is filtered as one block
 GROUP_MIN_PAIRS = 2048
@@ -54,39 +54,30 @@ def default_layout(device: torch.device) -> str:
     return "sorted" if device.type == "cpu" else "masked"
 
 
+@dataclass(frozen=True)
+class SideTasks:
+    """The ranking tasks of one side, in the evaluator's order."""
+
+    queries: torch.Tensor  #: LongTensor (n, 2): each task's query, as passed to score_t / score_h
+    true_positions: torch.Tensor  #: LongTensor (n,): candidate position of each task's true answer
+    side_index: SideIndex | None = None  #: the filter index of this side; None: unfiltered
+    #: LongTensor (num_entities,): candidate position of each entity (-1: not a candidate); None: every entity
+    position_of: torch.Tensor | None = None
+
+
 def rank_side(
     scorer: CandidateScorer,
-    queries: torch.Tensor,
-    true_positions: torch.Tensor,
-    side_index: SideIndex | None,
-    position_of: torch.Tensor | None,
+    tasks: SideTasks,
     sizes: batching.Sizes,
     state: EngineState,
     progress: object | None = None,
     raw_too: bool = False,
-) -> tuple[BatchCounts, BatchCounts | None]:
-    """Counts of every task of one side, in the order of ``queries``: filtered (raw without ``side_index``),
-    and raw as well when ``raw_too``.
-
-    Parameters
-    ----------
-    scorer : CandidateScorer
-    queries : LongTensor of shape (n, 2)
-        Each task's query, as passed to score_t / score_h.
-    true_positions : LongTensor of shape (n,)
-        Candidate position of each task's true answer.
-    side_index : SideIndex, optional
-        The filter index of this side (None: unfiltered).
-    position_of : LongTensor of shape (num_entities,), optional
-        Candidate position of each entity (-1: not a candidate); None when all entities are candidates.
-    sizes : batching.Sizes
-    state : EngineState
-        The evaluator's kernel chooser and remembered batch sizes.
-    progress : tqdm-like, optional
-        Receives ``update(number of tasks)`` after each batch.
-    raw_too : bool, default=False
-        With ``side_index``, also return the raw counts of the same pass.
-    """
+) -> SideCounts:
+    """The counts of every task of one side, in the order of ``tasks``: filtered (raw without a side index), and
+    raw as well when ``raw_too``. ``state`` is the evaluator's (kernel chooser, remembered batch sizes, settings);
+    ``progress`` (tqdm-like) receives ``update(number of tasks)`` after each batch."""
+    queries, true_positions = tasks.queries, tasks.true_positions
+    side_index, position_of = tasks.side_index, tasks.position_of
     device = queries.device
     starts = lengths = None
     if side_index is not None:
@@ -102,7 +93,7 @@ def rank_side(
     # every model call and GEMM has its full size however many tasks share a query
     by_queries = kernel.reads_rows_in_place
 
-    def run(begin: int, end: int) -> tuple[BatchCounts, BatchCounts | None]:
+    def run(begin: int, end: int) -> SideCounts:
         batch = plan.batch(begin, end, sizes.tile_rows, by_queries)
         batch_true = true_positions[batch.tasks]
         tiles = num_filtered = None
@@ -114,10 +105,8 @@ def rank_side(
             num_filtered = pairs.num_filtered
             for group in groups:
                 num_filtered[group.row_start : group.row_stop] = group.num_filtered
-        counts = count_batch(
-            scorer, batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered,
-            raw_too, kernel, workspace,
-        )  # fmt: skip
+        work = BatchWork(batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered)
+        counts = count_batch(scorer, work, kernel, workspace, raw_too)
         if progress is not None:
             progress.update(end - begin)  # type: ignore[attr-defined]
         return counts
@@ -127,10 +116,7 @@ def rank_side(
     parts = batching.run_with_retry(ranges, run, key, sizes.automatic, device, state.batch_sizes)
     restore = torch.empty_like(plan.order)
     restore[plan.order] = torch.arange(plan.num_tasks, device=device)
-    counts = BatchCounts.cat([part[0] for part in parts], restore)
-    if side_index is None or not raw_too:
-        return counts, None
-    return counts, BatchCounts.cat([part[1] for part in parts], restore)  # type: ignore[misc]
+    return SideCounts.cat(parts, restore)
 
 
 def _pairs(

@@ -236,7 +236,7 @@ def macro_average(records: RankRecords, key: str, ks: Sequence[int] = ()) -> flo
 
 
 # -- relation categories -----------------------------------------------------------------------------------------
-def relation_categories(triples: torch.Tensor | np.ndarray, threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
+def relation_categories(triples: torch.Tensor | np.ndarray, *, threshold: float = DEFAULT_THRESHOLD) -> pd.DataFrame:
     """The 1-1 / 1-N / N-1 / N-N category of every relation of ``triples`` (duplicates counted once).
 
     Parameters
@@ -292,7 +292,7 @@ def per_category_frame(
     DataFrame indexed by category (1-1, 1-N, N-1, N-N, unseen; those present) with ``count`` (evaluation
     triples), ``num_relations`` and the metric columns of :func:`per_relation_frame`.
     """
-    categories = relation_categories(reference_triples, threshold)["category"]
+    categories = relation_categories(reference_triples, threshold=threshold)["category"]
     known = categories.reindex(np.unique(records["relation"])).fillna(UNSEEN)
     order = [*CATEGORIES, UNSEEN]
     codes = pd.Series(known.map(order.index).to_numpy(), index=known.index)

@@ -133,6 +133,7 @@ def compare(
     results_a: RankBasedMetricResults,
     results_b: RankBasedMetricResults,
     key: str = "mrr",
+    *,
     test: Test = "permutation",
     n_resamples: int = 10_000,
     seed: int | None = 0,
@@ -191,7 +192,7 @@ def compare(
 
 def confidence_interval(
     results: RankBasedMetricResults,
-    key: str = "mrr",
+    key: str = "mrr", *,
     level: float = 0.95,
     n_resamples: int = 10_000,
     seed: int | None = 0,

@@ -42,6 +42,7 @@ def stratified_metrics(
     popularity_triples: Any,
     beta_e: float = 0.0,
     beta_r: float = 0.0,
+    *,
     ks: Sequence[int] = (1, 3, 10),
     rank_type: RankType = "realistic",
     min_count: float | None = None,
@@ -76,7 +77,7 @@ def stratified_metrics(
 
 def strat_curve(
     results: Any | Mapping[str, Any],
-    popularity_triples: Any,
+    popularity_triples: Any, *,
     betas: Sequence[float] = DEFAULT_BETAS,
     vary: Literal["entity", "relation"] = "entity",
     ks: Sequence[int] = (1, 3, 10),
@@ -125,7 +126,7 @@ def strat_curve(
 
 def plot_strat_curve(
     results: Any | Mapping[str, Any],
-    popularity_triples: Any,
+    popularity_triples: Any, *,
     betas: Sequence[float] = DEFAULT_BETAS,
     vary: Literal["entity", "relation"] = "entity",
     metrics: Sequence[str] | None = None,
@@ -158,7 +159,9 @@ def plot_strat_curve(
     """
     from kgeval.analysis.plot import draw_curve
 
-    curve = strat_curve(results, popularity_triples, betas, vary, ks, rank_type, min_count)
+    curve = strat_curve(
+        results, popularity_triples, betas=betas, vary=vary, ks=ks, rank_type=rank_type, min_count=min_count
+    )
     return draw_curve(curve, metrics=metrics, path=path, title=title)
 
 

@@ -10,19 +10,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from kgeval.metrics import null_model, plain
+from kgeval.metrics.naming import with_k
 from kgeval.metrics.summary import RankSummary, safe_ratio
 
+ValueFunction = Callable[[RankSummary, "int | None"], float]
+Moments = tuple[float, float]
+MomentsFunction = Callable[[RankSummary, "int | None"], Moments]
+
 Kind = Literal["ratio", "index", "z"]
-
-#: the plain metrics with closed-form null moments: value function, moments function, sign (+1: higher is better)
-BASES: dict[str, tuple[Callable[[RankSummary, int | None], float], Callable[..., null_model.Moments], int]] = {
-    "arithmetic_mean_rank": (plain.arithmetic_mean_rank, null_model.arithmetic_mean_rank_moments, -1),
-    "inverse_harmonic_mean_rank": (plain.inverse_harmonic_mean_rank, null_model.inverse_harmonic_mean_rank_moments, 1),
-    "geometric_mean_rank": (plain.geometric_mean_rank, null_model.geometric_mean_rank_moments, -1),
-    "hits_at_k": (plain.hits_at_k, null_model.hits_at_k_moments, 1),
-}
-
 
 @dataclass(frozen=True)
 class AdjustedMetric:
@@ -32,10 +27,12 @@ class AdjustedMetric:
     ----------
     name : str
         Its METRICS.md key (``_at_k`` for the hits family).
-    base : str
-        The plain metric it adjusts, a key of :data:`BASES`.
     kind : {"ratio", "index", "z"}
         The map (see Notes).
+    base_value, base_moments : callable
+        The plain metric M it adjusts and M's (E, Var) under the null model, both ``(summary, k) -> ...``.
+    base_increasing : bool
+        M's direction (the z-score is negated for metrics where lower is better).
 
     Notes
     -----
@@ -48,28 +45,27 @@ class AdjustedMetric:
     """
 
     name: str
-    base: str
     kind: Kind
-
-    def _label(self, k: int | None) -> str:
-        return self.name.replace("_at_k", f"_at_{k}")
+    base_value: ValueFunction
+    base_moments: MomentsFunction
+    base_increasing: bool
 
     def __call__(self, summary: RankSummary, k: int | None = None) -> float:
         """The metric's value on ``summary`` (realistic ranks and their num_candidates)."""
-        value_of, moments_of, sign = BASES[self.base]
-        value = value_of(summary, k)
-        expectation, variance = moments_of(summary, k)
-        label = self._label(k)
+        value = self.base_value(summary, k)
+        expectation, variance = self.base_moments(summary, k)
+        sign = 1.0 if self.base_increasing else -1.0
+        label = with_k(self.name, k)
         if self.kind == "ratio":
             return safe_ratio(value, expectation, label)
         if self.kind == "index":
             return safe_ratio(value - expectation, 1.0 - expectation, label)
         return safe_ratio(sign * (value - expectation), _sqrt(variance), label)
 
-    def moments(self, summary: RankSummary, k: int | None = None) -> null_model.Moments:
+    def moments(self, summary: RankSummary, k: int | None = None) -> Moments:
         """(E, Var) of this metric under the null model, from those of its base metric."""
-        expectation, variance = BASES[self.base][1](summary, k)
-        label = f"the null model of {self._label(k)}"
+        expectation, variance = self.base_moments(summary, k)
+        label = f"the null model of {with_k(self.name, k)}"
         if self.kind == "ratio":
             return safe_ratio(expectation, expectation, label), safe_ratio(variance, expectation**2, label)
         if self.kind == "index":
@@ -81,20 +77,3 @@ class AdjustedMetric:
 def _sqrt(variance: float) -> float:
     """sqrt of a variance, NaN passing through (a variance is never negative here: every term is >= 0)."""
     return math.sqrt(variance) if variance >= 0 else math.nan
-
-
-adjusted_arithmetic_mean_rank = AdjustedMetric("adjusted_arithmetic_mean_rank", "arithmetic_mean_rank", "ratio")
-adjusted_arithmetic_mean_rank_index = AdjustedMetric(
-    "adjusted_arithmetic_mean_rank_index", "arithmetic_mean_rank", "index"
-)
-adjusted_inverse_harmonic_mean_rank = AdjustedMetric(
-    "adjusted_inverse_harmonic_mean_rank", "inverse_harmonic_mean_rank", "index"
-)
-adjusted_geometric_mean_rank_index = AdjustedMetric(
-    "adjusted_geometric_mean_rank_index", "geometric_mean_rank", "index"
-)
-adjusted_hits_at_k = AdjustedMetric("adjusted_hits_at_k", "hits_at_k", "index")
-z_arithmetic_mean_rank = AdjustedMetric("z_arithmetic_mean_rank", "arithmetic_mean_rank", "z")
-z_inverse_harmonic_mean_rank = AdjustedMetric("z_inverse_harmonic_mean_rank", "inverse_harmonic_mean_rank", "z")
-z_geometric_mean_rank = AdjustedMetric("z_geometric_mean_rank", "geometric_mean_rank", "z")
-z_hits_at_k = AdjustedMetric("z_hits_at_k", "hits_at_k", "z")

@@ -5,6 +5,7 @@ is what every metric function reads; :func:`rank_statistics` makes the sums for 
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -89,3 +90,8 @@ def safe_ratio(numerator: float, denominator: float, metric: str) -> float:
         )
         return float("nan")
     return float(numerator / denominator)
+
+
+def nan_equal(a: float, b: float) -> bool:
+    """a == b, with NaN equal to NaN (for comparing reported numbers, where NaN means undefined)."""
+    return a == b or (math.isnan(a) and math.isnan(b))

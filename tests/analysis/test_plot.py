@@ -61,7 +61,7 @@ def test_several_models_one_panel_per_metric(tmp_path: Path) -> None:
     for ax in figure.axes:
         assert _labels(ax) == ["DistMult", "other"]
         assert ax.get_xlabel() == r"$\beta_r$  ($\beta_e = 0$)"
-    curve = strat_curve({"DistMult": first, "other": second}, popularity, [-1, -0.5, 0, 0.5, 1], "relation")
+    curve = strat_curve({"DistMult": first, "other": second}, popularity, betas=[-1, -0.5, 0, 0.5, 1], vary="relation")
     other = curve[curve.model == "other"]
     assert list(figure.axes[0].get_lines()[1].get_ydata()) == other["strat_mrr"].tolist()
     assert path.read_bytes().startswith(PNG_MAGIC)

@@ -321,7 +321,7 @@ def test_relation_categories_on_hand_built_relations():
 @pytest.mark.parametrize("threshold", [1.2, 1.5, 2.0])
 def test_relation_categories_agree_with_brute_force(seed, threshold):
     graph = random_graph(seed, 10, 5, 60, 0)
-    table = relation_categories(graph.triples, threshold)
+    table = relation_categories(graph.triples, threshold=threshold)
     assert dict(table.category) == _brute_force_categories(graph.triples, threshold)
 
 

@@ -77,7 +77,8 @@ def test_equals_reference_on_random_ranks(seed: int, beta_e: float, beta_r: floa
 def test_rank_types(rank_type: str) -> None:
     records = random_records(7)
     popularity = random_popularity(7, records)
-    actual = stratified_metrics(RankBasedMetricResults(data={}, records=records), popularity, 0.7, -0.4, KS, rank_type)
+    results = RankBasedMetricResults(data={}, records=records)
+    actual = stratified_metrics(results, popularity, 0.7, -0.4, ks=KS, rank_type=rank_type)
     assert_close(actual, expected(records, popularity, 0.7, -0.4, rank_type))
 
 
@@ -103,7 +104,7 @@ def test_property_equals_reference(seed: int, n: int, beta_e: float, beta_r: flo
     if min_count is not None:  # absent items become legal: drop the covering triples
         popularity = popularity[2 * n :]
     results = RankBasedMetricResults(data={}, records=records)
-    actual = stratified_metrics(results, [popularity[:5], popularity[5:]], beta_e, beta_r, KS, min_count=min_count)
+    actual = stratified_metrics(results, [popularity[:5], popularity[5:]], beta_e, beta_r, ks=KS, min_count=min_count)
     assert_close(actual, expected(records, popularity, beta_e, beta_r, min_count=min_count), rel=1e-11)
 
 
@@ -124,9 +125,9 @@ def test_min_count_is_a_floor_for_present_items_too() -> None:
     records = random_records(11)
     popularity = random_popularity(11, records)
     results = RankBasedMetricResults(data={}, records=records)
-    actual = stratified_metrics(results, popularity, 1.0, 1.0, KS, min_count=30)
+    actual = stratified_metrics(results, popularity, 1.0, 1.0, ks=KS, min_count=30)
     assert_close(actual, expected(records, popularity, 1.0, 1.0, min_count=30))
-    assert actual != stratified_metrics(results, popularity, 1.0, 1.0, KS)
+    assert actual != stratified_metrics(results, popularity, 1.0, 1.0, ks=KS)
 
 
 def test_results_method_and_rank_table_agree() -> None:

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from kgeval._engine import kernels
-from kgeval._engine.counting import BatchCounts, RowBlock, comparison_codes, count_batch, slice_bounds
+from kgeval._engine.counting import BatchCounts, BatchWork, RowBlock, comparison_codes, count_batch, slice_bounds
 from kgeval._engine.kernels import count_tile
 from kgeval._engine.scoring import FullRowScorer, Workspace
 
@@ -210,11 +210,10 @@ def test_count_batch_matches_brute_force(kernel: str, seed: int) -> None:
     blocks = [RowBlock(0, 2, 0, 2), RowBlock(2, 6, 2, 6)]
     scorer = FullRowScorer(Rows(torch.from_numpy(scores)), "tail", 13, None)
     queries = torch.stack([torch.arange(6), torch.zeros(6, dtype=torch.long)], dim=1)
-    counts, raw = count_batch(
-        scorer, queries, torch.from_numpy(true_positions), true_slice, bounds, blocks,
-        kernel=kernels.KERNEL_OBJECTS[kernel], workspace=Workspace(),
-    )  # fmt: skip
-    assert raw is None
+    work = BatchWork(queries, torch.from_numpy(true_positions), true_slice, bounds, blocks)
+    result = count_batch(scorer, work, kernel=kernels.KERNEL_OBJECTS[kernel], workspace=Workspace())
+    counts = result.counts
+    assert result.raw is None
     greater, equal = _brute_force(scores, true_positions)
     assert counts.greater.tolist() == greater
     assert counts.equal.tolist() == equal
@@ -226,10 +225,8 @@ def test_nan_rows_are_flagged(kernel: str) -> None:
     scores = torch.tensor([[1.0, NAN, 0.0], [1.0, 2.0, 0.0], [INF, -INF, NAN], [NAN, 1.0, 1.0]])
     scorer = FullRowScorer(Rows(scores), "tail", 3, None)
     queries = torch.stack([torch.arange(4), torch.zeros(4, dtype=torch.long)], dim=1)
-    counts, _ = count_batch(
-        scorer, queries, torch.tensor([0, 0, 0, 0]), 0, [(0, 3)], [RowBlock(0, 4, 0, 4)],
-        kernel=kernels.KERNEL_OBJECTS[kernel],
-    )
+    work = BatchWork(queries, torch.tensor([0, 0, 0, 0]), 0, [(0, 3)], [RowBlock(0, 4, 0, 4)])
+    counts = count_batch(scorer, work, kernel=kernels.KERNEL_OBJECTS[kernel]).counts
     assert counts.has_nan.tolist() == [True, False, True, True]
     assert int(counts.greater[1]) == 1
 
@@ -237,6 +234,7 @@ def test_nan_rows_are_flagged(kernel: str) -> None:
 def test_plus_and_minus_infinity_in_one_row_is_not_nan() -> None:
     scores = torch.tensor([[INF, -INF, 0.0, 1.0]])
     scorer = FullRowScorer(Rows(scores), "tail", 4, None)
-    counts, _ = count_batch(scorer, torch.tensor([[0, 0]]), torch.tensor([2]), 0, [(0, 4)], [RowBlock(0, 1, 0, 1)])
+    work = BatchWork(torch.tensor([[0, 0]]), torch.tensor([2]), 0, [(0, 4)], [RowBlock(0, 1, 0, 1)])
+    counts = count_batch(scorer, work).counts
     assert not counts.has_nan.any()
     assert (int(counts.greater[0]), int(counts.equal[0])) == (2, 0)

@@ -12,9 +12,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, UndefinedMetricWarning
-from kgeval.keys import canonical_name
-from kgeval.metrics import adjusted, summarize
-from kgeval.metrics.registry import lookup
+from kgeval.metrics import METRICS, adjusted, summarize
+from kgeval.metrics.registry import canonical_name, lookup
 from tests.helpers.graphs import TableModel, all_filtered_graph, quantised_table, random_graph, ranks_and_candidates
 from tests.helpers.reference import (
     adjusted_keys,
@@ -126,9 +125,22 @@ def test_adjusted_moments_follow_from_the_base_metric(key: str) -> None:
     assert abs(samples.mean() - expectation) <= 5 * math.sqrt(variance / samples.size)
 
 
-def test_adjusted_metrics_are_named_by_their_key() -> None:
-    for name in ("adjusted_arithmetic_mean_rank", "z_hits_at_k", "adjusted_geometric_mean_rank_index"):
-        assert getattr(adjusted, name).name == name
+def test_adjusted_metrics_take_their_base_from_the_table() -> None:
+    """Each adjusted metric is named by its key and reads its base metric's value, moments and direction from the
+    base's own record (one source of truth)."""
+    bases = {"arithmetic_mean_rank": ("adjusted_arithmetic_mean_rank", "adjusted_arithmetic_mean_rank_index",
+                                      "z_arithmetic_mean_rank"),
+             "inverse_harmonic_mean_rank": ("adjusted_inverse_harmonic_mean_rank", "z_inverse_harmonic_mean_rank"),
+             "geometric_mean_rank": ("adjusted_geometric_mean_rank_index", "z_geometric_mean_rank"),
+             "hits_at_k": ("adjusted_hits_at_k", "z_hits_at_k")}  # fmt: skip
+    for base_name, names in bases.items():
+        base = METRICS[base_name]
+        for name in names:
+            metric = METRICS[name].function
+            assert isinstance(metric, adjusted.AdjustedMetric)
+            assert metric.name == name
+            assert (metric.base_value, metric.base_moments) == (base.function, base.null_moments)
+            assert metric.base_increasing == base.increasing
 
 
 # -- end to end through the evaluator -----------------------------------------------------------------------------

@@ -17,9 +17,8 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval.datasets import load_shipped_dataset
-from kgeval.keys import canonical_name
 from kgeval.metrics import METRICS
-from kgeval.metrics.registry import lookup
+from kgeval.metrics.registry import canonical_name, lookup
 
 pytest.importorskip("pykeen")
 pytestmark = pytest.mark.pykeen

@@ -14,9 +14,8 @@ import numpy as np
 import pytest
 
 from kgeval import UndefinedMetricWarning
-from kgeval.keys import canonical_name
 from kgeval.metrics import iter_metrics, reported_keys, summarize
-from kgeval.metrics.registry import ADJUSTED_SECTION, PLAIN_SECTION
+from kgeval.metrics.registry import ADJUSTED_SECTION, PLAIN_SECTION, canonical_name
 from kgeval.typing import RANK_TYPES
 from tests.helpers.reference import NULL_MODEL_KEYS, adjusted_keys, adjusted_metric, plain_keys, plain_metric
 

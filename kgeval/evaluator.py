@@ -17,6 +17,7 @@ from tqdm.auto import tqdm
 
 from kgeval import _checks
 from kgeval._engine import (
+    MATMUL_PRECISIONS,
     SCORE_METHOD,
     CandidateScorer,
     CollectiveCheck,
@@ -24,9 +25,11 @@ from kgeval._engine import (
     FilterIndex,
     KernelChoice,
     KernelChooser,
+    MatmulPrecision,
     SideIndex,
     SideTasks,
     choose_sizes,
+    exact_matmul,
     make_scorer,
     model_device,
     rank_side,
@@ -138,6 +141,12 @@ class RankBasedEvaluator:
         (CPU only; a one-off cost per process to load it; falls back to eager with a warning where it cannot run);
         "auto" counts eagerly and, on a CPU, switches to numba once this evaluator has counted (or is about to
         count) 10**9 scores, or at once if numba is already loaded. The ranks are the same with every kernel.
+    matmul_precision : {"exact", "inherit"}, default="exact"
+        "exact": inside ``evaluate`` float32 matrix multiplications run in full precision even when the process
+        enabled TF32 or a reduced matmul precision (``torch.backends.cuda.matmul.allow_tf32``,
+        ``torch.set_float32_matmul_precision``, ``fp32_precision``); the settings are restored afterwards.
+        "inherit": use the process's settings -- faster on GPUs with TF32, but scores, and so ranks, are then only
+        approximate (two candidates closer than the reduced precision can swap or tie).
 
     Examples
     --------
@@ -155,6 +164,7 @@ class RankBasedEvaluator:
         keep_records: bool = True,
         fast_path: bool = True,
         kernel: KernelChoice = "auto",
+        matmul_precision: MatmulPrecision = "exact",
     ) -> None:
         if filtered not in (True, False, "both"):
             raise ValueError(f"filtered must be True, False or 'both', got {filtered!r}")
@@ -164,6 +174,9 @@ class RankBasedEvaluator:
         self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
         self.keep_records = bool(keep_records)
         self.fast_path = bool(fast_path)
+        if matmul_precision not in MATMUL_PRECISIONS:
+            raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
+        self.matmul_precision: MatmulPrecision = matmul_precision
         self._state = EngineState(kernels=KernelChooser(kernel))  # what persists from one call to the next
 
     @property
@@ -295,7 +308,8 @@ class RankBasedEvaluator:
             if self.filtered is not False:
                 index = self._state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
         inputs.task_index = shard(inputs.task_index, group)
-        with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode():
+        precision = exact_matmul(self.matmul_precision)
+        with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode(), precision:
             accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs))
         filtered = {target: pair[0] for target, pair in accumulators.items()}
         raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None

@@ -7,10 +7,12 @@ from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, sy
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.kernels import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
+from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_matmul
 from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
 from kgeval._engine.sizes import choose_sizes
 
 __all__ = [
+    "MATMUL_PRECISIONS",
     "SCORE_METHOD",
     "CandidateScorer",
     "CollectiveCheck",
@@ -18,9 +20,11 @@ __all__ = [
     "FilterIndex",
     "KernelChoice",
     "KernelChooser",
+    "MatmulPrecision",
     "SideIndex",
     "SideTasks",
     "choose_sizes",
+    "exact_matmul",
     "make_scorer",
     "model_device",
     "rank_side",

@@ -9,6 +9,7 @@ from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.precomputed import evaluate_scores
+from kgeval.predict import predict_top_k
 from kgeval.results import RankBasedMetricResults
 
 __version__ = "0.1.0"
@@ -20,4 +21,5 @@ __all__ = [
     "RankBasedMetricResults",
     "UndefinedMetricWarning",
     "evaluate_scores",
+    "predict_top_k",
 ]

@@ -1,8 +1,10 @@
 """The private engine: the loop that ranks one side's tasks (:func:`rank_side`) and its stages -- plan, sizes,
-scoring, filter index, pairs, counting, kernels -- plus distributed sharding and synchronisation. Only
-:mod:`kgeval.evaluator` drives it, through the names below; nothing here is public API (docs/design.md).
+scoring, filter index, pairs, counting, kernels -- plus distributed sharding and synchronisation. Only the entry
+points (:mod:`kgeval.evaluator`, :mod:`kgeval.predict`) drive it, through the names below; nothing here is public
+API (docs/design.md).
 """
 
+from kgeval._engine.counting import slice_bounds
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.kernels import KernelChoice, KernelChooser
@@ -30,6 +32,7 @@ __all__ = [
     "rank_side",
     "resolve_group",
     "shard",
+    "slice_bounds",
     "synchronize",
     "triple_function",
 ]

@@ -78,6 +78,8 @@ class CandidateScorer:
     sizing: Literal["gemm", "sliced", "full_rows"] = "gemm"
     #: whether :meth:`block` returns a fresh tensor the caller may overwrite
     owns_blocks: bool = False
+    #: whether tiles hold the model's scores themselves (False: a transform that orders candidates the same way)
+    model_scores: bool = True
     #: whether the current scores are known to hold no NaN (then counting skips its NaN checks)
     nan_free: bool = False
 
@@ -297,6 +299,7 @@ class GemmScorer(CandidateScorer):
             candidates = candidates.index_select(0, candidate_ids)
         if self.similarity == "l2":
             candidates = torch.cat([candidates, (candidates * candidates).sum(dim=1, keepdim=True)], dim=1)
+            self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
         self._candidates = candidates
         self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
         self._largest = _largest(candidates)

@@ -5,6 +5,7 @@
 """
 
 from kgeval.accumulator import MetricAccumulator
+from kgeval.constraints import TypeConstraints
 from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import UndefinedMetricWarning
@@ -19,6 +20,7 @@ __all__ = [
     "MetricAccumulator",
     "RankBasedEvaluator",
     "RankBasedMetricResults",
+    "TypeConstraints",
     "UndefinedMetricWarning",
     "evaluate_scores",
     "predict_top_k",

@@ -19,13 +19,13 @@ from kgeval import _checks
 from kgeval._engine import (
     MATMUL_PRECISIONS,
     SCORE_METHOD,
-    CandidateScorer,
     CollectiveCheck,
     EngineState,
     FilterIndex,
     KernelChoice,
     KernelChooser,
     MatmulPrecision,
+    SideCounts,
     SideIndex,
     SideTasks,
     choose_sizes,
@@ -39,6 +39,7 @@ from kgeval._engine import (
     triple_function,
 )
 from kgeval.accumulator import MetricAccumulator
+from kgeval.constraints import TypeConstraints
 from kgeval.integrations import scoring_view
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
@@ -65,6 +66,7 @@ class EvaluationInputs:
     batch_size: int | None
     slice_size: int | None
     score_fn: Any = None  #: scores whole triples instead of the model's methods (evaluate's score_fn)
+    constraints: TypeConstraints | None = None  #: per relation and side candidate sets (type_constraints)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,7 @@ class EvaluationRequest:
     drop_outside_restriction: bool = False
     restrict_relations_to: Any = None
     score_fn: Any = None
+    type_constraints: Any = None
 
 
 #: one lock per model object (weakly held): concurrent evaluations of one model take turns
@@ -210,6 +213,7 @@ class RankBasedEvaluator:
         pre_filtered_triples: bool = True,
         do_time_consuming_checks: bool = True,
         score_fn: Callable[[torch.Tensor, torch.Tensor, torch.Tensor], torch.Tensor] | None = None,
+        type_constraints: TypeConstraints | None = None,
         distributed: bool | None = None,
         process_group: Any = None,
     ) -> RankBasedMetricResults:
@@ -262,6 +266,10 @@ class RankBasedEvaluator:
             score whole triples with this instead of the model's methods. Without it, a model with no
             ``score_t`` / ``score_h`` is scored through its ``score_hrt(hrt_batch)`` or ``forward(h, r, t)``.
             Each batch of queries is expanded over one candidate slice at a time.
+        type_constraints : kgeval.TypeConstraints, optional
+            Per relation and side, the entities a task ranks its answer among (intersected with
+            ``restrict_entities_to``); each task's num_candidates is its own. A triple whose answer lies outside its
+            set is an error, or dropped with ``drop_outside_restriction=True``.
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
@@ -292,6 +300,7 @@ class RankBasedEvaluator:
                 drop_outside_restriction=drop_outside_restriction,
                 restrict_relations_to=restrict_relations_to,
                 score_fn=score_fn,
+                type_constraints=type_constraints,
             )
             inputs = self._checked_inputs(view, request)
             check.expect_same(
@@ -346,9 +355,18 @@ class RankBasedEvaluator:
             candidate_ids = candidate_ids.to(device)
         if request.restrict_relations_to is not None:
             relation_ids = _checks.check_relation_ids(request.restrict_relations_to, "restrict_relations_to").to(device)
+        constraints = request.type_constraints
+        if constraints is not None:
+            if not isinstance(constraints, TypeConstraints):
+                raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(constraints).__name__}")
+            constraints.check(num_entities)
         task_index = self._tasks_inside_restriction(
             triples, candidate_ids, num_entities, request.drop_outside_restriction, relation_ids
         )
+        if constraints is not None:
+            task_index = _tasks_inside_constraints(
+                triples, task_index, constraints, targets, request.drop_outside_restriction
+            )
         if task_index.numel() == 0 and relation_ids is not None:
             raise ValueError(
                 f"no triple of mapped_triples is left to evaluate with restrict_relations_to={relation_ids.tolist()}"
@@ -368,6 +386,7 @@ class RankBasedEvaluator:
             slice_size=_checks.check_positive_int(request.slice_size, "slice_size", allow_none=True)
             or self.slice_size,
             score_fn=request.score_fn,
+            constraints=constraints,
         )
 
     # -- planning ---------------------------------------------------------------------------------------------
@@ -403,46 +422,43 @@ class RankBasedEvaluator:
         self, model: Any, inputs: EvaluationInputs, index: FilterIndex | None, progress_settings: dict[str, Any]
     ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
         """Rank this process's tasks (``inputs.task_index``) on every target side."""
-        position_of = None
-        if inputs.candidate_ids is not None:
-            position_of = torch.full((inputs.num_entities,), -1, dtype=torch.int64, device=inputs.triples.device)
-            position_of[inputs.candidate_ids] = torch.arange(inputs.candidate_ids.numel(), device=position_of.device)
         accumulators = {}
         with tqdm(**{"total": len(inputs.targets) * inputs.task_index.numel(), **progress_settings}) as progress:
             for target in inputs.targets:
-                scorer = make_scorer(
-                    model, target, inputs.num_entities, inputs.candidate_ids, fast_path=self.fast_path,
-                    score_fn=inputs.score_fn,
-                )  # fmt: skip
                 side_index = index.sides[target] if index is not None else None
-                accumulators[target] = self._rank_target(scorer, inputs, target, side_index, position_of, progress)
+                accumulators[target] = self._rank_target(model, inputs, target, side_index, progress)
         return accumulators
 
     def _rank_target(
-        self,
-        scorer: CandidateScorer,
-        inputs: EvaluationInputs,
-        target: Target,
-        side_index: SideIndex | None,
-        position_of: torch.Tensor | None,
-        progress: tqdm,
+        self, model: Any, inputs: EvaluationInputs, target: Target, side_index: SideIndex | None, progress: tqdm
     ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
-        """Rank every task of one side; the accumulators of the filtered (or raw) ranks and, for "both", raw."""
+        """Rank every task of one side, one candidate set at a time (one set without type constraints, else one per
+        constrained relation); the accumulators of the filtered (or raw) ranks and, for "both", raw."""
         task_index = inputs.task_index
         triples = inputs.triples[task_index]
         both = self.filtered == "both"
         if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
             empty = MetricAccumulator(ks=self.ks, keep_records=self.keep_records).to(triples.device)
             return empty, empty.clone() if both else None
-        answers = triples[:, ANSWER_COLUMN[target]]
-        tasks = SideTasks(
-            queries=triples[:, QUERY_COLUMNS[target]],
-            true_positions=position_of[answers] if position_of is not None else answers,
-            side_index=side_index,
-            position_of=position_of,
-        )
-        sizes = choose_sizes(scorer, triples.shape[0], triples.device, inputs.batch_size, inputs.slice_size)
-        counts = rank_side(scorer, tasks, sizes, self._state, progress, raw_too=both)
+        parts = []
+        for rows, candidate_ids in _candidate_groups(triples, inputs, target):
+            scorer = make_scorer(
+                model, target, inputs.num_entities, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn
+            )
+            position_of = _positions(candidate_ids, inputs.num_entities, triples.device)
+            group = triples if rows is None else triples[rows]
+            answers = group[:, ANSWER_COLUMN[target]]
+            tasks = SideTasks(
+                queries=group[:, QUERY_COLUMNS[target]],
+                true_positions=position_of[answers] if position_of is not None else answers,
+                side_index=side_index,
+                position_of=position_of,
+            )
+            sizes = choose_sizes(scorer, group.shape[0], triples.device, inputs.batch_size, inputs.slice_size)
+            parts.append((rows, rank_side(scorer, tasks, sizes, self._state, progress, raw_too=both)))
+        rows, counts = parts[0]
+        if rows is not None:  # the tasks were ranked in groups: put them back in task order
+            counts = SideCounts.scatter(parts, triples.shape[0])  # type: ignore[arg-type]
         self._raise_on_nan(counts.counts.has_nan, triples, task_index, target)
         accumulators = []
         for part in (counts.counts, counts.raw) if both else (counts.counts,):
@@ -471,3 +487,61 @@ def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) ->
     settings["leave"] = False
     settings.update(tqdm_kwargs or {})
     return settings
+
+
+def _positions(candidate_ids: torch.Tensor | None, num_entities: int, device: torch.device) -> torch.Tensor | None:
+    """Candidate position of every entity (-1 when not a candidate); None when every entity is one."""
+    if candidate_ids is None:
+        return None
+    position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=device)
+    position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=device)
+    return position_of
+
+
+def _candidate_groups(
+    triples: torch.Tensor, inputs: EvaluationInputs, target: Target
+) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
+    """(task rows, candidate ids) of each candidate set of one side: all tasks with the whitelist (rows None)
+    without type constraints; else the tasks of each constrained relation with its allowed set (intersected with
+    the whitelist), and the other tasks with the whitelist."""
+    constraints, whitelist = inputs.constraints, inputs.candidate_ids
+    if constraints is None or not (constraints.heads if target == "head" else constraints.tails):
+        return [(None, whitelist)]
+    relations = triples[:, 1]
+    groups, unconstrained = [], torch.ones(triples.shape[0], dtype=torch.bool, device=triples.device)
+    for relation in torch.unique(relations).tolist():
+        allowed = constraints.allowed(relation, target)
+        if allowed is None:
+            continue
+        allowed = allowed.to(triples.device)
+        if whitelist is not None:
+            allowed = allowed[torch.isin(allowed, whitelist)]
+        rows = (relations == relation).nonzero()[:, 0]
+        unconstrained[rows] = False
+        groups.append((rows, allowed))
+    if bool(unconstrained.any()):
+        groups.append((unconstrained.nonzero()[:, 0], whitelist))
+    return groups
+
+
+def _tasks_inside_constraints(
+    triples: torch.Tensor, task_index: torch.Tensor, constraints: TypeConstraints, targets: Sequence[Target], drop: bool
+) -> torch.Tensor:
+    """The tasks whose answers lie in their relation's allowed set on every evaluated side (ValueError naming the
+    first other row unless ``drop``)."""
+    selected = triples[task_index]
+    inside = torch.ones(task_index.numel(), dtype=torch.bool, device=triples.device)
+    for target in targets:
+        answers = selected[:, ANSWER_COLUMN[target]]
+        for relation in torch.unique(selected[:, 1]).tolist():
+            allowed = constraints.allowed(relation, target)
+            if allowed is not None:
+                rows = selected[:, 1] == relation
+                inside[rows] &= torch.isin(answers[rows], allowed.to(triples.device))
+    if not drop and not bool(inside.all()):
+        row = int(task_index[(~inside).nonzero()[0, 0]])
+        raise ValueError(
+            f"mapped_triples row {row} = {triples[row].tolist()} has an answer outside its relation's "
+            "type_constraints; pass drop_outside_restriction=True to skip such triples"
+        )
+    return task_index[inside]

@@ -4,7 +4,7 @@ points (:mod:`kgeval.evaluator`, :mod:`kgeval.predict`) drive it, through the na
 API (docs/design.md).
 """
 
-from kgeval._engine.counting import slice_bounds
+from kgeval._engine.counting import SideCounts, slice_bounds
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.kernels import KernelChoice, KernelChooser
@@ -23,6 +23,7 @@ __all__ = [
     "KernelChoice",
     "KernelChooser",
     "MatmulPrecision",
+    "SideCounts",
     "SideIndex",
     "SideTasks",
     "choose_sizes",

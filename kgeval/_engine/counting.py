@@ -105,6 +105,14 @@ class SideCounts:
     raw: BatchCounts | None = None
 
     @classmethod
+    def scatter(cls, parts: Sequence[tuple[torch.Tensor, SideCounts]], size: int) -> SideCounts:
+        """The counts of ``size`` tasks from parts that each hold the tasks at their rows (LongTensor)."""
+        rows = torch.cat([part_rows for part_rows, _ in parts])
+        order = torch.empty_like(rows)
+        order[rows] = torch.arange(size, device=rows.device)
+        return cls.cat([counts for _, counts in parts], order)
+
+    @classmethod
     def cat(cls, parts: Sequence[SideCounts], order: torch.Tensor) -> SideCounts:
         """The parts concatenated, then indexed by ``order``."""
         counts = BatchCounts.cat([part.counts for part in parts], order)

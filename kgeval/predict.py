@@ -19,6 +19,7 @@ from kgeval._engine import (
     slice_bounds,
     triple_function,
 )
+from kgeval.constraints import TypeConstraints
 from kgeval.evaluator import evaluation_mode
 from kgeval.integrations import scoring_view
 from kgeval.typing import TARGETS, Target
@@ -41,6 +42,7 @@ def predict_top_k(
     batch_size: int | None = None,
     slice_size: int | None = None,
     fast_path: bool = True,
+    type_constraints: TypeConstraints | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The k highest-scoring candidates of each query, known triples removed.
 
@@ -65,6 +67,9 @@ def predict_top_k(
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one ("dot" and "l1"; an "l2" model is scored through
         its own methods, since its GEMM form computes a transform of the scores).
+    type_constraints : kgeval.TypeConstraints, optional
+        Each query's candidates are its relation's allowed entities on this side (intersected with
+        ``restrict_entities_to``).
 
     Returns
     -------
@@ -95,17 +100,73 @@ def predict_top_k(
         candidate_ids = ids.to(device)
     known = [t.to(device) for t in _checks.check_filter_triples(filter_triples, num_entities, num_relations)]
     side_index = FilterIndex(torch.cat(known)).sides[target] if known else None
+    if type_constraints is not None:
+        if not isinstance(type_constraints, TypeConstraints):
+            raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(type_constraints).__name__}")
+        type_constraints.check(num_entities)
+    options = (k, batch_size, slice_size, fast_path)
     with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
-        scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path)
-        if not scorer.model_scores:  # the L2 fast path ranks a transform of the scores: report the model's own
-            scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=False)
-        sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
-        position_of = _positions(candidate_ids, num_entities, device)
-        bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
         parts = [
-            _top_k_of_batch(scorer, queries[start : start + sizes.batch_size], k, bounds, side_index, position_of)
-            for start in range(0, queries.shape[0], sizes.batch_size)
+            (rows, *_predict(view, queries[rows], target, num_entities, group_ids, side_index, options))
+            for rows, group_ids in _candidate_sets(queries, target, candidate_ids, type_constraints)
         ]
+    ids = torch.empty((queries.shape[0], k), dtype=torch.int64, device=device)
+    scores = torch.empty((queries.shape[0], k), dtype=parts[0][2].dtype, device=device)
+    for rows, group_ids, group_scores in parts:
+        ids[rows], scores[rows] = group_ids, group_scores.to(scores.dtype)
+    return ids, scores
+
+
+def _candidate_sets(
+    queries: torch.Tensor, target: Target, whitelist: torch.Tensor | None, constraints: TypeConstraints | None
+) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+    """(query rows, candidate ids) of each candidate set: the whitelist for every query without constraints, else
+    each constrained relation's allowed set (intersected with the whitelist) for its queries."""
+    every = torch.arange(queries.shape[0], device=queries.device)
+    if constraints is None:
+        return [(every, whitelist)]
+    relations = queries[:, 1 - _ENTITY_COLUMN[target]]
+    groups, unconstrained = [], torch.ones(queries.shape[0], dtype=torch.bool, device=queries.device)
+    for relation in torch.unique(relations).tolist():
+        allowed = constraints.allowed(relation, target)
+        if allowed is None:
+            continue
+        allowed = allowed.to(queries.device)
+        if whitelist is not None:
+            allowed = allowed[torch.isin(allowed, whitelist)]
+        rows = (relations == relation).nonzero()[:, 0]
+        unconstrained[rows] = False
+        groups.append((rows, allowed))
+    if bool(unconstrained.any()):
+        groups.append((unconstrained.nonzero()[:, 0], whitelist))
+    return groups
+
+
+def _predict(
+    view: Any,
+    queries: torch.Tensor,
+    target: Target,
+    num_entities: int,
+    candidate_ids: torch.Tensor | None,
+    side_index: Any,
+    options: tuple[int, int | None, int | None, bool],
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ids (n, k), scores (n, k)) of queries sharing one candidate set; -1 / NaN where fewer than k remain."""
+    k, batch_size, slice_size, fast_path = options
+    device = queries.device
+    if candidate_ids is not None and candidate_ids.numel() == 0:
+        shape = (queries.shape[0], k)
+        return torch.full(shape, -1, device=device), torch.full(shape, torch.nan, device=device)
+    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path)
+    if not scorer.model_scores:  # the L2 fast path ranks a transform of the scores: report the model's own
+        scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=False)
+    sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
+    position_of = _positions(candidate_ids, num_entities, device)
+    bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
+    parts = [
+        _top_k_of_batch(scorer, queries[start : start + sizes.batch_size], k, bounds, side_index, position_of)
+        for start in range(0, queries.shape[0], sizes.batch_size)
+    ]
     positions = torch.cat([part[0] for part in parts])
     scores = torch.cat([part[1] for part in parts])
     if positions.shape[1] < k:  # fewer candidates than k in all: pad every row

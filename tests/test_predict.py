@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval import predict_top_k
+from kgeval import TypeConstraints, predict_top_k
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 
@@ -137,3 +137,28 @@ def test_distance_models_report_their_own_scores(p: int) -> None:
         order = sorted(range(10), key=lambda e, row=row: (-float(full[row, e]), e))[:4]
         assert ids[row].tolist() == order
         assert torch.equal(scores[row], full[row, order])
+
+
+def test_type_constraints_give_each_query_its_relations_candidates() -> None:
+    rng = np.random.default_rng(4)
+    graph = random_graph(rng, num_entities=14, num_relations=3, num_triples=20, num_filter=30)
+    table = quantised_table(rng, 14, 3, levels=3)
+    heads = {0: [1, 2, 3, 5], 2: [0, 7, 8, 9, 13]}  # relation 1 unconstrained
+    tails = {1: [4, 6], 2: [2, 3, 11]}
+    constraints = TypeConstraints.from_mappings(heads=heads, tails=tails)
+    known = [graph.triples, *graph.filter_triples]
+    whitelist = list(range(12))
+    for target, queries, sets in (("tail", graph.triples[:, :2], tails), ("head", graph.triples[:, 1:], heads)):
+        relation_column = 1 if target == "tail" else 0
+        expected_ids, expected_scores = [], []
+        for row in range(queries.shape[0]):
+            allowed = sets.get(int(queries[row, relation_column]))
+            allowed = whitelist if allowed is None else sorted(set(allowed) & set(whitelist))
+            one = reference_top_k(table, queries[row : row + 1], 3, target, known, allowed)
+            expected_ids += one[0]
+            expected_scores += one[1]
+        got = predict_top_k(
+            TableModel(table), queries, k=3, target=target, filter_triples=known, restrict_entities_to=whitelist,
+            type_constraints=constraints, slice_size=2,
+        )  # fmt: skip
+        assert_same(got, (expected_ids, expected_scores))

@@ -12,6 +12,7 @@ from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.precomputed import evaluate_scores
 from kgeval.predict import predict_top_k
 from kgeval.results import RankBasedMetricResults
+from kgeval.sampled import SampledRankBasedEvaluator
 
 __version__ = "0.1.0"
 
@@ -20,6 +21,7 @@ __all__ = [
     "MetricAccumulator",
     "RankBasedEvaluator",
     "RankBasedMetricResults",
+    "SampledRankBasedEvaluator",
     "TypeConstraints",
     "UndefinedMetricWarning",
     "evaluate_scores",

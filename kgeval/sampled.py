@@ -1,0 +1,262 @@
+"""SampledRankBasedEvaluator: each true answer ranked among sampled negatives instead of every entity -- given per
+task (the ogbl-wikikg2 / ogbl-biokg ``head_neg`` / ``tail_neg`` layout) or drawn with a seed, uniformly or in
+proportion to degree, filtered against the known triples on request (PyKEEN's name and arguments)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Literal
+
+import torch
+
+from kgeval import _checks
+from kgeval._engine import FilterIndex, exact_matmul, model_device, triple_function
+from kgeval.accumulator import MetricAccumulator
+from kgeval.evaluator import ANSWER_COLUMN, QUERY_COLUMNS, evaluation_mode
+from kgeval.integrations import scoring_view
+from kgeval.results import RankBasedMetricResults
+from kgeval.typing import Target
+
+__all__ = ["SampledRankBasedEvaluator"]
+
+Sampling = Literal["uniform", "degree"]
+#: rounds of redrawing the negatives that hit a known triple or the true answer, before the tasks still short of
+#: negatives draw from their own allowed entities
+REDRAWS = 10
+
+
+class SampledRankBasedEvaluator:
+    """Rank the true head and tail of each triple among ``num_negatives`` negatives per task.
+
+    Parameters
+    ----------
+    num_negatives : int, default=50
+        Negatives drawn per task (ignored for a side whose negatives are given).
+    head_negatives, tail_negatives : LongTensor of shape (n, K), optional
+        Fixed negatives per task, row i for row i of ``mapped_triples`` (OGB's ``head_neg`` / ``tail_neg``); used
+        as given.
+    additional_filter_triples : LongTensor (m, 3) or a sequence of them, optional
+        Known triples besides the evaluated ones; with ``filtered=True`` drawn negatives never complete a task into
+        a known triple.
+    sampling : {"uniform", "degree"}, default="uniform"
+        Draw negatives uniformly over the entities, or in proportion to their degree in ``degree_triples``.
+    degree_triples : LongTensor (m, 3), optional
+        The triples degrees are counted on (usually train); required for ``sampling="degree"``.
+    filtered : bool, default=True
+    seed : int, default=0
+        Seeds the draws: the same seed gives the same negatives.
+    ks : sequence of int, default=(1, 3, 5, 10)
+    keep_records : bool, default=True
+
+    Notes
+    -----
+    A task's candidates are its true answer and its K negatives (drawn with replacement, so a negative may repeat,
+    as in PyKEEN and OGB), so its num_candidates is K + 1 and the adjusted metrics use that null model; a task
+    with no unknown entity left to draw ranks alone (num_candidates 1). The true answer and its negatives are scored
+    in the same call (by the model's ``score_hrt`` / ``forward(h, r, t)``, else by its full ``score_t`` / ``score_h``
+    rows), so their scores come from the same arithmetic; ranks follow METRICS.md's rule (optimistic, pessimistic,
+    realistic). Sampled metrics are far more optimistic than full ranking: report which one a number is.
+    """
+
+    def __init__(
+        self,
+        num_negatives: int | None = 50,
+        *,
+        head_negatives: torch.Tensor | None = None,
+        tail_negatives: torch.Tensor | None = None,
+        additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
+        sampling: Sampling = "uniform",
+        degree_triples: torch.Tensor | None = None,
+        filtered: bool = True,
+        seed: int = 0,
+        ks: Sequence[int] = (1, 3, 5, 10),
+        keep_records: bool = True,
+    ) -> None:
+        if sampling not in ("uniform", "degree"):
+            raise ValueError(f"sampling must be 'uniform' or 'degree', got {sampling!r}")
+        if sampling == "degree" and degree_triples is None:
+            raise ValueError("sampling='degree' needs degree_triples (the triples degrees are counted on)")
+        self.num_negatives = _checks.check_positive_int(num_negatives, "num_negatives", allow_none=True) or 50
+        self.negatives: dict[Target, torch.Tensor | None] = {"head": head_negatives, "tail": tail_negatives}
+        self.additional_filter_triples = additional_filter_triples
+        self.sampling: Sampling = sampling
+        self.degree_triples = degree_triples
+        self.filtered = bool(filtered)
+        self.seed = int(seed)
+        self.ks = _checks.check_ks(ks)
+        self.keep_records = bool(keep_records)
+
+    def __repr__(self) -> str:
+        return (
+            f"SampledRankBasedEvaluator(num_negatives={self.num_negatives}, sampling={self.sampling!r}, "
+            f"filtered={self.filtered}, seed={self.seed}, ks={self.ks})"
+        )
+
+    def evaluate(
+        self,
+        model: Any,
+        mapped_triples: torch.Tensor,
+        *,
+        additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
+        targets: Sequence[Target] = ("head", "tail"),
+        num_entities: int | None = None,
+        batch_size: int = 256,
+        use_tqdm: bool = False,
+    ) -> RankBasedMetricResults:
+        """Every metric of the sampled ranking of ``mapped_triples`` (LongTensor (n, 3)); ``additional_filter_triples``
+        adds to the evaluator's own. ``use_tqdm`` is accepted for symmetry and ignored (the work is small)."""
+        del use_tqdm
+        view = scoring_view(model)
+        targets = _checks.check_targets(targets)
+        num_entities = _checks.check_num_entities(view, num_entities)
+        num_relations = _checks.model_num_relations(view)
+        batch_size = _checks.check_positive_int(batch_size, "batch_size")  # type: ignore[assignment]
+        device = model_device(view)
+        triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
+        known = [triples]
+        for extra in (self.additional_filter_triples, additional_filter_triples):
+            known += [t.to(device) for t in _checks.check_filter_triples(extra, num_entities, num_relations)]
+        index = FilterIndex(torch.cat(known)) if self.filtered else None
+        generator = torch.Generator().manual_seed(self.seed)
+        accumulators = {}
+        with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
+            for target in targets:
+                negatives = self._negatives(target, triples, num_entities, index, generator)
+                optimistic, pessimistic, counts = _ranks(view, triples, negatives, target, batch_size, num_entities)
+                accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
+                task_index = torch.arange(triples.shape[0], device=device)
+                accumulator.update_unchecked(optimistic, pessimistic, counts, triples, task_index)
+                accumulators[target] = accumulator
+        return RankBasedMetricResults.from_accumulators(accumulators, self.ks)
+
+    def _negatives(
+        self,
+        target: Target,
+        triples: torch.Tensor,
+        num_entities: int,
+        index: FilterIndex | None,
+        generator: torch.Generator,
+    ) -> torch.Tensor:
+        """(n, K) negative entity ids of one side: the given ones, or drawn."""
+        given = self.negatives[target]
+        if given is not None:
+            if not isinstance(given, torch.Tensor) or given.dim() != 2 or given.shape[0] != triples.shape[0]:
+                raise ValueError(
+                    f"{target}_negatives must have shape ({triples.shape[0]}, K), got {getattr(given, 'shape', given)}"
+                )
+            if given.dtype.is_floating_point or given.dtype == torch.bool:
+                raise TypeError(f"{target}_negatives must hold integer entity ids, got {given.dtype}")
+            if given.numel() and (int(given.min()) < 0 or int(given.max()) >= num_entities):
+                raise ValueError(f"{target}_negatives holds an id outside [0, {num_entities})")
+            return given.long().to(triples.device)
+        weights = torch.ones(num_entities, dtype=torch.float64)
+        if self.sampling == "degree":
+            counted = _checks.check_triples(self.degree_triples, "degree_triples", num_entities)
+            weights = torch.bincount(counted[:, [0, 2]].reshape(-1), minlength=num_entities).double()
+        return _draw(triples, target, weights, self.num_negatives, index, generator).to(triples.device)
+
+
+def _draw(
+    triples: torch.Tensor,
+    target: Target,
+    weights: torch.Tensor,
+    num_negatives: int,
+    index: FilterIndex | None,
+    generator: torch.Generator,
+) -> torch.Tensor:
+    """(n, K) entities drawn in proportion to ``weights`` (with replacement), never the true answer and, with an
+    index, never completing a task into a known triple; -1 where a task has no such entity left.
+
+    Rejected draws are redrawn a few times; the tasks still short of negatives then draw from their own allowed
+    entities (weights with the known answers zeroed)."""
+    triples = triples.cpu()
+    n = triples.shape[0]
+    answers = triples[:, ANSWER_COLUMN[target]]
+    drawn = torch.multinomial(weights, n * num_negatives, replacement=True, generator=generator).view(n, num_negatives)
+    queries = triples[:, QUERY_COLUMNS[target]]
+    side = index.sides[target] if index is not None else None
+
+    def rejected(rows: torch.Tensor) -> torch.Tensor:
+        bad = drawn[rows] == answers[rows, None]
+        return bad | _known(side, queries[rows], drawn[rows]) if side is not None else bad
+
+    every = torch.arange(n)
+    for _ in range(REDRAWS):
+        bad = rejected(every)
+        if not bool(bad.any()):
+            return drawn
+        drawn[bad] = torch.multinomial(weights, int(bad.sum()), replacement=True, generator=generator)
+    for row in rejected(every).any(dim=1).nonzero().flatten().tolist():
+        allowed = weights.clone()
+        allowed[answers[row]] = 0
+        if side is not None:
+            allowed[_run(side, queries[row])] = 0
+        if bool((allowed > 0).any()):
+            drawn[row] = torch.multinomial(allowed, num_negatives, replacement=True, generator=generator)
+        else:
+            drawn[row] = -1  # nothing left to rank against: the task's only candidate is its answer
+    return drawn
+
+
+def _run(side: Any, query: torch.Tensor) -> torch.Tensor:
+    """The known answers of one query (a CSR run of the side index)."""
+    start, length = side.lookup(query[:1].to(side.keys.device), query[1:].to(side.keys.device))
+    return side.values[int(start) : int(start) + int(length)].cpu()
+
+
+def _known(side: Any, queries: torch.Tensor, entities: torch.Tensor) -> torch.Tensor:
+    """(n, K) bool: whether (query i, entities[i, j]) is a known triple (binary search in the query's CSR run)."""
+    side_values = side.values.cpu()
+    starts, lengths = side.lookup(queries[:, 0].to(side.keys.device), queries[:, 1].to(side.keys.device))
+    starts, lengths = starts.cpu(), lengths.cpu()
+    out = torch.zeros(entities.shape, dtype=torch.bool)
+    for row in torch.nonzero(lengths).flatten().tolist():
+        run = side_values[starts[row] : starts[row] + lengths[row]]
+        out[row] = torch.isin(entities[row], run)
+    return out
+
+
+def _ranks(
+    model: Any, triples: torch.Tensor, negatives: torch.Tensor, target: Target, batch_size: int, num_entities: int
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(optimistic, pessimistic, num_candidates) of each task among its true answer and its negatives."""
+    optimistic, pessimistic = [], []
+    score = _scorer(model, target, num_entities)
+    for start in range(0, triples.shape[0], batch_size):
+        batch, batch_negatives = triples[start : start + batch_size], negatives[start : start + batch_size]
+        candidates = torch.cat([batch[:, ANSWER_COLUMN[target], None], batch_negatives.clamp(min=0)], dim=1)
+        scores = score(batch[:, QUERY_COLUMNS[target]], candidates)
+        nan = torch.isnan(scores) & torch.cat([torch.ones_like(batch_negatives[:, :1], dtype=torch.bool),
+                                               batch_negatives >= 0], dim=1)  # fmt: skip
+        if bool(nan.any()):
+            row = int(nan.any(dim=1).nonzero()[0, 0]) + start
+            raise ValueError(f"the model produced NaN scores for the {target} task of triple {triples[row].tolist()}")
+        true, others, valid = scores[:, :1], scores[:, 1:], batch_negatives >= 0
+        greater = ((others > true) & valid).sum(dim=1)
+        optimistic.append(1 + greater)
+        pessimistic.append(1 + greater + ((others == true) & valid).sum(dim=1))
+    return torch.cat(optimistic), torch.cat(pessimistic), 1 + (negatives >= 0).sum(dim=1)
+
+
+def _scorer(model: Any, target: Target, num_entities: int) -> Any:
+    """``score(queries (B, 2), candidates (B, C)) -> (B, C)``: whole triples in one call when the model scores them,
+    else its full score_t / score_h rows with the candidates' columns picked."""
+    function = triple_function(model)
+
+    def by_triples(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        rows, width = candidates.shape
+        query = queries.repeat_interleave(width, dim=0)
+        flat = candidates.reshape(-1)
+        heads, relations, tails = (
+            (query[:, 0], query[:, 1], flat) if target == "tail" else (flat, query[:, 0], query[:, 1])
+        )
+        scores = function[0](heads, relations, tails)  # type: ignore[index]
+        return _checks.check_scores(scores.reshape(rows, width) if scores.numel() == rows * width else scores,
+                                    (rows, width), function[1])  # type: ignore[index]  # fmt: skip
+
+    def by_rows(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
+        method = "score_t" if target == "tail" else "score_h"
+        rows = _checks.check_scores(getattr(model, method)(queries), (queries.shape[0], num_entities), method)
+        return rows.gather(1, candidates)
+
+    return by_triples if function is not None else by_rows

@@ -1,0 +1,111 @@
+"""SampledRankBasedEvaluator: fixed negatives against a brute-force loop and against evaluate_scores (another code
+path); drawn negatives never the answer nor a known triple, seeded, degree-proportional on request."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval import SampledRankBasedEvaluator, evaluate_scores
+from kgeval._engine import FilterIndex
+from kgeval.sampled import _draw
+from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
+
+
+def brute_force(table, triples, negatives, target):
+    """(optimistic, pessimistic) per task by the rank rule over the answer and its negatives."""
+    optimistic, pessimistic = [], []
+    for (h, r, t), row in zip(triples.tolist(), negatives.tolist(), strict=True):
+        true = float(table[h, r, t])
+        scores = [float(table[e, r, t] if target == "head" else table[h, r, e]) for e in row]
+        optimistic.append(1 + sum(s > true for s in scores))
+        pessimistic.append(1 + sum(s >= true for s in scores))
+    return optimistic, pessimistic
+
+
+@pytest.mark.parametrize("model_kind", [TableModel, FullScoreTableModel])
+@pytest.mark.parametrize("seed", range(3))
+def test_fixed_negatives_match_brute_force(seed: int, model_kind) -> None:
+    rng = np.random.default_rng(seed)
+    graph = random_graph(rng, num_entities=15, num_relations=3, num_triples=30, num_filter=10)
+    table = quantised_table(rng, 15, 3, levels=3, inf_fraction=0.1)
+    negatives = {side: torch.as_tensor(rng.integers(0, 15, (30, 7))) for side in ("head", "tail")}
+    evaluator = SampledRankBasedEvaluator(head_negatives=negatives["head"], tail_negatives=negatives["tail"])
+    for batch_size in (1, 4, 256):
+        results = evaluator.evaluate(model_kind(table), graph.triples, batch_size=batch_size)
+        records = results.records
+        for code, side in enumerate(("head", "tail")):
+            chosen = records.side == code
+            expected = brute_force(table, graph.triples, negatives[side], side)
+            assert records.optimistic[chosen].tolist() == expected[0]
+            assert records.pessimistic[chosen].tolist() == expected[1]
+            assert set(records.num_candidates[chosen].tolist()) == {8}
+
+
+def test_fixed_negatives_agree_with_evaluate_scores() -> None:
+    rng = np.random.default_rng(5)
+    graph = random_graph(rng, num_entities=12, num_relations=2, num_triples=40, num_filter=0)
+    table = quantised_table(rng, 12, 2, levels=4)
+    negatives = torch.as_tensor(rng.integers(0, 12, (40, 9)))
+    h, r, t = graph.triples.unbind(dim=1)
+    expected = evaluate_scores(table[h, r, t], table[h[:, None], r[:, None], negatives], ks=(1, 3))
+    got = SampledRankBasedEvaluator(tail_negatives=negatives, ks=(1, 3)).evaluate(
+        TableModel(table), graph.triples, targets=("tail",)
+    )
+    for key in ("tail.realistic.mrr", "tail.optimistic.hits@1", "tail.pessimistic.mr", "tail.realistic.amri"):
+        assert got[key] == pytest.approx(expected[key], rel=1e-12), key
+
+
+def test_drawn_negatives_are_never_the_answer_nor_known() -> None:
+    rng = np.random.default_rng(1)
+    graph = random_graph(rng, num_entities=10, num_relations=2, num_triples=40, num_filter=60)
+    known = torch.cat([graph.triples, *graph.filter_triples])
+    index = FilterIndex(known)
+    known_set = {tuple(row) for row in known.tolist()}
+    for target in ("head", "tail"):
+        drawn = _draw(graph.triples, target, torch.ones(10, dtype=torch.float64), 20, index,
+                      torch.Generator().manual_seed(0))  # fmt: skip
+        again = _draw(graph.triples, target, torch.ones(10, dtype=torch.float64), 20, index,
+                      torch.Generator().manual_seed(0))  # fmt: skip
+        assert torch.equal(drawn, again)  # seeded
+        for (h, r, t), row in zip(graph.triples.tolist(), drawn.tolist(), strict=True):
+            for e in row:
+                if e < 0:
+                    continue
+                triple = (e, r, t) if target == "head" else (h, r, e)
+                assert e != (h if target == "head" else t)
+                assert triple not in known_set
+
+
+def test_a_query_with_nothing_left_ranks_alone() -> None:
+    table = quantised_table(0, 3, 1)
+    triples = torch.tensor([[0, 0, 1]])
+    known = torch.tensor([[0, 0, 0], [0, 0, 2]])  # every other tail of (0, 0, ?) is known
+    results = SampledRankBasedEvaluator(5, additional_filter_triples=known).evaluate(
+        TableModel(table), triples, targets=("tail",)
+    )
+    assert results.records.num_candidates.tolist() == [1]
+    assert results.records.optimistic.tolist() == [1]
+
+
+def test_degree_sampling_follows_the_degrees() -> None:
+    degrees = torch.tensor([0.0, 1.0, 3.0, 6.0], dtype=torch.float64)
+    triples = torch.tensor([[0, 0, 0]] * 200)
+    drawn = _draw(triples, "tail", degrees, 50, None, torch.Generator().manual_seed(3))
+    frequencies = torch.bincount(drawn.reshape(-1), minlength=4).double() / drawn.numel()
+    assert frequencies[0] == 0  # the answer, and weight 0
+    np.testing.assert_allclose(frequencies[1:].numpy(), [0.1, 0.3, 0.6], atol=0.02)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="sampling must be 'uniform' or 'degree'"):
+        SampledRankBasedEvaluator(sampling="popular")
+    with pytest.raises(ValueError, match="needs degree_triples"):
+        SampledRankBasedEvaluator(sampling="degree")
+    evaluator = SampledRankBasedEvaluator(tail_negatives=torch.zeros(3, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=r"tail_negatives must have shape \(1, K\)"):
+        evaluator.evaluate(TableModel(quantised_table(0, 4, 1)), torch.tensor([[0, 0, 1]]), targets=("tail",))
+    evaluator = SampledRankBasedEvaluator(tail_negatives=torch.tensor([[7]]))
+    with pytest.raises(ValueError, match=r"tail_negatives holds an id outside \[0, 4\)"):
+        evaluator.evaluate(TableModel(quantised_table(0, 4, 1)), torch.tensor([[0, 0, 1]]), targets=("tail",))

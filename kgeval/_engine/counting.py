@@ -212,6 +212,7 @@ def _true_scores(scorer: CandidateScorer, work: BatchWork, kernel: Kernel, works
     for j in sorted({j for block in blocks for j in block.true_slices}):
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
+        scorer.keep_slice()  # counting needs this slice again: a scorer that can, keeps it instead of rescoring
         for block in blocks:
             if j not in block.true_slices:
                 continue

@@ -89,6 +89,7 @@ def rank_side(
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * state.settings.min_tasks_per_slice
     plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
+    scorer.keep_budget = batching.keep_budget(device)  # scores a mixed-slice batch may keep between its passes
     # a kernel that reads repeated queries' score rows in place gets batches and tiles of distinct queries, so
     # every model call and GEMM has its full size however many tasks share a query
     by_queries = kernel.reads_rows_in_place

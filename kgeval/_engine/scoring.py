@@ -80,6 +80,8 @@ class CandidateScorer:
     owns_blocks: bool = False
     #: whether tiles hold the model's scores themselves (False: a transform that orders candidates the same way)
     model_scores: bool = True
+    #: score elements :meth:`keep_slice` may keep at most (set by the loop from the memory budget)
+    keep_budget: int = 0
     #: whether the current scores are known to hold no NaN (then counting skips its NaN checks)
     nan_free: bool = False
 
@@ -129,6 +131,11 @@ class CandidateScorer:
         (query_stop - query_start, stop - start); the caller must not overwrite them."""
         return self._query_block(query_start, query_stop)
 
+    def keep_slice(self) -> None:
+        """Offer to keep the current slice's scores for the next :meth:`start_slice` of the same slice in this
+        batch (a batch that reads its true scores in a first pass scores its answer slices twice otherwise). Only
+        scorers that hold model output keep it, within their ``keep_budget``; others ignore the offer."""
+
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         """Scores of distinct-query rows [query_start, query_stop) against the current slice."""
         raise NotImplementedError
@@ -147,6 +154,24 @@ class HeldScoresScorer(CandidateScorer):
     the numba kernel checks NaN itself and never asks."""
 
     _held_nan_free: bool | None = None
+
+    def begin(self, queries: torch.Tensor) -> None:
+        super().begin(queries)
+        self._kept: dict[tuple[int, int], torch.Tensor] = {}
+
+    def keep_slice(self) -> None:
+        held = self._held
+        kept = sum(scores.numel() for scores in self._kept.values())
+        if held is not None and kept + held.numel() <= self.keep_budget:
+            self._kept[self._start, self._stop] = held
+
+    def _reuse(self, start: int, stop: int) -> bool:
+        """Hold the kept scores of slice [start, stop) again, if there are any (then the model is not called)."""
+        kept = getattr(self, "_kept", {}).pop((start, stop), None)
+        if kept is None:
+            return False
+        self._hold(kept)
+        return True
 
     def _hold(self, scores: torch.Tensor) -> None:
         """Keep a new score block (its NaN check is pending)."""
@@ -192,6 +217,8 @@ class SlicedScorer(HeldScoresScorer):
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
         self._release()
+        if self._reuse(start, stop):
+            return
         method = SCORE_METHOD[self.target]
         ids = self._ids(start, stop)
         queries = self._queries
@@ -235,6 +262,8 @@ class TripleScorer(SlicedScorer):
     def start_slice(self, start: int, stop: int) -> None:
         CandidateScorer.start_slice(self, start, stop)
         self._release()
+        if self._reuse(start, stop):
+            return
         queries = self._queries
         assert queries is not None
         ids = self._ids(start, stop)
@@ -314,6 +343,8 @@ class GemmScorer(CandidateScorer):
             vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
         self._vectors = vectors.to(self._candidates.dtype)
         self.nan_free = self._bounded(_largest(self._vectors))
+        self._kept: dict[tuple[int, int], torch.Tensor] = {}
+        self._current: torch.Tensor | None = None  #: the kept scores of the current slice, when it has them
 
     def _bounded(self, largest_query: float) -> bool:
         """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
@@ -323,11 +354,26 @@ class GemmScorer(CandidateScorer):
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
         self._slice = self._candidates[start:stop]
+        self._current = self._kept.pop((start, stop), None)
+
+    def keep_slice(self) -> None:
+        """Score every query of the batch against the slice once and keep the result: the first pass reads its true
+        scores from it and counting reads it again, so both see the same values and nothing is computed twice."""
+        size = self._vectors.shape[0] * (self._stop - self._start)
+        if self._current is None and sum(t.numel() for t in self._kept.values()) + size <= self.keep_budget:
+            self._current = self._scores(self._vectors).clone()  # its own memory, not the reused buffer
+            self._kept[self._start, self._stop] = self._current
 
     def block(
         self, query_start: int, query_stop: int, query_rows: torch.Tensor | None, workspace: Workspace
     ) -> tuple[torch.Tensor, bool]:
         """Repeated queries: recompute their rows when that is cheaper than scoring once and copying rows."""
+        if self._current is not None:  # kept scores: hand out views (never to be overwritten) or copies
+            tile = self._current[query_start:query_stop]
+            if query_rows is None:
+                return tile, False
+            copy = workspace.tile(query_rows.numel(), tile.shape[1], tile)
+            return torch.index_select(tile, 0, query_rows, out=copy), True
         if query_rows is not None:
             repeats = query_rows.numel() - (query_stop - query_start)
             if repeats * self._vectors.shape[1] < query_rows.numel() * ROW_COPY_COST_IN_DIMS:
@@ -335,6 +381,8 @@ class GemmScorer(CandidateScorer):
         return super().block(query_start, query_stop, query_rows, workspace)
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
+        if self._current is not None:
+            return self._current[query_start:query_stop]
         return self._scores(self._vectors[query_start:query_stop])
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:

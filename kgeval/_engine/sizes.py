@@ -44,6 +44,16 @@ class Sizes:
     automatic: bool  #: batch size chosen here (then out-of-memory errors are retried)
 
 
+#: score elements a mixed-slice batch may keep between its two passes on CPU (64 MiB of float32)
+CPU_KEEP_BUDGET = 2**24
+
+
+def keep_budget(device: torch.device) -> int:
+    """Score elements a batch may keep to count its answer slices without rescoring them (kgeval._engine.counting):
+    a fixed budget on CPU, the score budget elsewhere."""
+    return CPU_KEEP_BUDGET if device.type == "cpu" else score_budget(device)
+
+
 def score_budget(device: torch.device) -> int:
     """Score elements one batch may hold: a fraction of the free memory on CUDA, a fixed budget on CPU."""
     if device.type == "cuda":

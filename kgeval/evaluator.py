@@ -139,9 +139,11 @@ class RankBasedEvaluator:
         Keep one record per ranking task in the results (rank export, median, per-relation views, ...).
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one.
-    kernel : {"auto", "eager", "numba"}, default="auto"
+    kernel : {"auto", "eager", "numba", "triton"}, default="auto"
         How score tiles are counted: "eager" with PyTorch operations; "numba" in one parallel pass compiled by numba
         (CPU only; a one-off cost per process to load it; falls back to eager with a warning where it cannot run);
+        "triton" one Triton program per task that reads its row once (CUDA with the ``gpu`` extra, or CPU tensors
+        under ``TRITON_INTERPRET=1``; eager with a warning elsewhere);
         "auto" counts eagerly and, on a CPU, switches to numba once this evaluator has counted (or is about to
         count) 10**9 scores, or at once if numba is already loaded. The ranks are the same with every kernel.
     matmul_precision : {"exact", "inherit"}, default="exact"

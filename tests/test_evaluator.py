@@ -218,6 +218,6 @@ def test_batches_never_exceed_batch_and_slice_size() -> None:
 
 
 def test_invalid_kernel_raises_and_repr_names_it() -> None:
-    with pytest.raises(ValueError, match=r"^kernel must be one of \('auto', 'eager', 'numba'\), got 'fast'$"):
+    with pytest.raises(ValueError, match=r"^kernel must be one of \('auto', 'eager', 'numba', 'triton'\), got 'fast'$"):
         RankBasedEvaluator(kernel="fast")  # type: ignore[arg-type]
     assert "kernel='numba'" in repr(RankBasedEvaluator(kernel="numba"))

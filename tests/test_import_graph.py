@@ -18,6 +18,7 @@ DEFERRED = {
     ("kgeval.integrations", "kgeval.integrations.torchkge"): "torchkge is optional",
     # the compiled loop imports numba, which costs ~0.5 s per process: only the numba kernel's first use pays it
     ("kgeval._engine.kernels", "kgeval._engine.numba_loop"): "numba loads only when the numba kernel runs",
+    ("kgeval._engine.kernels", "kgeval._engine.triton_counts"): "triton is optional (the gpu extra)",
     ("kgeval.analysis.stratified", "kgeval.analysis.plot"): "matplotlib is optional",
 }
 

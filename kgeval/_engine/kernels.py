@@ -6,6 +6,8 @@ width; and the :class:`KernelChooser` an evaluator owns, which picks one per sid
 from __future__ import annotations
 
 import functools
+import importlib.util
+import os
 import threading
 import warnings
 from collections.abc import Callable
@@ -16,10 +18,10 @@ import torch
 from kgeval._engine.scoring import Workspace
 
 #: kernels a caller may request: "auto", "eager" (sign on CPU, compare elsewhere) or "numba" (CPU)
-KernelChoice = Literal["auto", "eager", "numba"]
-KERNEL_CHOICES: tuple[str, ...] = ("auto", "eager", "numba")
+KernelChoice = Literal["auto", "eager", "numba", "triton"]
+KERNEL_CHOICES: tuple[str, ...] = ("auto", "eager", "numba", "triton")
 #: the kernels themselves
-KERNELS: tuple[str, ...] = ("sign", "compare", "numba")
+KERNELS: tuple[str, ...] = ("sign", "compare", "numba", "triton")
 
 #: eager scores (counted and about to be counted) at which "auto" switches to numba: at ~0.5 ns saved per score on a
 #: 2-core CPU, 10**9 scores (~0.5 s) match the cost of loading numba and the cached kernel (~0.5 s per process;
@@ -132,16 +134,49 @@ class NumbaKernel(Kernel):
         return greater.long(), less.long(), (nans > 0) | torch.isnan(true_scores)
 
 
+class TritonKernel(Kernel):
+    """One Triton program per task reads its row once (kgeval._engine.triton_counts): CUDA, or CPU tensors under
+    Triton's interpreter. Reads repeated queries' rows in place."""
+
+    name = "triton"
+    reads_rows_in_place = True
+
+    def count(
+        self,
+        tile: torch.Tensor,
+        true_scores: torch.Tensor,
+        rows: torch.Tensor | None = None,
+        owned: bool = False,
+        nan_free: bool = False,
+        workspace: Workspace | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        from kgeval._engine.triton_counts import triton_counts
+
+        if rows is None:
+            rows = _identity(tile.shape[0], tile.device)
+        greater, less, nans = triton_counts(tile.detach(), rows, true_scores.detach())
+        return greater.long(), less.long(), (nans > 0) | torch.isnan(true_scores)
+
+
 SIGN: Kernel = EagerKernel("sign")
 COMPARE: Kernel = EagerKernel("compare")
 NUMBA: Kernel = NumbaKernel()
+TRITON: Kernel = TritonKernel()
 #: every kernel by name
-KERNEL_OBJECTS: dict[str, Kernel] = {kernel.name: kernel for kernel in (SIGN, COMPARE, NUMBA)}
+KERNEL_OBJECTS: dict[str, Kernel] = {kernel.name: kernel for kernel in (SIGN, COMPARE, NUMBA, TRITON)}
 
 
 def eager_kernel(device: torch.device) -> Kernel:
     """The eager kernel for a device: :data:`SIGN` on CPU, :data:`COMPARE` elsewhere."""
     return SIGN if device.type == "cpu" else COMPARE
+
+
+def triton_kernel_available(device: torch.device) -> bool:
+    """Whether the "triton" kernel can count tiles on ``device``: triton is installed, and the device is CUDA or
+    the CPU under Triton's interpreter (``TRITON_INTERPRET=1``)."""
+    if importlib.util.find_spec("triton") is None:
+        return False
+    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
 
 
 def numba_is_loaded() -> bool:
@@ -185,6 +220,13 @@ class KernelChooser:
         if isinstance(self.requested, Kernel):
             return self.requested
         eager = eager_kernel(device)
+        if self.requested == "triton":
+            if triton_kernel_available(device):
+                return TRITON
+            warnings.warn(f"kgeval: the triton counting kernel needs triton and a CUDA device (or TRITON_INTERPRET=1 "
+                          f"for CPU tensors); counting on {device} with the eager kernel", RuntimeWarning,
+                          stacklevel=2)  # fmt: skip
+            return eager
         if self.requested == "numba":
             if device.type != "cpu":
                 warnings.warn(f"kgeval: the numba counting kernel runs on the CPU only; counting on {device} with "

@@ -65,3 +65,4 @@ def test_distributed_evaluation_example_under_two_processes(tmp_path) -> None:
     alone = _load("distributed_evaluation").main(argv)
     assert first.get_metric("count") == alone.get_metric("count")
     assert first.get_metric("mrr") == pytest.approx(alone.get_metric("mrr"), abs=1e-3)
+

@@ -1,0 +1,21 @@
+"""Benchmark scripts that a later session runs on hardware this one lacks work end to end here, shrunk."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_the_gpu_benchmark_runs_on_cpu(tmp_path: Path) -> None:
+    """benchmarks/gpu.py's synthetic wikikg2-sized part, shrunk, on CPU with every kernel (triton interpreted): the
+    script a GPU session will run works end to end. Its GPU figures come from a GPU."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu.py"), "--device", "cpu", "--part", "wikikg2", "--scale",
+         "0.0002", "--repeats", "1"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "kgeval [ eager]" in done.stdout

@@ -67,6 +67,37 @@ class TypeConstraints:
                         f"type_constraints {side}[{relation}] holds an id outside [0, {num_entities})"
                     )
 
+    def candidate_groups(
+        self, relations: torch.Tensor, target: Target, whitelist: torch.Tensor | None
+    ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
+        """(task rows, candidate ids) of each candidate set of one side, for tasks of the given ``relations`` (n,):
+        the tasks of each constrained relation with its allowed set (intersected with ``whitelist``), then the
+        other tasks with ``whitelist`` (None: every entity)."""
+        groups, unconstrained = [], torch.ones(relations.shape[0], dtype=torch.bool, device=relations.device)
+        for relation in torch.unique(relations).tolist():
+            allowed = self.allowed(relation, target)
+            if allowed is None:
+                continue
+            allowed = allowed.to(relations.device)
+            if whitelist is not None:
+                allowed = allowed[torch.isin(allowed, whitelist)]
+            rows = (relations == relation).nonzero()[:, 0]
+            unconstrained[rows] = False
+            groups.append((rows, allowed))
+        if bool(unconstrained.any()):
+            groups.append((unconstrained.nonzero()[:, 0], whitelist))
+        return groups
+
+    def answers_inside(self, relations: torch.Tensor, answers: torch.Tensor, target: Target) -> torch.Tensor:
+        """(n,) bool: whether each answer lies in its relation's allowed set on this side."""
+        inside = torch.ones(relations.shape[0], dtype=torch.bool, device=relations.device)
+        for relation in torch.unique(relations).tolist():
+            allowed = self.allowed(relation, target)
+            if allowed is not None:
+                rows = relations == relation
+                inside[rows] = torch.isin(answers[rows], allowed.to(relations.device))
+        return inside
+
     def __repr__(self) -> str:
         return f"TypeConstraints({len(self.heads)} relations with head sets, {len(self.tails)} with tail sets)"
 

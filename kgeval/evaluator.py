@@ -28,6 +28,7 @@ from kgeval._engine import (
     SideCounts,
     SideIndex,
     SideTasks,
+    candidate_positions,
     choose_sizes,
     exact_matmul,
     make_scorer,
@@ -447,7 +448,7 @@ class RankBasedEvaluator:
             scorer = make_scorer(
                 model, target, inputs.num_entities, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn
             )
-            position_of = _positions(candidate_ids, inputs.num_entities, triples.device)
+            position_of = candidate_positions(candidate_ids, inputs.num_entities, triples.device)
             group = triples if rows is None else triples[rows]
             answers = group[:, ANSWER_COLUMN[target]]
             tasks = SideTasks(
@@ -491,39 +492,15 @@ def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) ->
     return settings
 
 
-def _positions(candidate_ids: torch.Tensor | None, num_entities: int, device: torch.device) -> torch.Tensor | None:
-    """Candidate position of every entity (-1 when not a candidate); None when every entity is one."""
-    if candidate_ids is None:
-        return None
-    position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=device)
-    position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=device)
-    return position_of
-
-
 def _candidate_groups(
     triples: torch.Tensor, inputs: EvaluationInputs, target: Target
 ) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
-    """(task rows, candidate ids) of each candidate set of one side: all tasks with the whitelist (rows None)
-    without type constraints; else the tasks of each constrained relation with its allowed set (intersected with
-    the whitelist), and the other tasks with the whitelist."""
-    constraints, whitelist = inputs.constraints, inputs.candidate_ids
+    """(task rows, candidate ids) of each candidate set of one side: every task with the whitelist (rows None)
+    without type constraints for this side, else :meth:`TypeConstraints.candidate_groups`."""
+    constraints = inputs.constraints
     if constraints is None or not (constraints.heads if target == "head" else constraints.tails):
-        return [(None, whitelist)]
-    relations = triples[:, 1]
-    groups, unconstrained = [], torch.ones(triples.shape[0], dtype=torch.bool, device=triples.device)
-    for relation in torch.unique(relations).tolist():
-        allowed = constraints.allowed(relation, target)
-        if allowed is None:
-            continue
-        allowed = allowed.to(triples.device)
-        if whitelist is not None:
-            allowed = allowed[torch.isin(allowed, whitelist)]
-        rows = (relations == relation).nonzero()[:, 0]
-        unconstrained[rows] = False
-        groups.append((rows, allowed))
-    if bool(unconstrained.any()):
-        groups.append((unconstrained.nonzero()[:, 0], whitelist))
-    return groups
+        return [(None, inputs.candidate_ids)]
+    return constraints.candidate_groups(triples[:, 1], target, inputs.candidate_ids)  # type: ignore[return-value]
 
 
 def _tasks_inside_constraints(
@@ -534,12 +511,7 @@ def _tasks_inside_constraints(
     selected = triples[task_index]
     inside = torch.ones(task_index.numel(), dtype=torch.bool, device=triples.device)
     for target in targets:
-        answers = selected[:, ANSWER_COLUMN[target]]
-        for relation in torch.unique(selected[:, 1]).tolist():
-            allowed = constraints.allowed(relation, target)
-            if allowed is not None:
-                rows = selected[:, 1] == relation
-                inside[rows] &= torch.isin(answers[rows], allowed.to(triples.device))
+        inside &= constraints.answers_inside(selected[:, 1], selected[:, ANSWER_COLUMN[target]], target)
     if not drop and not bool(inside.all()):
         row = int(task_index[(~inside).nonzero()[0, 0]])
         raise ValueError(

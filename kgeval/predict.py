@@ -12,6 +12,7 @@ from kgeval import _checks
 from kgeval._engine import (
     SCORE_METHOD,
     FilterIndex,
+    candidate_positions,
     choose_sizes,
     exact_matmul,
     make_scorer,
@@ -120,26 +121,10 @@ def predict_top_k(
 def _candidate_sets(
     queries: torch.Tensor, target: Target, whitelist: torch.Tensor | None, constraints: TypeConstraints | None
 ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
-    """(query rows, candidate ids) of each candidate set: the whitelist for every query without constraints, else
-    each constrained relation's allowed set (intersected with the whitelist) for its queries."""
-    every = torch.arange(queries.shape[0], device=queries.device)
+    """(query rows, candidate ids) of each candidate set (see :meth:`TypeConstraints.candidate_groups`)."""
     if constraints is None:
-        return [(every, whitelist)]
-    relations = queries[:, 1 - _ENTITY_COLUMN[target]]
-    groups, unconstrained = [], torch.ones(queries.shape[0], dtype=torch.bool, device=queries.device)
-    for relation in torch.unique(relations).tolist():
-        allowed = constraints.allowed(relation, target)
-        if allowed is None:
-            continue
-        allowed = allowed.to(queries.device)
-        if whitelist is not None:
-            allowed = allowed[torch.isin(allowed, whitelist)]
-        rows = (relations == relation).nonzero()[:, 0]
-        unconstrained[rows] = False
-        groups.append((rows, allowed))
-    if bool(unconstrained.any()):
-        groups.append((unconstrained.nonzero()[:, 0], whitelist))
-    return groups
+        return [(torch.arange(queries.shape[0], device=queries.device), whitelist)]
+    return constraints.candidate_groups(queries[:, 1 - _ENTITY_COLUMN[target]], target, whitelist)
 
 
 def _predict(
@@ -161,7 +146,7 @@ def _predict(
     if not scorer.model_scores:  # the L2 fast path ranks a transform of the scores: report the model's own
         scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=False)
     sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
-    position_of = _positions(candidate_ids, num_entities, device)
+    position_of = candidate_positions(candidate_ids, num_entities, device)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     parts = [
         _top_k_of_batch(scorer, queries[start : start + sizes.batch_size], k, bounds, side_index, position_of)
@@ -193,15 +178,6 @@ def _checked_queries(queries: Any, target: Target, num_entities: int, num_relati
         row = int(bad.nonzero()[0, 0])
         raise ValueError(f"queries row {row} = {queries[row].tolist()} has an id out of range")
     return queries
-
-
-def _positions(candidate_ids: torch.Tensor | None, num_entities: int, device: torch.device) -> torch.Tensor | None:
-    """Candidate position of every entity (-1 when not a candidate); None when every entity is one."""
-    if candidate_ids is None:
-        return None
-    position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=device)
-    position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=device)
-    return position_of
 
 
 def _top_k_of_batch(

@@ -10,7 +10,14 @@ from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.kernels import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
 from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_matmul
-from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, make_scorer, model_device, triple_function
+from kgeval._engine.scoring import (
+    SCORE_METHOD,
+    CandidateScorer,
+    candidate_positions,
+    make_scorer,
+    model_device,
+    triple_function,
+)
 from kgeval._engine.sizes import choose_sizes
 
 __all__ = [
@@ -26,6 +33,7 @@ __all__ = [
     "SideCounts",
     "SideIndex",
     "SideTasks",
+    "candidate_positions",
     "choose_sizes",
     "exact_matmul",
     "make_scorer",

@@ -453,6 +453,17 @@ def make_scorer(
     return TripleScorer(model, target, num_entities, candidate_ids, *triples)
 
 
+def candidate_positions(
+    candidate_ids: torch.Tensor | None, num_entities: int, device: torch.device
+) -> torch.Tensor | None:
+    """Candidate position of every entity (-1 when not a candidate); None when every entity is one."""
+    if candidate_ids is None:
+        return None
+    position_of = torch.full((num_entities,), -1, dtype=torch.int64, device=device)
+    position_of[candidate_ids] = torch.arange(candidate_ids.numel(), device=device)
+    return position_of
+
+
 def _nan_free(scores: torch.Tensor) -> bool:
     """Whether a CPU score block holds no NaN, by one row-sum pass (+inf and -inf in one row answer "unknown": False).
     Always False on other devices, where the check would synchronise (their counting kernel checks anyway)."""

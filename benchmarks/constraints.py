@@ -12,22 +12,17 @@ train). Printed: best time of ``--repeats`` calls each, their ratio, the mean nu
 from __future__ import annotations
 
 import argparse
-import time
+import sys
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _harness import best_time
 
 from kgeval import RankBasedEvaluator, TypeConstraints
 from kgeval.datasets import load_dataset
 from kgeval.models import DistMult
-
-
-def best_time(run, repeats: int):
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        start = time.perf_counter()
-        result = run()
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def main() -> None:

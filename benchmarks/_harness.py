@@ -130,3 +130,25 @@ def format_table(rows: list[list[str]], header: list[str]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+#: ogbl-wikikg2's sizes: entities, relations, known triples (train + valid + test), test triples
+WIKIKG2 = {"entities": 2_500_604, "relations": 535, "known": 16_109_182, "test": 598_543}
+
+
+def wikikg2_like(scale: float = 1.0, test_triples: int | None = None, seed: int = 0) -> tuple[dict, Any, Any]:
+    """A random graph of ogbl-wikikg2's size times ``scale``: (sizes, known triples (m, 3), test triples (n, 3));
+    the test triples are drawn from the known ones, ``test_triples`` of them when given."""
+    sizes = {key: max(2, int(value * scale)) for key, value in WIKIKG2.items()}
+    if scale >= 0.01:
+        sizes["relations"] = WIKIKG2["relations"]
+    if test_triples is not None:
+        sizes["test"] = min(test_triples, sizes["known"])
+    generator = torch.Generator().manual_seed(seed)
+    known = torch.stack([
+        torch.randint(sizes["entities"], (sizes["known"],), generator=generator),
+        torch.randint(sizes["relations"], (sizes["known"],), generator=generator),
+        torch.randint(sizes["entities"], (sizes["known"],), generator=generator),
+    ], dim=1)  # fmt: skip
+    test = known[torch.randperm(sizes["known"], generator=generator)[: sizes["test"]]]
+    return sizes, known, test

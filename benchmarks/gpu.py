@@ -27,12 +27,10 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import machine
+from _harness import machine, wikikg2_like
 
 from kgeval import RankBasedEvaluator
 from kgeval.models import DistMult
-
-WIKIKG2 = {"entities": 2_500_604, "relations": 535, "known": 16_109_182, "test": 598_543}
 
 
 def synchronize(device: torch.device) -> None:
@@ -112,16 +110,8 @@ def pykeen_evaluation(model: DistMult, data: Any, device: torch.device, repeats:
 
 
 def wikikg2(args: argparse.Namespace, device: torch.device) -> None:
-    sizes = {key: max(2, int(value * args.scale)) for key, value in WIKIKG2.items()}
-    if args.scale >= 0.01:
-        sizes["relations"] = WIKIKG2["relations"]
-    generator = torch.Generator().manual_seed(0)
-    known = torch.stack([
-        torch.randint(sizes["entities"], (sizes["known"],), generator=generator),
-        torch.randint(sizes["relations"], (sizes["known"],), generator=generator),
-        torch.randint(sizes["entities"], (sizes["known"],), generator=generator),
-    ], dim=1)  # fmt: skip
-    test = known[torch.randperm(sizes["known"], generator=generator)[: sizes["test"]]].to(device)
+    sizes, known, test = wikikg2_like(args.scale)
+    test = test.to(device)
     model = DistMult(sizes["entities"], sizes["relations"], dim=100, seed=0).to(device)
     embeddings = sum(p.numel() * p.element_size() for p in model.parameters())
     print(f"wikikg2-sized: {sizes['entities']:,} entities, {sizes['relations']} relations, {sizes['known']:,} known, "

@@ -241,11 +241,7 @@ def _known_pairs(
     empty = torch.zeros(0, dtype=torch.int64, device=queries.device)
     if side_index is None:
         return empty, empty
-    starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
-    total = int(lengths.sum())
-    rows = torch.repeat_interleave(torch.arange(queries.shape[0], device=queries.device), lengths, output_size=total)
-    offsets = torch.arange(total, device=queries.device) - (torch.cumsum(lengths, 0) - lengths)[rows]
-    entities = side_index.values[starts[rows] + offsets]
+    rows, entities = side_index.known_pairs(queries[:, 0], queries[:, 1])
     if position_of is None:
         return rows, entities
     positions = position_of[entities]

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import torch
 
 from kgeval import _checks
-from kgeval._engine import FilterIndex, exact_matmul, model_device, triple_function
+from kgeval._engine import FilterIndex, exact_matmul, model_device, pack_pairs, triple_function
 from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import ANSWER_COLUMN, QUERY_COLUMNS, evaluation_mode
 from kgeval.integrations import scoring_view
@@ -190,7 +190,7 @@ def _draw(
         allowed = weights.clone()
         allowed[answers[row]] = 0
         if side is not None:
-            allowed[_run(side, queries[row])] = 0
+            allowed[side.known_pairs(queries[row : row + 1, 0], queries[row : row + 1, 1])[1].cpu()] = 0
         if bool((allowed > 0).any()):
             drawn[row] = torch.multinomial(allowed, num_negatives, replacement=True, generator=generator)
         else:
@@ -198,22 +198,13 @@ def _draw(
     return drawn
 
 
-def _run(side: Any, query: torch.Tensor) -> torch.Tensor:
-    """The known answers of one query (a CSR run of the side index)."""
-    start, length = side.lookup(query[:1].to(side.keys.device), query[1:].to(side.keys.device))
-    return side.values[int(start) : int(start) + int(length)].cpu()
-
-
 def _known(side: Any, queries: torch.Tensor, entities: torch.Tensor) -> torch.Tensor:
-    """(n, K) bool: whether (query i, entities[i, j]) is a known triple (binary search in the query's CSR run)."""
-    side_values = side.values.cpu()
-    starts, lengths = side.lookup(queries[:, 0].to(side.keys.device), queries[:, 1].to(side.keys.device))
-    starts, lengths = starts.cpu(), lengths.cpu()
-    out = torch.zeros(entities.shape, dtype=torch.bool)
-    for row in torch.nonzero(lengths).flatten().tolist():
-        run = side_values[starts[row] : starts[row] + lengths[row]]
-        out[row] = torch.isin(entities[row], run)
-    return out
+    """(n, K) bool: whether (query i, entities[i, j]) is a known triple."""
+    device = side.keys.device
+    rows, answers = side.known_pairs(queries[:, 0].to(device), queries[:, 1].to(device))
+    task_rows = torch.arange(entities.shape[0]).unsqueeze(1).expand_as(entities).reshape(-1)
+    keys = pack_pairs(torch.cat([task_rows, rows.cpu()]), torch.cat([entities.reshape(-1), answers.cpu()]))
+    return torch.isin(keys[: task_rows.numel()], keys[task_rows.numel() :]).view(entities.shape)
 
 
 def _ranks(

@@ -6,7 +6,7 @@ API (docs/design.md).
 
 from kgeval._engine.counting import SideCounts, slice_bounds
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
-from kgeval._engine.filter_index import FilterIndex, SideIndex
+from kgeval._engine.filter_index import FilterIndex, SideIndex, pack_pairs
 from kgeval._engine.kernels import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
 from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_matmul
@@ -38,6 +38,7 @@ __all__ = [
     "exact_matmul",
     "make_scorer",
     "model_device",
+    "pack_pairs",
     "rank_side",
     "resolve_group",
     "shard",

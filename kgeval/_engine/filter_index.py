@@ -121,6 +121,21 @@ class SideIndex:
         length = torch.where(found, self.offsets[clamped + 1] - self.offsets[clamped], torch.zeros_like(packed))
         return start, length
 
+    def expand(
+        self, start: torch.Tensor, length: torch.Tensor, total: int | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The (row, value) pairs of the runs [start, start + length) of each row, row by row: LongTensors of
+        shape (total,). ``total`` = ``length.sum()``; read from the device when not given."""
+        total = int(length.sum()) if total is None else total
+        rows = torch.repeat_interleave(torch.arange(start.numel(), device=start.device), length, output_size=total)
+        shift = start - (torch.cumsum(length, dim=0) - length)
+        return rows, self.values[torch.arange(total, device=start.device) + shift[rows]]
+
+    def known_pairs(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """(row, value) of every known answer of the queries (key_first[i], key_second[i]) -- :meth:`lookup`, then
+        :meth:`expand`."""
+        return self.expand(*self.lookup(key_first, key_second))
+
 
 class FilterIndex:
     """The filter set (unique known triples) indexed for both ranking sides.

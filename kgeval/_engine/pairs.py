@@ -51,9 +51,7 @@ def expand_pairs(
         Candidate position of each entity, -1 for non-candidates; None when every entity is a candidate.
     """
     size = starts.numel()
-    rows = torch.repeat_interleave(torch.arange(size, device=starts.device), lengths, output_size=total)
-    shift = starts - (torch.cumsum(lengths, dim=0) - lengths)
-    entities = side.values[torch.arange(total, device=starts.device) + shift[rows]]
+    rows, entities = side.expand(starts, lengths, total)
     if position_of is None:
         return BatchPairs(rows, entities, lengths - 1)
     positions = position_of[entities]

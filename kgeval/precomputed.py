@@ -63,16 +63,25 @@ def evaluate_scores(
     pessimistic = torch.empty_like(optimistic)
     step = max(1, CHUNK_ELEMENTS // max(1, negative.shape[1]))
     for start in range(0, positive.shape[0], step):
-        true = positive[start : start + step, None]
-        block = negative[start : start + step]
-        optimistic[start : start + step] = 1 + (block > true).sum(dim=1)
-        pessimistic[start : start + step] = 1 + (block >= true).sum(dim=1)
+        rows = slice(start, start + step)
+        optimistic[rows], pessimistic[rows] = ranks_among(positive[rows], negative[rows])
     num_candidates = torch.full_like(optimistic, negative.shape[1] + 1)
     accumulator = MetricAccumulator(ks=check_ks(ks), keep_records=keep_records)
     accumulator.update(
         optimistic, pessimistic, num_candidates, task_index=torch.arange(positive.shape[0], device=positive.device)
     )
     return RankBasedMetricResults.from_accumulators({target: accumulator}, accumulator.ks)
+
+
+def ranks_among(
+    true: torch.Tensor, others: torch.Tensor, valid: torch.Tensor | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(optimistic, pessimistic) ranks (B,) of each true score (B,) among its row of other candidates' scores (B, K):
+    1 + #{others > true} and 1 + #{others >= true}, counting only the ``valid`` (B, K) entries when given."""
+    above, tied_or_above = others > true[:, None], others >= true[:, None]
+    if valid is not None:
+        above, tied_or_above = above & valid, tied_or_above & valid
+    return 1 + above.sum(dim=1), 1 + tied_or_above.sum(dim=1)
 
 
 def _checked(positive: Any, negative: Any) -> tuple[torch.Tensor, torch.Tensor]:

@@ -10,10 +10,18 @@ from typing import Any, Literal
 import torch
 
 from kgeval import _checks
-from kgeval._engine import FilterIndex, exact_matmul, model_device, pack_pairs, triple_function
+from kgeval._engine import (
+    FilterIndex,
+    exact_matmul,
+    model_device,
+    pack_pairs,
+    score_triple_block,
+    triple_function,
+)
 from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import ANSWER_COLUMN, QUERY_COLUMNS, evaluation_mode
 from kgeval.integrations import scoring_view
+from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
 
@@ -222,10 +230,9 @@ def _ranks(
         if bool(nan.any()):
             row = int(nan.any(dim=1).nonzero()[0, 0]) + start
             raise ValueError(f"the model produced NaN scores for the {target} task of triple {triples[row].tolist()}")
-        true, others, valid = scores[:, :1], scores[:, 1:], batch_negatives >= 0
-        greater = ((others > true) & valid).sum(dim=1)
-        optimistic.append(1 + greater)
-        pessimistic.append(1 + greater + ((others == true) & valid).sum(dim=1))
+        best, worst = ranks_among(scores[:, 0], scores[:, 1:], batch_negatives >= 0)
+        optimistic.append(best)
+        pessimistic.append(worst)
     return torch.cat(optimistic), torch.cat(pessimistic), 1 + (negatives >= 0).sum(dim=1)
 
 
@@ -235,15 +242,7 @@ def _scorer(model: Any, target: Target, num_entities: int) -> Any:
     function = triple_function(model)
 
     def by_triples(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        rows, width = candidates.shape
-        query = queries.repeat_interleave(width, dim=0)
-        flat = candidates.reshape(-1)
-        heads, relations, tails = (
-            (query[:, 0], query[:, 1], flat) if target == "tail" else (flat, query[:, 0], query[:, 1])
-        )
-        scores = function[0](heads, relations, tails)  # type: ignore[index]
-        return _checks.check_scores(scores.reshape(rows, width) if scores.numel() == rows * width else scores,
-                                    (rows, width), function[1])  # type: ignore[index]  # fmt: skip
+        return score_triple_block(*function, target, queries, candidates)  # type: ignore[misc]
 
     def by_rows(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         method = "score_t" if target == "tail" else "score_h"

@@ -16,6 +16,7 @@ from kgeval._engine.scoring import (
     candidate_positions,
     make_scorer,
     model_device,
+    score_triple_block,
     triple_function,
 )
 from kgeval._engine.sizes import choose_sizes
@@ -41,6 +42,7 @@ __all__ = [
     "pack_pairs",
     "rank_side",
     "resolve_group",
+    "score_triple_block",
     "shard",
     "slice_bounds",
     "synchronize",

@@ -269,19 +269,28 @@ class TripleScorer(SlicedScorer):
         ids = self._ids(start, stop)
         if ids is None:
             ids = torch.arange(start, stop, device=queries.device)
-        rows, width = queries.shape[0], ids.numel()
-        query = queries.repeat_interleave(width, dim=0)
-        candidate = ids.repeat(rows)
-        if self.target == "tail":
-            heads, relations, tails = query[:, 0], query[:, 1], candidate
-        else:
-            heads, relations, tails = candidate, query[:, 0], query[:, 1]
-        raw = self._score_triples(heads, relations, tails)
-        if isinstance(raw, torch.Tensor) and raw.dim() == 2 and raw.shape[1] == 1:
-            raw = raw[:, 0]  # (n, 1), PyKEEN's score_hrt
-        if isinstance(raw, torch.Tensor) and raw.dim() == 1 and raw.numel() == rows * width:
-            raw = raw.reshape(rows, width)
-        self._hold(check_scores(raw, (rows, width), self._name))
+        candidates = ids.unsqueeze(0).expand(queries.shape[0], -1)
+        self._hold(score_triple_block(self._score_triples, self._name, self.target, queries, candidates))
+
+
+def score_triple_block(
+    score_triples: TripleFunction, name: str, target: Target, queries: torch.Tensor, candidates: torch.Tensor
+) -> torch.Tensor:
+    """Scores (B, C) of the triples completing each query (B, 2) by its own row of candidates (B, C), in one call of
+    a whole-triple function; its output, (B * C,) or PyKEEN's (B * C, 1), is checked."""
+    rows, width = candidates.shape
+    query = queries.repeat_interleave(width, dim=0)
+    candidate = candidates.reshape(-1)
+    if target == "tail":
+        heads, relations, tails = query[:, 0], query[:, 1], candidate
+    else:
+        heads, relations, tails = candidate, query[:, 0], query[:, 1]
+    raw = score_triples(heads, relations, tails)
+    if isinstance(raw, torch.Tensor) and raw.dim() == 2 and raw.shape[1] == 1:
+        raw = raw[:, 0]  # (n, 1), PyKEEN's score_hrt
+    if isinstance(raw, torch.Tensor) and raw.dim() == 1 and raw.numel() == rows * width:
+        raw = raw.reshape(rows, width)
+    return check_scores(raw, (rows, width), name)
 
 
 def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple[TripleFunction, str] | None:

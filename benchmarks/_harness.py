@@ -60,12 +60,20 @@ def measure(run: Callable[[], Any], repeats: int, **extra: Any) -> dict[str, Any
             "extra_rss_mib": peak - before, **extra}  # fmt: skip
 
 
-def best_time(run: Callable[[], Any], repeats: int) -> tuple[float, Any]:
-    """(best wall time, last value) of ``repeats`` calls of ``run``, in this process (no RSS figures)."""
+def best_time(run: Callable[[], Any], repeats: int, device: torch.device | None = None) -> tuple[float, Any]:
+    """(best wall time, last value) of ``repeats`` calls of ``run``, in this process (no RSS figures); on a CUDA
+    ``device`` each call is timed between two synchronisations, so queued kernels count."""
+
+    def synchronize() -> None:
+        if device is not None and device.type == "cuda":
+            torch.cuda.synchronize(device)
+
     best, value = float("inf"), None
     for _ in range(repeats):
+        synchronize()
         start = time.perf_counter()
         value = run()
+        synchronize()
         best = min(best, time.perf_counter() - start)
     return best, value
 

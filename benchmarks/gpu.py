@@ -20,34 +20,16 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import machine, wikikg2_like
+from _harness import best_time, machine, wikikg2_like
 
 from kgeval import RankBasedEvaluator
 from kgeval.models import DistMult
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def timed(run: Any, device: torch.device, repeats: int) -> tuple[float, Any]:
-    """Best wall time of ``repeats`` calls (the device synchronised before and after each)."""
-    best, result = float("inf"), None
-    for _ in range(repeats):
-        synchronize(device)
-        start = time.perf_counter()
-        result = run()
-        synchronize(device)
-        best = min(best, time.perf_counter() - start)
-    return best, result
 
 
 def kernels(args: argparse.Namespace) -> list[str]:
@@ -77,11 +59,12 @@ def fb15k(args: argparse.Namespace, device: torch.device) -> None:
     triples = kwargs["mapped_triples"].to(device)
     print(f"FB15k-237 test: {len(triples)} triples, {data.num_entities} entities, DistMult d=200, {device}")
     with torch.inference_mode():
-        gemm, _ = timed(lambda: bare_gemm(model, triples), device, args.repeats)
+        gemm, _ = best_time(lambda: bare_gemm(model, triples), args.repeats, device)
     print(f"  bare GEMM of every task:        {gemm * 1e3:9.1f} ms")
     for kernel in kernels(args):
         evaluator = RankBasedEvaluator(kernel=kernel)  # type: ignore[arg-type]
-        seconds, results = timed(lambda e=evaluator: e.evaluate(model, use_tqdm=False, **kwargs), device, args.repeats)
+        run = lambda e=evaluator: e.evaluate(model, use_tqdm=False, **kwargs)  # noqa: E731
+        seconds, results = best_time(run, args.repeats, device)
         print(f"  kgeval [{kernel:>6}]:               {seconds * 1e3:9.1f} ms  ({seconds / gemm:.2f}x the bare GEMM)  "
               f"MRR {results['mrr']:.6f}")  # fmt: skip
     if not args.skip_pykeen:
@@ -101,10 +84,10 @@ def pykeen_evaluation(model: DistMult, data: Any, device: torch.device, repeats:
         pykeen_model.relation_representations[0]._embeddings.weight.copy_(model.relation_embeddings.weight)
     evaluator = PyKEENEvaluator()
     known = [data.train.to(device), data.valid.to(device)]
-    seconds, _ = timed(
+    seconds, _ = best_time(
         lambda: evaluator.evaluate(pykeen_model, data.test.to(device), additional_filter_triples=known, use_tqdm=False),
-        device,
         repeats,
+        device,
     )
     return seconds
 
@@ -121,10 +104,10 @@ def wikikg2(args: argparse.Namespace, device: torch.device) -> None:
             torch.cuda.reset_peak_memory_stats(device)
             base = torch.cuda.memory_allocated(device)
         evaluator = RankBasedEvaluator(kernel=kernel)  # type: ignore[arg-type]
-        seconds, results = timed(
+        seconds, results = best_time(
             lambda e=evaluator: e.evaluate(model, test, additional_filter_triples=[known.to(device)], use_tqdm=False),
-            device,
             1,
+            device,
         )
         scores = 2 * sizes["test"] * sizes["entities"]
         memory = ""

@@ -113,11 +113,16 @@ class EagerKernel(Kernel):
         return (*counts_from_code_sums(total, absolute), nan)
 
 
-class NumbaKernel(Kernel):
-    """One parallel loop compiled by numba (CPU): reads each score once, repeated queries' rows in place."""
+class RowCountingKernel(Kernel):
+    """Kernels that count a task's row of a (distinct-query) tile in place, given the row map: the int32 counts of
+    above / below / NaN come from :meth:`counts`."""
 
-    name = "numba"
     reads_rows_in_place = True
+
+    def counts(
+        self, scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        raise NotImplementedError
 
     def count(
         self,
@@ -130,32 +135,33 @@ class NumbaKernel(Kernel):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         if rows is None:
             rows = _identity(tile.shape[0], tile.device)
-        greater, less, nans = numba_counts(tile, rows, true_scores)
+        greater, less, nans = self.counts(tile.detach(), rows, true_scores.detach())
         return greater.long(), less.long(), (nans > 0) | torch.isnan(true_scores)
 
 
-class TritonKernel(Kernel):
+class NumbaKernel(RowCountingKernel):
+    """One parallel loop compiled by numba (CPU): reads each score once, repeated queries' rows in place."""
+
+    name = "numba"
+
+    def counts(
+        self, scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return numba_counts(scores, rows, true_scores)
+
+
+class TritonKernel(RowCountingKernel):
     """One Triton program per task reads its row once (kgeval._engine.triton_counts): CUDA, or CPU tensors under
     Triton's interpreter. Reads repeated queries' rows in place."""
 
     name = "triton"
-    reads_rows_in_place = True
 
-    def count(
-        self,
-        tile: torch.Tensor,
-        true_scores: torch.Tensor,
-        rows: torch.Tensor | None = None,
-        owned: bool = False,
-        nan_free: bool = False,
-        workspace: Workspace | None = None,
+    def counts(
+        self, scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         from kgeval._engine.triton_counts import triton_counts
 
-        if rows is None:
-            rows = _identity(tile.shape[0], tile.device)
-        greater, less, nans = triton_counts(tile.detach(), rows, true_scores.detach())
-        return greater.long(), less.long(), (nans > 0) | torch.isnan(true_scores)
+        return triton_counts(scores, rows, true_scores)
 
 
 SIGN: Kernel = EagerKernel("sign")

@@ -97,6 +97,7 @@ class CandidateScorer:
     def begin(self, queries: torch.Tensor) -> None:
         """Start a batch of (U, 2) queries (the layout of score_t / score_h)."""
         self._queries = queries
+        self._kept: dict[tuple[int, int], torch.Tensor] = {}  #: scores of answer slices kept by keep_slice
 
     def start_slice(self, start: int, stop: int) -> None:
         """Select the candidate positions [start, stop) for the following :meth:`block` calls."""
@@ -133,8 +134,16 @@ class CandidateScorer:
 
     def keep_slice(self) -> None:
         """Offer to keep the current slice's scores for the next :meth:`start_slice` of the same slice in this
-        batch (a batch that reads its true scores in a first pass scores its answer slices twice otherwise). Only
-        scorers that hold model output keep it, within their ``keep_budget``; others ignore the offer."""
+        batch (a batch that reads its true scores in a first pass scores its answer slices twice otherwise).
+        Scorers that can keep them do (within ``keep_budget``); the others ignore the offer."""
+
+    def _can_keep(self, size: int) -> bool:
+        """Whether ``size`` more score elements fit the keep budget beside those kept already."""
+        return sum(scores.numel() for scores in self._kept.values()) + size <= self.keep_budget
+
+    def _take_kept(self, start: int, stop: int) -> torch.Tensor | None:
+        """The kept scores of slice [start, stop), handed over once; None when none were kept."""
+        return self._kept.pop((start, stop), None)
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         """Scores of distinct-query rows [query_start, query_stop) against the current slice."""
@@ -155,19 +164,14 @@ class HeldScoresScorer(CandidateScorer):
 
     _held_nan_free: bool | None = None
 
-    def begin(self, queries: torch.Tensor) -> None:
-        super().begin(queries)
-        self._kept: dict[tuple[int, int], torch.Tensor] = {}
-
     def keep_slice(self) -> None:
         held = self._held
-        kept = sum(scores.numel() for scores in self._kept.values())
-        if held is not None and kept + held.numel() <= self.keep_budget:
+        if held is not None and self._can_keep(held.numel()):
             self._kept[self._start, self._stop] = held
 
     def _reuse(self, start: int, stop: int) -> bool:
         """Hold the kept scores of slice [start, stop) again, if there are any (then the model is not called)."""
-        kept = getattr(self, "_kept", {}).pop((start, stop), None)
+        kept = self._take_kept(start, stop)
         if kept is None:
             return False
         self._hold(kept)
@@ -352,7 +356,6 @@ class GemmScorer(CandidateScorer):
             vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
         self._vectors = vectors.to(self._candidates.dtype)
         self.nan_free = self._bounded(_largest(self._vectors))
-        self._kept: dict[tuple[int, int], torch.Tensor] = {}
         self._current: torch.Tensor | None = None  #: the kept scores of the current slice, when it has them
 
     def _bounded(self, largest_query: float) -> bool:
@@ -363,13 +366,12 @@ class GemmScorer(CandidateScorer):
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
         self._slice = self._candidates[start:stop]
-        self._current = self._kept.pop((start, stop), None)
+        self._current = self._take_kept(start, stop)
 
     def keep_slice(self) -> None:
         """Score every query of the batch against the slice once and keep the result: the first pass reads its true
         scores from it and counting reads it again, so both see the same values and nothing is computed twice."""
-        size = self._vectors.shape[0] * (self._stop - self._start)
-        if self._current is None and sum(t.numel() for t in self._kept.values()) + size <= self.keep_budget:
+        if self._current is None and self._can_keep(self._vectors.shape[0] * (self._stop - self._start)):
             self._current = self._scores(self._vectors).clone()  # its own memory, not the reused buffer
             self._kept[self._start, self._stop] = self._current
 

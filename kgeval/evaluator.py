@@ -143,10 +143,15 @@ class RankBasedEvaluator:
     kernel : {"auto", "eager", "numba", "triton"}, default="auto"
         How score tiles are counted: "eager" with PyTorch operations; "numba" in one parallel pass compiled by numba
         (CPU only; a one-off cost per process to load it; falls back to eager with a warning where it cannot run);
-        "triton" one Triton program per task that reads its row once (CUDA with the ``gpu`` extra, or CPU tensors
-        under ``TRITON_INTERPRET=1``; eager with a warning elsewhere);
-        "auto" counts eagerly and, on a CPU, switches to numba once this evaluator has counted (or is about to
-        count) 10**9 scores, or at once if numba is already loaded. The ranks are the same with every kernel.
+        "triton" Triton programs (CUDA with the ``gpu`` extra, or CPU tensors under ``TRITON_INTERPRET=1``; eager
+        with a warning elsewhere): for the "dot" and "l2" fast paths in float16 / bfloat16 / float32, one kernel
+        multiplies queries by candidates and counts without writing a score (IEEE float32 products, the true and
+        filtered scores picked by the same arithmetic); for other models one program per task reads its row once;
+        "auto" on a CPU counts eagerly and switches to numba once this evaluator has counted (or is about to
+        count) 10**9 scores, or at once if numba is already loaded; on CUDA it uses "triton" when triton is
+        installed and the kernel passed a one-off probe on the device, else eager. The ranks are the same with
+        every kernel, up to the rounding of the scores (the fused kernel accumulates float16 / bfloat16 products
+        in float32 like cuBLAS, in its own order).
     matmul_precision : {"exact", "inherit"}, default="exact"
         "exact": inside ``evaluate`` float32 matrix multiplications run in full precision even when the process
         enabled TF32 or a reduced matmul precision (``torch.backends.cuda.matmul.allow_tf32``,

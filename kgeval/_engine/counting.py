@@ -133,9 +133,16 @@ def count_batch(
     Returns the filtered counts with ``work.pairs`` (raw counts without), and the raw counts of the same pass as
     well when ``raw_too``.
     """
+    if kernel.fuses_gemm and scorer.fusable:
+        scorer.begin(work.queries)
+        return _count_fused(kernel, *scorer.fused_operands(), work, raw_too)
     workspace = workspace or Workspace()
     true_positions, bounds, blocks, true_slice, pairs = (
-        work.true_positions, work.bounds, work.blocks, work.true_slice, work.pairs
+        work.true_positions,
+        work.bounds,
+        work.blocks,
+        work.true_slice,
+        work.pairs,
     )
     size = true_positions.numel()
     device = true_positions.device
@@ -173,6 +180,39 @@ def count_batch(
     candidates = everything - work.num_filtered
     counts = BatchCounts.from_counts(greater - filtered_greater, less - filtered_less, has_nan, candidates)
     return SideCounts(counts, raw if raw_too else None)
+
+
+def _count_fused(
+    kernel: Kernel, queries: torch.Tensor, candidates: torch.Tensor, work: BatchWork, raw_too: bool
+) -> SideCounts:
+    """:func:`count_batch` by a kernel that multiplies the vectors itself: the true scores and the filtered pairs'
+    scores are picked by the arithmetic of its counting tiles, the counts cover every candidate at once (no
+    slices, no score written), and the filtered pairs' codes are subtracted as on the tile path."""
+    size = work.true_positions.numel()
+    task_rows = _task_query_rows(work.blocks, work.true_positions.device)
+    true_scores = kernel.pick_scores(queries, candidates, task_rows, work.true_positions)  # type: ignore[attr-defined]
+    greater, less, has_nan = kernel.fused_counts(queries, candidates, task_rows, true_scores)  # type: ignore[attr-defined]
+    everything = torch.full((size,), candidates.shape[0], dtype=torch.int64, device=greater.device)
+    raw = BatchCounts.from_counts(greater, less, has_nan, everything)
+    if work.pairs is None or work.num_filtered is None:
+        return SideCounts(raw)
+    pairs = work.pairs.pairs
+    values = kernel.pick_scores(queries, candidates, task_rows[pairs.rows], pairs.positions)  # type: ignore[attr-defined]
+    filtered_greater, filtered_less = pairs.counts_against(values, true_scores)
+    candidates_left = everything - work.num_filtered
+    counts = BatchCounts.from_counts(greater - filtered_greater, less - filtered_less, has_nan, candidates_left)
+    return SideCounts(counts, raw if raw_too else None)
+
+
+def _task_query_rows(blocks: Sequence[RowBlock], device: torch.device) -> torch.Tensor:
+    """The distinct-query row of every task row of a batch (LongTensor (B,)), from its row blocks."""
+    parts = []
+    for block in blocks:
+        if block.query_rows is None:
+            parts.append(torch.arange(block.query_start, block.query_stop, device=device))
+        else:
+            parts.append(block.query_rows + block.query_start)
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=device)
 
 
 def _tile(

@@ -201,4 +201,3 @@ class FilterIndexCache:
 
     def clear(self) -> None:
         self._entries.clear()
-

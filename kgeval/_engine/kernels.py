@@ -1,6 +1,8 @@
 """Tile kernels as objects -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device, eager), :data:`NUMBA` (CPU,
-one compiled parallel pass) -- counting per task the scores above and below its true score, exactly at any row
-width; and the :class:`KernelChooser` an evaluator owns, which picks one per side ("auto": the ski-rental rule).
+one compiled parallel pass), :data:`TRITON` (CUDA: row counts, and a GEMM fused with the counts for query/candidate
+models) -- counting per task the scores above and below its true score, exactly at any row width; and the
+:class:`KernelChooser` an evaluator owns, which picks one per side ("auto": the ski-rental rule on CPU, triton on
+CUDA once it passed its probe there).
 """
 
 from __future__ import annotations
@@ -67,6 +69,8 @@ class Kernel:
     name: str
     #: the kernel reads repeated queries' rows of a distinct-query tile in place (batches then count queries)
     reads_rows_in_place: bool = False
+    #: the kernel multiplies query and candidate vectors itself (:meth:`fused_counts`, :meth:`pick_scores`)
+    fuses_gemm: bool = False
 
     def count(
         self,
@@ -151,10 +155,13 @@ class NumbaKernel(RowCountingKernel):
 
 
 class TritonKernel(RowCountingKernel):
-    """One Triton program per task reads its row once (kgeval._engine.triton_counts): CUDA, or CPU tensors under
-    Triton's interpreter. Reads repeated queries' rows in place."""
+    """Triton programs: CUDA, or CPU tensors under Triton's interpreter. For query/candidate models, one program
+    multiplies a block of tasks' queries by blocks of candidates and counts, without writing the scores
+    (kgeval._engine.triton_gemm); for the scores of other models, one program per task reads its row of a tile
+    once, repeated queries' rows in place (kgeval._engine.triton_counts)."""
 
     name = "triton"
+    fuses_gemm = True
 
     def counts(
         self, scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
@@ -162,6 +169,25 @@ class TritonKernel(RowCountingKernel):
         from kgeval._engine.triton_counts import triton_counts
 
         return triton_counts(scores, rows, true_scores)
+
+    def fused_counts(
+        self, queries: torch.Tensor, candidates: torch.Tensor, task_rows: torch.Tensor, true_scores: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(greater, less, nan) per task (shapes (B,)) for the scores queries[task_rows] @ candidates.T, never
+        written to memory; ``true_scores`` from :meth:`pick_scores`."""
+        from kgeval._engine.triton_gemm import fused_counts
+
+        above, below, nans = fused_counts(queries, candidates, task_rows, true_scores)
+        return above.long(), below.long(), (nans > 0) | torch.isnan(true_scores)
+
+    def pick_scores(
+        self, queries: torch.Tensor, candidates: torch.Tensor, rows: torch.Tensor, columns: torch.Tensor
+    ) -> torch.Tensor:
+        """queries[rows[p]] . candidates[columns[p]] per pair (shape (P,)), bit for bit the value the counts compare
+        for that candidate."""
+        from kgeval._engine.triton_gemm import pick_scores
+
+        return pick_scores(queries, candidates, rows, columns)
 
 
 SIGN: Kernel = EagerKernel("sign")
@@ -196,15 +222,18 @@ class KernelChooser:
     ``"auto"`` on a CPU counts eagerly and switches to numba once the scores this chooser has counted eagerly,
     with those it is about to count, reach ``switch_after`` (by then the eager kernel has lost about what loading
     numba costs, so the choice never costs more than about twice the best one made in hindsight), or at once when
-    numba is already loaded in the process. Other devices count with :data:`COMPARE`.
+    numba is already loaded in the process. On CUDA it counts with :data:`TRITON` when triton is installed and the
+    kernel passed its probe on that device (:func:`triton_kernel_works`), else with :data:`COMPARE`; other devices
+    count with :data:`COMPARE`.
 
     Parameters
     ----------
-    requested : {"auto", "eager", "numba"} or Kernel, default="auto"
+    requested : {"auto", "eager", "numba", "triton"} or Kernel, default="auto"
         A Kernel object is used as it is (the engine's tests force each kernel that way).
     switch_after : int, default=AUTO_NUMBA_AFTER_SCORES
-    numba_available, numba_loaded : callable, optional
-        Probes of the environment (default :func:`numba_kernel_available`, :func:`numba_is_loaded`).
+    numba_available, numba_loaded, triton_works : callable, optional
+        Probes of the environment (default :func:`numba_kernel_available`, :func:`numba_is_loaded`,
+        :func:`triton_kernel_works`).
     """
 
     def __init__(
@@ -213,12 +242,14 @@ class KernelChooser:
         switch_after: int = AUTO_NUMBA_AFTER_SCORES,
         numba_available: Callable[[], bool] | None = None,
         numba_loaded: Callable[[], bool] | None = None,
+        triton_works: Callable[[torch.device], bool] | None = None,
     ) -> None:
         self.requested = requested if isinstance(requested, Kernel) else check_kernel_choice(requested)
         self.switch_after = switch_after
         self.eager_scores_counted = 0
         self._numba_available = numba_available or numba_kernel_available
         self._numba_loaded = numba_loaded or numba_is_loaded
+        self._triton_works = triton_works or triton_kernel_works
 
     def choose(self, device: torch.device, num_scores: int) -> Kernel:
         """The kernel to count ``num_scores`` scores (tasks x candidates) with on ``device``. A requested numba
@@ -239,6 +270,8 @@ class KernelChooser:
                               "the eager kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
                 return eager
             return NUMBA if self._numba_available() else eager
+        if self.requested == "auto" and device.type == "cuda":
+            return TRITON if triton_kernel_available(device) and self._triton_works(device) else eager
         if self.requested == "auto" and device.type == "cpu":
             due = self.eager_scores_counted + num_scores >= self.switch_after
             if self._numba_loaded() or (due and self._numba_available()):
@@ -396,5 +429,40 @@ def numba_kernel_available() -> bool:
     except Exception as error:  # numba missing, or failing to compile here: do not use it
         problem = error
     warnings.warn(f"kgeval: the numba counting kernel is not usable here ({problem}); counting with the eager "
+                  "kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
+    return False
+
+
+@functools.lru_cache(maxsize=8)
+def triton_kernel_works(device: torch.device) -> bool:
+    """Whether the "triton" kernel gives exact counts on ``device``: one probe (cached per device) checks its row
+    counts against :func:`comparison_counts` (ties, +-inf, NaN), and its fused counts against counts of every
+    score it picks -- with candidates repeated, so an answer's score must tie with its copies bit for bit, whatever
+    tile each falls in. If it fails (triton broken here), a warning says so and "auto" counts eagerly."""
+    inf, nan = float("inf"), float("nan")
+    try:
+        scores = torch.tensor([[1.0, 2.0, nan, 2.0, inf], [-inf, 0.0, 0.0, 3.0, 1.0]], device=device)
+        rows, true_scores = torch.tensor([0, 1, 1], device=device), torch.tensor([2.0, 0.0, -inf], device=device)
+        got = TRITON.counts(scores, rows, true_scores)
+        agree = all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, comparison_counts(scores, rows, true_scores),
+                                                                   strict=True))  # fmt: skip
+        generator = torch.Generator().manual_seed(0)
+        queries = torch.randn(70, 45, generator=generator).to(device)
+        candidates = torch.randn(100, 45, generator=generator).repeat(3, 1).to(device)  # 300 rows, each 3 times
+        task_rows = torch.arange(70, device=device)
+        answers = torch.randint(0, 300, (70,), generator=generator).to(device)
+        true = TRITON.pick_scores(queries, candidates, task_rows, answers)
+        greater, less, _nan = TRITON.fused_counts(queries, candidates, task_rows, true)
+        every = TRITON.pick_scores(queries, candidates, task_rows.repeat_interleave(300),
+                                   torch.arange(300, device=device).repeat(70)).view(70, 300)  # fmt: skip
+        agree &= torch.equal(greater, (every > true[:, None]).sum(dim=1))
+        agree &= torch.equal(less, (every < true[:, None]).sum(dim=1))
+        agree &= bool(((every == true[:, None]).sum(dim=1) == 3).all())
+        if agree:
+            return True
+        problem: object = "its counts differ from the PyTorch computation"
+    except Exception as error:  # triton missing or failing to compile here: do not use it
+        problem = error
+    warnings.warn(f"kgeval: the triton kernel is not usable on {device} ({problem}); counting with the eager "
                   "kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
     return False

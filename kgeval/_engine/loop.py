@@ -82,8 +82,10 @@ def rank_side(
     starts = lengths = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
-    layout = state.settings.layout or default_layout(device)
     kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
+    layout = state.settings.layout or default_layout(device)
+    if kernel.fuses_gemm and scorer.fusable:
+        layout = "masked"  # a fused kernel scores the filtered pairs as a list: no query groups, no tile segments
     group_min_pairs = state.settings.group_min_pairs if layout == "sorted" else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * state.settings.min_tasks_per_slice

@@ -23,6 +23,13 @@ class BatchPairs:
     positions: torch.Tensor  #: (P,) candidate position; the row's true position for non-candidates
     num_filtered: torch.Tensor  #: (B,) filtered candidates other than the true answer
 
+    def counts_against(self, values: torch.Tensor, true_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per task row: (#pairs whose score ``values`` (P,) lies above, #below the row's true score (B,)),
+        LongTensors of shape (B,); NaN scores lie in neither."""
+        codes = codes_against(values, true_scores[self.rows], mark_nan=False).double()
+        zeros = torch.zeros(self.num_filtered.numel(), dtype=torch.float64, device=codes.device)
+        return counts_from_code_sums(zeros.index_add(0, self.rows, codes), zeros.index_add(0, self.rows, codes.abs()))
+
     @classmethod
     def empty(cls, size: int, device: torch.device) -> BatchPairs:
         nothing = torch.zeros(0, dtype=torch.int64, device=device)

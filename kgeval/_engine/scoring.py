@@ -28,6 +28,9 @@ FINITE_BOUND = 2.0**100
 #: copying a score row costs about as much as this many query dimensions of a GEMM row (measured on CPU)
 ROW_COPY_COST_IN_DIMS = 16
 
+#: vector dtypes a kernel that multiplies the vectors itself (the fused "triton" kernel) accepts
+FUSABLE_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
+
 
 class Workspace:
     """A reusable scratch buffer for score and code tiles (one per evaluation side)."""
@@ -98,6 +101,16 @@ class CandidateScorer:
         """Start a batch of (U, 2) queries (the layout of score_t / score_h)."""
         self._queries = queries
         self._kept: dict[tuple[int, int], torch.Tensor] = {}  #: scores of answer slices kept by keep_slice
+
+    @property
+    def fusable(self) -> bool:
+        """Whether a kernel may multiply this scorer's query and candidate vectors itself (:meth:`fused_operands`)."""
+        return False
+
+    def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """(queries (U, d), candidates (num_candidates, d)) of the current batch, whose products are the scores
+        (only where :attr:`fusable`)."""
+        raise TypeError(f"{type(self).__name__} has no query/candidate vectors to multiply")
 
     def start_slice(self, start: int, stop: int) -> None:
         """Select the candidate positions [start, stop) for the following :meth:`block` calls."""
@@ -358,6 +371,13 @@ class GemmScorer(CandidateScorer):
         self.nan_free = self._bounded(_largest(self._vectors))
         self._current: torch.Tensor | None = None  #: the kept scores of the current slice, when it has them
 
+    @property
+    def fusable(self) -> bool:
+        return self._candidates.dtype in FUSABLE_DTYPES
+
+    def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._vectors, self._candidates
+
     def _bounded(self, largest_query: float) -> bool:
         """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
         bound = self._vectors.shape[1] * largest_query * self._largest
@@ -409,6 +429,10 @@ class L1Scorer(GemmScorer):
 
     cdist computes the pairwise distances directly, so no (B, E, d) temporary is ever built.
     """
+
+    @property
+    def fusable(self) -> bool:
+        return False  # distances, not products
 
     def _bounded(self, largest_query: float) -> bool:
         bound = self._vectors.shape[1] * (largest_query + self._largest)

@@ -1,0 +1,185 @@
+"""The fused "triton" kernel of the query/candidate fast path (GEMM and counts in one program, no score written),
+under Triton's interpreter on CPU tensors (compiled on a GPU): counts and picked scores against float64 references
+on integer vectors (exact in any summation order), ties between copies of a candidate on random vectors (the
+picked true score is the counting tiles' value, bit for bit), +-inf / NaN, odd sizes, every dtype, and whole
+evaluations of DistMult and TransE (L2) against the brute-force reference, filtered, raw and restricted."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+pytest.importorskip("triton")
+
+from kgeval import RankBasedEvaluator
+from kgeval._engine import kernels
+from kgeval._engine.kernels import COMPARE, TRITON, KernelChooser
+from kgeval._engine.scoring import GemmScorer
+from kgeval.models import DistMult, TransE
+from tests.helpers.graphs import random_graph
+from tests.helpers.ranks import assert_same_ranks
+from tests.helpers.reference import reference_ranks
+
+DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+DTYPES = [torch.float16, torch.bfloat16, torch.float32]
+
+
+def integer_vectors(seed: int, rows: int, dims: int, dtype: torch.dtype, special: bool = False) -> torch.Tensor:
+    """Small integers (products and sums exact in every dtype here), with +-inf and NaN entries if ``special``."""
+    rng = np.random.default_rng(seed)
+    values = rng.integers(-2, 3, (rows, dims)).astype(np.float64)
+    if special:
+        draw = rng.random((rows, dims))
+        values[draw < 0.01] = np.inf
+        values[(draw >= 0.01) & (draw < 0.02)] = -np.inf
+        values[(draw >= 0.02) & (draw < 0.025)] = np.nan
+    return torch.from_numpy(values).to(dtype).to(DEVICE)
+
+
+def reference_counts(queries, candidates, rows, true_scores):
+    """Counts from the float64 product (exact for integer vectors) by plain comparisons."""
+    scores = (queries.double() @ candidates.double().T)[rows]
+    true = true_scores.double().unsqueeze(1)
+    return (scores > true).sum(dim=1), (scores < true).sum(dim=1), torch.isnan(scores).any(dim=1)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("num_queries", "num_candidates", "dims"), [(1, 1, 1), (7, 65, 33), (70, 130, 45)])
+def test_counts_and_picked_scores_equal_the_reference(dtype, num_queries, num_candidates, dims) -> None:
+    queries = integer_vectors(num_queries, num_queries, dims, dtype)
+    candidates = integer_vectors(num_candidates + 1, num_candidates, dims, dtype)
+    rng = np.random.default_rng(dims)
+    rows = torch.as_tensor(rng.integers(0, num_queries, 2 * num_queries + 1), device=DEVICE)  # repeated queries
+    answers = torch.as_tensor(rng.integers(0, num_candidates, rows.numel()), device=DEVICE)
+    true = TRITON.pick_scores(queries, candidates, rows, answers)
+    exact = queries.double() @ candidates.double().T
+    assert torch.equal(true.double(), exact[rows, answers])
+    greater, less, nan = TRITON.fused_counts(queries, candidates, rows, true)
+    expected = reference_counts(queries, candidates, rows, true)
+    assert greater.tolist() == expected[0].tolist()
+    assert less.tolist() == expected[1].tolist()
+    assert nan.tolist() == expected[2].tolist()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the interpreter's numpy matmul
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_special_values_count_as_ordinary_scores_and_nan_is_flagged(dtype) -> None:
+    queries = integer_vectors(1, 9, 5, dtype, special=True)
+    candidates = integer_vectors(2, 70, 5, dtype, special=True)
+    rows = torch.arange(9, device=DEVICE)
+    answers = torch.arange(9, device=DEVICE) * 7
+    true = TRITON.pick_scores(queries, candidates, rows, answers)
+    greater, less, nan = TRITON.fused_counts(queries, candidates, rows, true)
+    expected = reference_counts(queries, candidates, rows, true)
+    assert torch.isinf(true).any() or torch.isnan(true).any(), "the draw must reach the special values"
+    assert greater.tolist() == expected[0].tolist()
+    assert less.tolist() == expected[1].tolist()
+    assert nan.tolist() == (expected[2] | torch.isnan(true)).tolist()
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_copies_of_the_answer_tie_with_it_wherever_their_tiles_fall(dtype) -> None:
+    """Random vectors (rounding everywhere): each candidate appears three times, in different tiles and at
+    different columns of them; the answer's picked score must equal each copy's, so the counts see two ties."""
+    generator = torch.Generator().manual_seed(3)
+    queries = torch.randn(70, 45, generator=generator).to(dtype).to(DEVICE)
+    candidates = torch.randn(43, 45, generator=generator).to(dtype).repeat(3, 1).to(DEVICE)  # 129 rows
+    rows = torch.arange(70, device=DEVICE)
+    answers = torch.randint(0, 129, (70,), generator=generator).to(DEVICE)
+    true = TRITON.pick_scores(queries, candidates, rows, answers)
+    greater, less, _nan = TRITON.fused_counts(queries, candidates, rows, true)
+    assert ((129 - 1 - greater - less) == 2).all()  # equal: the two other copies and nothing else
+
+
+def _integer_model(model, seed: int, dtype: torch.dtype = torch.float32):
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for embedding in (model.entity_embeddings, model.relation_embeddings):
+            embedding.weight.copy_(torch.randint(-1, 2, embedding.weight.shape, generator=generator))
+    return model.to(dtype).to(DEVICE)
+
+
+def _table(model) -> torch.Tensor:
+    """score[h, r, t] in float64 from the model's embeddings: exact for integer embeddings."""
+    entities = model.entity_embeddings.weight.double().cpu()
+    relations = model.relation_embeddings.weight.double().cpu()
+    if isinstance(model, DistMult):
+        return torch.einsum("hd,rd,td->hrt", entities, relations, entities)
+    translated = entities[:, None, None, :] + relations[None, :, None, :] - entities[None, None, :, :]
+    return -(translated * translated).sum(dim=-1)  # -||h + r - t||^2: the order of -||h + r - t||
+
+
+@pytest.mark.parametrize("model_class", [DistMult, TransE])
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize(("filtered", "batch_size", "restrict"), [(True, None, False), (False, 3, False),
+                                                                   (True, 5, True)])  # fmt: skip
+def test_evaluations_match_the_reference(model_class, dtype, filtered, batch_size, restrict, monkeypatch) -> None:
+    graph = random_graph(8, num_entities=70, num_relations=3, num_triples=40, num_filter=120)
+    model = _integer_model(model_class(70, 3, dim=4), seed=8, dtype=dtype)  # dim 4 in {-1, 0, 1}: many ties
+    whitelist = torch.arange(0, 70, 2) if restrict else None
+    triples = graph.triples
+    if whitelist is not None:  # the evaluation triples whose head and tail are candidates
+        triples = triples[(triples[:, 0] % 2 == 0) & (triples[:, 2] % 2 == 0)]
+        assert triples.shape[0] >= 5
+    monkeypatch.setattr(GemmScorer, "_scores", lambda *args: pytest.fail("the fused kernel wrote a score tile"))
+    results = RankBasedEvaluator(filtered=filtered, kernel="triton", batch_size=batch_size).evaluate(
+        model, triples.to(DEVICE), additional_filter_triples=graph.filter_triples, restrict_entities_to=whitelist,
+        use_tqdm=False,
+    )  # fmt: skip
+    expected = reference_ranks(_table(model), triples, graph.filter_triples, filtered=filtered,
+                               restrict_entities_to=None if whitelist is None else whitelist.tolist())  # fmt: skip
+    assert_same_ranks(results.records, expected)
+
+
+def test_float64_and_l1_models_take_the_tile_path() -> None:
+    graph = random_graph(9, num_entities=20, num_relations=2, num_triples=15, num_filter=20)
+    for model in (_integer_model(DistMult(20, 2, dim=3), 9, torch.float64), _integer_model(TransE(20, 2, 3, p=1), 9)):
+        expected = RankBasedEvaluator(kernel="eager").evaluate(model, graph.triples.to(DEVICE), use_tqdm=False)
+        got = RankBasedEvaluator(kernel="triton").evaluate(model, graph.triples.to(DEVICE), use_tqdm=False)
+        assert got.records.equals(expected.records)
+
+
+def test_the_probe_passes_here_and_catches_a_wrong_kernel(monkeypatch) -> None:
+    kernels.triton_kernel_works.cache_clear()
+    assert kernels.triton_kernel_works(DEVICE)
+    kernels.triton_kernel_works.cache_clear()
+    wrong = lambda queries, candidates, rows, columns: (queries @ candidates.T)[rows, columns] + 1e-3  # noqa: E731
+    monkeypatch.setattr(TRITON, "pick_scores", wrong)
+    with pytest.warns(RuntimeWarning, match="the triton kernel is not usable on"):
+        assert not kernels.triton_kernel_works(DEVICE)
+    kernels.triton_kernel_works.cache_clear()
+
+
+def test_auto_picks_triton_on_cuda_only_when_the_probe_passes() -> None:
+    cuda = torch.device("cuda")
+    assert KernelChooser("auto", triton_works=lambda device: True).choose(cuda, 10) is TRITON
+    assert KernelChooser("auto", triton_works=lambda device: False).choose(cuda, 10) is COMPARE
+    cpu = torch.device("cpu")
+    assert KernelChooser("auto", triton_works=lambda device: True, numba_loaded=lambda: False).choose(cpu, 10) \
+        is not TRITON  # fmt: skip
+
+
+@pytest.mark.cuda
+def test_cuda_fused_evaluation_equals_the_cpu_reference() -> None:
+    """On a GPU: the compiled fused kernel (auto's choice there) gives the reference ranks of a tie-heavy model."""
+    graph = random_graph(10, num_entities=300, num_relations=4, num_triples=200, num_filter=600)
+    model = _integer_model(DistMult(300, 4, dim=8), seed=10)
+    results = RankBasedEvaluator().evaluate(model, graph.triples.cuda(), additional_filter_triples=graph.filter_triples,
+                                            use_tqdm=False)  # fmt: skip
+    assert_same_ranks(results.records, reference_ranks(_table(model), graph.triples, graph.filter_triples))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_an_evaluation_sees_the_answer_tie_with_its_copy(dtype) -> None:
+    """Random DistMult embeddings, entity i + 35 a copy of entity i: raw, every true answer ties with its copy at
+    least, however the scores round -- which holds only if the true score is the counting tiles' own value."""
+    graph = random_graph(11, num_entities=70, num_relations=3, num_triples=60, num_filter=0)
+    model = DistMult(70, 3, dim=40, seed=11)
+    with torch.no_grad():
+        model.entity_embeddings.weight[35:] = model.entity_embeddings.weight[:35]
+    model = model.to(dtype).to(DEVICE)
+    results = RankBasedEvaluator(filtered=False, kernel="triton").evaluate(model, graph.triples.to(DEVICE),
+                                                                           use_tqdm=False)  # fmt: skip
+    records = results.records
+    assert (records.pessimistic - records.optimistic >= 1).all()

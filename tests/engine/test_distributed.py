@@ -210,3 +210,16 @@ def test_an_interrupted_rank_makes_the_others_fail_at_once(outcomes) -> None:
         assert (status, kind) == ("error", "DistributedEvaluationError")
         assert message == "distributed evaluation failed on another rank (rank 1: KeyboardInterrupt: )"
         assert seconds < 20
+
+
+@pytest.mark.cuda
+def test_nccl_ranks_return_the_single_process_results(tmp_path) -> None:
+    """On a machine with two GPUs or more: the same scenarios over NCCL (one GPU per rank) as over gloo."""
+    if torch.cuda.device_count() < 2 or not dist.is_nccl_available():
+        pytest.skip("NCCL evaluation needs NCCL and two GPUs (one per rank)")
+    names = ["ties", "gemm", "sums_only", "restricted_tail"]
+    per_rank = run_scenarios(2, names, tmp_path, backend="nccl")
+    for name in names:
+        expected = SCENARIOS[name](None)
+        for got in ok_values(per_rank, name):
+            assert_same_results(got, expected)

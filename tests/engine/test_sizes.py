@@ -177,3 +177,24 @@ def test_gemm_fast_path_retry() -> None:
     )
     for column in ("optimistic", "pessimistic", "num_candidates"):
         np.testing.assert_array_equal(results.records[column], expected.records[column])
+
+
+@pytest.mark.cuda
+def test_a_real_cuda_out_of_memory_error_is_retried_with_smaller_batches() -> None:
+    """On a GPU: a model whose scoring of more than 4 queries asks the CUDA allocator for 2**50 bytes (a real
+    torch.OutOfMemoryError); the evaluation halves its batches, gives the reference ranks and frees the memory."""
+    graph = random_graph(2, 20, 3, num_triples=60, num_filter=40)
+    table = quantised_table(2, 20, 3, levels=3)
+
+    class HungryAbove(TableModel):
+        def _record(self, method, batch, scores):
+            if batch.shape[0] > 4:
+                torch.empty(2**50, dtype=torch.uint8, device="cuda")
+            return super()._record(method, batch, scores)
+
+    model = HungryAbove(table.cuda())
+    results = RankBasedEvaluator().evaluate(
+        model, graph.triples.cuda(), additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
+    assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
+    assert all(size <= 4 for _method, size, _columns in model.score_calls)

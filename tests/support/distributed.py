@@ -198,7 +198,8 @@ SCENARIOS["after_errors"] = ties  # the group still works after the error scenar
 # -- processes ------------------------------------------------------------------------------------------------
 
 
-#: fork shares the parent's imports (a spawned process spends seconds importing torch); spawn where fork is missing
+#: fork shares the parent's imports (a spawned process spends seconds importing torch); spawn where fork is missing,
+#: and for CUDA, which a forked child of an initialised parent cannot use
 START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
 
 
@@ -210,10 +211,12 @@ def _outcome(run: Callable[[], Any]) -> tuple[str, ...] | tuple[str, Any]:
         return ("error", type(error).__name__, str(error))
 
 
-def _worker(rank: int, world_size: int, port: int, out_dir: str, names: list[str]) -> None:
+def _worker(rank: int, world_size: int, port: int, out_dir: str, names: list[str], backend: str = "gloo") -> None:
     torch.set_num_threads(1)
+    if backend == "nccl":
+        torch.cuda.set_device(rank)  # NCCL: one GPU per rank
     dist.init_process_group(
-        "gloo",
+        backend,
         init_method=f"tcp://127.0.0.1:{port}",
         rank=rank,
         world_size=world_size,
@@ -235,9 +238,13 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def run_scenarios(world_size: int, names: list[str], out_dir: Path, deadline: float = 180.0) -> list[dict]:
-    """Run the named scenarios on ``world_size`` gloo processes; each rank's {name: outcome}."""
-    return launch(_worker, (world_size, free_port(), str(out_dir), names), world_size, out_dir, deadline)
+def run_scenarios(
+    world_size: int, names: list[str], out_dir: Path, deadline: float = 180.0, backend: str = "gloo"
+) -> list[dict]:
+    """Run the named scenarios on ``world_size`` processes of a ``backend`` group ("gloo"; "nccl": one GPU per
+    rank); each rank's {name: outcome}."""
+    args = (world_size, free_port(), str(out_dir), names, backend)
+    return launch(_worker, args, world_size, out_dir, deadline)
 
 
 def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: str, argv: list[str]) -> None:
@@ -265,7 +272,8 @@ def run_example(world_size: int, path: Path, argv: list[str], out_dir: Path, dea
 def launch(worker: Callable[..., None], args: tuple, world_size: int, out_dir: Path, deadline: float) -> list:
     """Start ``worker(rank, *args)`` on ``world_size`` processes, wait (killing them after ``deadline`` s), and
     return what each rank pickled to ``out_dir/rank<i>.pkl``."""
-    context = mp.start_processes(worker, args=args, nprocs=world_size, join=False, start_method=START_METHOD)
+    start_method = "spawn" if torch.cuda.is_initialized() or "nccl" in args else START_METHOD
+    context = mp.start_processes(worker, args=args, nprocs=world_size, join=False, start_method=start_method)
     stop = time.monotonic() + deadline
     try:
         while not context.join(timeout=1.0):

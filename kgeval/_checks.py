@@ -44,15 +44,16 @@ def check_ks(ks: Any) -> tuple[int, ...]:
     return tuple(sorted(set(values)))
 
 
-def check_targets(targets: Any) -> tuple[Target, ...]:
-    """The ranking sides to evaluate, a non-empty subset of ("head", "tail") in that order."""
+def check_targets(targets: Any, allowed: tuple[Target, ...] = TARGETS) -> tuple[Target, ...]:
+    """The ranking sides to evaluate, a non-empty subset of ``allowed`` (default ("head", "tail", "relation")) in
+    that order."""
     if not isinstance(targets, str | Iterable):
-        raise ValueError(f"targets must be a non-empty subset of {TARGETS}, got {targets!r}")
+        raise ValueError(f"targets must be a non-empty subset of {allowed}, got {targets!r}")
     values = (targets,) if isinstance(targets, str) else tuple(targets)
-    unknown = [t for t in values if t not in TARGETS]
+    unknown = [t for t in values if t not in allowed]
     if unknown or not values:
-        raise ValueError(f"targets must be a non-empty subset of {TARGETS}, got {targets!r}")
-    return tuple(t for t in TARGETS if t in values)
+        raise ValueError(f"targets must be a non-empty subset of {allowed}, got {targets!r}")
+    return tuple(t for t in allowed if t in values)
 
 
 def check_triples(triples: Any, name: str, num_entities: int, num_relations: int | None = None) -> torch.Tensor:
@@ -202,7 +203,7 @@ def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = Fa
     if scores_triples:
         return
     for target in targets:
-        method = "score_t" if target == "tail" else "score_h"
+        method = {"tail": "score_t", "head": "score_h", "relation": "score_r"}[target]
         if not callable(getattr(model, method, None)):
             raise TypeError(
                 f"the model must have a callable {method}(batch) to rank {target}s, or score whole triples "
@@ -335,8 +336,8 @@ def check_rank_records(
     columns: Mapping[str, Any], source: str, *, unknown_task_index: bool = False, unknown_triples: bool = False
 ) -> dict[str, np.ndarray]:
     """Per-task records checked against METRICS.md: ids >= 0, 1 <= optimistic <= pessimistic <= num_candidates
-    (when present), side codes 0 (head) / 1 (tail), task_index >= 0 (-1 = unknown, where allowed), realistic (when
-    present) = (optimistic + pessimistic) / 2; all columns of one length.
+    (when present), side codes 0 (head) / 1 (tail) / 2 (relation), task_index >= 0 (-1 = unknown, where allowed),
+    realistic (when present) = (optimistic + pessimistic) / 2; all columns of one length.
 
     Parameters
     ----------
@@ -367,7 +368,7 @@ def check_rank_records(
     if len(set(lengths.values())) > 1:
         raise ValueError(f"{source}: record columns differ in length: {lengths}")
     rules = [
-        (out["side"] <= 1, "side must be 0 (head) or 1 (tail)"),
+        (out["side"] <= 2, "side must be 0 (head), 1 (tail) or 2 (relation)"),
         (out["optimistic"] <= out["pessimistic"], "optimistic must be <= pessimistic"),
     ]
     if "num_candidates" in out:

@@ -16,7 +16,7 @@ from kgeval.metrics.summary import nan_equal
 from kgeval.typing import RANK_TYPES, SIDES
 
 #: side columns of the headline, in this order
-HEADLINE_SIDES = ("both", "head", "tail")
+HEADLINE_SIDES = ("both", "head", "tail", "relation")
 
 
 def headline_rows(ks: tuple[int, ...]) -> list[tuple[str, str]]:
@@ -29,7 +29,7 @@ def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) ->
     """The numbers every paper reports, realistic ranks, both sides pooled with head and tail beside, in at most 80
     columns; optimistic / pessimistic columns for ``both`` only where ties make them differ.
 
-    >>> print(headline({(s, r, k): 0.5 for s in SIDES for r in RANK_TYPES
+    >>> print(headline({(s, r, k): 0.5 for s in ("both", "head", "tail") for r in RANK_TYPES
     ...                 for k in ("count", "inverse_harmonic_mean_rank", "hits_at_1", "arithmetic_mean_rank")}, (1,)))
     0 ranking tasks (0 head, 0 tail), realistic ranks
                 both      head      tail
@@ -37,18 +37,18 @@ def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) ->
     Hits@1    0.5000    0.5000    0.5000
     MR          0.50      0.50      0.50
     """
-    rows = [(label, key) for label, key in headline_rows(ks) if ("both", "realistic", key) in data]
     sides = [side for side in HEADLINE_SIDES if (side, "realistic", "count") in data]
-    ties = any(
-        not nan_equal(data.get(("both", "optimistic", key), math.nan), data.get(("both", "pessimistic", key), math.nan))
-        for _label, key in rows
-    )
+    primary = sides[0] if sides else "both"  # "both", or the one side of a relation-only evaluation
+    rows = [(label, key) for label, key in headline_rows(ks) if (primary, "realistic", key) in data]
+    best = [data.get((primary, "optimistic", key), math.nan) for _label, key in rows]
+    worst = [data.get((primary, "pessimistic", key), math.nan) for _label, key in rows]
+    ties = not all(map(nan_equal, best, worst))
     columns = [(side, "realistic", side) for side in sides]
     if ties:
-        columns += [("both", "optimistic", "optimistic"), ("both", "pessimistic", "pessimistic")]
+        columns += [(primary, "optimistic", "optimistic"), (primary, "pessimistic", "pessimistic")]
     counts = {side: int(data.get((side, "realistic", "count"), 0)) for side in sides}
-    parts = [f"{counts[side]:,} {side}" for side in ("head", "tail") if side in counts]
-    total = f"{counts.get('both', sum(counts.values())):,} ranking tasks"
+    parts = [f"{counts[side]:,} {side}" for side in ("head", "tail", "relation") if side in counts]
+    total = f"{sum(counts[side] for side in counts if side != 'both') or counts.get('both', 0):,} ranking tasks"
     lines = [f"{total} ({', '.join(parts)}), realistic ranks" if parts else f"{total}, realistic ranks"]
     lines.append(" " * 8 + "".join(f"{title:>{_width(title)}}" for _s, _r, title in columns))
     for label, key in rows:
@@ -58,7 +58,8 @@ def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) ->
         )
         lines.append(f"{label:<8}{cells}")
     if ties:
-        lines.append("optimistic / pessimistic: both sides, ties broken for / against the true answer")
+        pooled = "both sides" if primary == "both" else primary
+        lines.append(f"optimistic / pessimistic: {pooled}, ties broken for / against the true answer")
     return "\n".join(lines)
 
 

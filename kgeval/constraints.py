@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from kgeval.typing import Target
+from kgeval.typing import EntityTarget
 
 __all__ = ["TypeConstraints"]
 
@@ -54,7 +54,7 @@ class TypeConstraints:
             heads[relation], tails[relation] = torch.unique(rows[:, 0]), torch.unique(rows[:, 2])
         return cls(heads=heads, tails=tails)
 
-    def allowed(self, relation: int, target: Target) -> torch.Tensor | None:
+    def allowed(self, relation: int, target: EntityTarget) -> torch.Tensor | None:
         """The sorted entity ids a ``target`` task of ``relation`` ranks among; None when unconstrained."""
         return (self.heads if target == "head" else self.tails).get(int(relation))
 
@@ -68,7 +68,7 @@ class TypeConstraints:
                     )
 
     def candidate_groups(
-        self, relations: torch.Tensor, target: Target, whitelist: torch.Tensor | None
+        self, relations: torch.Tensor, target: EntityTarget, whitelist: torch.Tensor | None
     ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
         """(task rows, candidate ids) of each candidate set of one side, for tasks of the given ``relations`` (n,):
         the tasks of each constrained relation with its allowed set (intersected with ``whitelist``), then the
@@ -88,7 +88,7 @@ class TypeConstraints:
             groups.append((unconstrained.nonzero()[:, 0], whitelist))
         return groups
 
-    def answers_inside(self, relations: torch.Tensor, answers: torch.Tensor, target: Target) -> torch.Tensor:
+    def answers_inside(self, relations: torch.Tensor, answers: torch.Tensor, target: EntityTarget) -> torch.Tensor:
         """(n,) bool: whether each answer lies in its relation's allowed set on this side."""
         inside = torch.ones(relations.shape[0], dtype=torch.bool, device=relations.device)
         for relation in torch.unique(relations).tolist():

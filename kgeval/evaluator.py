@@ -46,8 +46,10 @@ from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
 
 #: columns of a triple that form the query, and the column of the true answer, per target
-QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2]}
-ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0}
+#: the columns of a triple a task of each target is asked with (the layouts of score_t / score_h / score_r)
+QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2], "relation": [0, 2]}
+#: the column of its answer
+ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0, "relation": 1}
 
 #: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
 FilterMode = bool | Literal["both"]
@@ -68,6 +70,7 @@ class EvaluationInputs:
     slice_size: int | None
     score_fn: Any = None  #: scores whole triples instead of the model's methods (evaluate's score_fn)
     constraints: TypeConstraints | None = None  #: per relation and side candidate sets (type_constraints)
+    num_relations: int | None = None  #: the model's relation count (needed to rank relations)
 
 
 @dataclass(frozen=True)
@@ -225,7 +228,8 @@ class RankBasedEvaluator:
         distributed: bool | None = None,
         process_group: Any = None,
     ) -> RankBasedMetricResults:
-        """Rank the true head and tail of every triple among all candidates and compute every metric.
+        """Rank the true head and tail (and, on request, relation) of every triple among all candidates and compute
+        every metric.
 
         Every argument after ``mapped_triples`` is keyword-only: PyKEEN's third positional parameter is
         ``batch_size``, so a positional call written for PyKEEN fails here instead of meaning something else.
@@ -248,7 +252,12 @@ class RankBasedEvaluator:
             Default: ``model.num_entities``.
         restrict_entities_to : LongTensor, list or set of ids, optional
             Only these entities are candidates.
-        targets : sequence of {"head", "tail"}, default=("head", "tail")
+        targets : sequence of {"head", "tail", "relation"}, default=("head", "tail")
+            "relation" ranks the true relation of (h, ?, t) among all relations, filtered by the known (h, r', t),
+            through the model's ``score_r(ht_batch, relations=None)`` (PyKEEN's method; the built-in models have it)
+            or its whole-triple scoring; the model must declare ``num_relations``. Reported as the side
+            ``relation`` (``relation.realistic.mrr``), apart from ``both`` (head and tail, as in PyKEEN).
+            ``restrict_entities_to`` and ``type_constraints`` concern entity candidates only.
         use_tqdm : bool, default=True
             Show a progress bar over ranking tasks.
         tqdm_kwargs : mapping, optional
@@ -353,6 +362,11 @@ class RankBasedEvaluator:
         num_entities = _checks.check_num_entities(model, request.num_entities)
         device = model_device(model)
         num_relations = _checks.model_num_relations(model)
+        if "relation" in targets and num_relations is None:
+            raise ValueError(
+                "ranking relations (targets with 'relation') needs the model's number of relations: give the model "
+                "a positive int attribute num_relations"
+            )
         triples = _checks.check_triples(request.mapped_triples, "mapped_triples", num_entities, num_relations)
         triples = triples.to(device)
         known = _checks.check_filter_triples(request.additional_filter_triples, num_entities, num_relations)
@@ -395,6 +409,7 @@ class RankBasedEvaluator:
             or self.slice_size,
             score_fn=request.score_fn,
             constraints=constraints,
+            num_relations=num_relations,
         )
 
     # -- planning ---------------------------------------------------------------------------------------------
@@ -433,7 +448,7 @@ class RankBasedEvaluator:
         accumulators = {}
         with tqdm(**{"total": len(inputs.targets) * inputs.task_index.numel(), **progress_settings}) as progress:
             for target in inputs.targets:
-                side_index = index.sides[target] if index is not None else None
+                side_index = index.side(target) if index is not None else None
                 accumulators[target] = self._rank_target(model, inputs, target, side_index, progress)
         return accumulators
 
@@ -449,11 +464,12 @@ class RankBasedEvaluator:
             empty = MetricAccumulator(ks=self.ks, keep_records=self.keep_records).to(triples.device)
             return empty, empty.clone() if both else None
         parts = []
+        id_space = inputs.num_relations if target == "relation" else inputs.num_entities
         for rows, candidate_ids in _candidate_groups(triples, inputs, target):
             scorer = make_scorer(
-                model, target, inputs.num_entities, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn
+                model, target, id_space, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn  # type: ignore[arg-type]
             )
-            position_of = candidate_positions(candidate_ids, inputs.num_entities, triples.device)
+            position_of = candidate_positions(candidate_ids, id_space, triples.device)  # type: ignore[arg-type]
             group = triples if rows is None else triples[rows]
             answers = group[:, ANSWER_COLUMN[target]]
             tasks = SideTasks(
@@ -502,6 +518,8 @@ def _candidate_groups(
 ) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
     """(task rows, candidate ids) of each candidate set of one side: every task with the whitelist (rows None)
     without type constraints for this side, else :meth:`TypeConstraints.candidate_groups`."""
+    if target == "relation":  # every relation is a candidate: entity whitelists and constraints concern entities
+        return [(None, None)]
     constraints = inputs.constraints
     if constraints is None or not (constraints.heads if target == "head" else constraints.tails):
         return [(None, inputs.candidate_ids)]
@@ -516,7 +534,8 @@ def _tasks_inside_constraints(
     selected = triples[task_index]
     inside = torch.ones(task_index.numel(), dtype=torch.bool, device=triples.device)
     for target in targets:
-        inside &= constraints.answers_inside(selected[:, 1], selected[:, ANSWER_COLUMN[target]], target)
+        if target != "relation":
+            inside &= constraints.answers_inside(selected[:, 1], selected[:, ANSWER_COLUMN[target]], target)
     if not drop and not bool(inside.all()):
         row = int(task_index[(~inside).nonzero()[0, 0]])
         raise ValueError(

@@ -12,7 +12,7 @@ import torch
 from kgeval._checks import check_ks
 from kgeval.accumulator import MetricAccumulator
 from kgeval.results import RankBasedMetricResults
-from kgeval.typing import TARGETS, Target
+from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
 #: negative scores compared per chunk of tasks (bounds the (tasks x K) comparison temporaries)
 CHUNK_ELEMENTS = 2**22
@@ -23,7 +23,7 @@ def evaluate_scores(
     negative_scores: torch.Tensor,
     *,
     ks: Sequence[int] = (1, 3, 5, 10),
-    target: Target = "tail",
+    target: EntityTarget = "tail",
     keep_records: bool = True,
 ) -> RankBasedMetricResults:
     """Every rank-based metric of tasks given by their scores.
@@ -56,8 +56,8 @@ def evaluate_scores(
     ranks, so ``realistic.mrr`` and ``realistic.hits_at_k`` are OGB's numbers. The adjusted metrics use the null model
     of K + 1 candidates per task.
     """
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    if target not in ENTITY_TARGETS:
+        raise ValueError(f"target must be one of {ENTITY_TARGETS}, got {target!r}")
     positive, negative = _checked(positive_scores, negative_scores)
     optimistic = torch.empty(positive.shape[0], dtype=torch.int64, device=positive.device)
     pessimistic = torch.empty_like(optimistic)

@@ -23,7 +23,7 @@ from kgeval._engine import (
 from kgeval.constraints import TypeConstraints
 from kgeval.evaluator import evaluation_mode
 from kgeval.integrations import scoring_view
-from kgeval.typing import TARGETS, Target
+from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
 __all__ = ["predict_top_k"]
 
@@ -36,7 +36,7 @@ def predict_top_k(
     queries: torch.Tensor,
     *,
     k: int = 10,
-    target: Target = "tail",
+    target: EntityTarget = "tail",
     filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
     restrict_entities_to: torch.Tensor | Iterable[int] | None = None,
     num_entities: int | None = None,
@@ -85,8 +85,8 @@ def predict_top_k(
     ValueError
         For bad queries, ids out of range, k < 1, or a NaN score among a query's remaining candidates.
     """
-    if target not in TARGETS:
-        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
+    if target not in ENTITY_TARGETS:
+        raise ValueError(f"target must be one of {ENTITY_TARGETS}, got {target!r}")
     k = _checks.check_positive_int(k, "k")  # type: ignore[assignment]
     view = scoring_view(model)
     scores_triples = not callable(getattr(view, SCORE_METHOD[target], None)) and triple_function(view) is not None
@@ -119,7 +119,7 @@ def predict_top_k(
 
 
 def _candidate_sets(
-    queries: torch.Tensor, target: Target, whitelist: torch.Tensor | None, constraints: TypeConstraints | None
+    queries: torch.Tensor, target: EntityTarget, whitelist: torch.Tensor | None, constraints: TypeConstraints | None
 ) -> list[tuple[torch.Tensor, torch.Tensor | None]]:
     """(query rows, candidate ids) of each candidate set (see :meth:`TypeConstraints.candidate_groups`)."""
     if constraints is None:
@@ -130,7 +130,7 @@ def _candidate_sets(
 def _predict(
     view: Any,
     queries: torch.Tensor,
-    target: Target,
+    target: EntityTarget,
     num_entities: int,
     candidate_ids: torch.Tensor | None,
     side_index: Any,
@@ -163,7 +163,7 @@ def _predict(
     return ids, torch.where(found, scores, torch.nan)
 
 
-def _checked_queries(queries: Any, target: Target, num_entities: int, num_relations: int | None) -> torch.Tensor:
+def _checked_queries(queries: Any, target: EntityTarget, num_entities: int, num_relations: int | None) -> torch.Tensor:
     """(n, 2) integer queries with the entity and relation ids in range (ValueError naming the first bad row)."""
     if not isinstance(queries, torch.Tensor) or queries.dtype.is_floating_point or queries.dtype == torch.bool:
         raise TypeError(f"queries must be an integer tensor, got {getattr(queries, 'dtype', type(queries).__name__)}")

@@ -1,8 +1,9 @@
 """RankRecords: the one per-task table (a row per ranking task), its checked construction, views and files.
 
 Accumulators emit it, results keep it, rank files read into it, and every analysis reads it. Columns: the task's
-triple ``head`` / ``relation`` / ``tail``, ``side`` (0 = head task, 1 = tail task), ``optimistic`` / ``pessimistic``
-ranks, ``num_candidates`` and ``task_index`` (the triple's row in the evaluated triples, -1 where unknown).
+triple ``head`` / ``relation`` / ``tail``, ``side`` (0 = head task, 1 = tail task, 2 = relation task),
+``optimistic`` / ``pessimistic`` ranks, ``num_candidates`` and ``task_index`` (the triple's row in the evaluated
+triples, -1 where unknown).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pandas as pd
 import torch
 
 from kgeval._checks import check_rank_records, plain
-from kgeval.typing import TARGETS, RankType, Target
+from kgeval.typing import ENTITY_TARGETS, TARGETS, RankType, Target
 
 __all__ = ["RANK_TABLE_COLUMNS", "RankRecords", "rank_records", "ranks_of_type", "read_ranks"]
 
@@ -53,7 +54,7 @@ class RankRecords:
     head: np.ndarray  #: int64 (n,); -1 where the triple is unknown
     relation: np.ndarray  #: int64 (n,)
     tail: np.ndarray  #: int64 (n,)
-    side: np.ndarray  #: int8 (n,): 0 = head task, 1 = tail task (the index into kgeval.typing.TARGETS)
+    side: np.ndarray  #: int8 (n,): 0 = head task, 1 = tail task, 2 = relation task (the index into TARGETS)
     optimistic: np.ndarray  #: int64 (n,), 1-based
     pessimistic: np.ndarray  #: int64 (n,), >= optimistic
     num_candidates: np.ndarray | None  #: int64 (n,), >= pessimistic; None where unknown (a rank table without it)
@@ -71,7 +72,7 @@ class RankRecords:
         Parameters
         ----------
         columns : mapping of str to array-like of shape (n,)
-            ``head``, ``relation``, ``tail``, ``side`` (0 / 1), ``optimistic``, ``pessimistic``; optional
+            ``head``, ``relation``, ``tail``, ``side`` (0 / 1 / 2), ``optimistic``, ``pessimistic``; optional
             ``num_candidates``, ``task_index`` (default -1) and ``realistic`` (checked, then dropped).
         source : str
             Names the records in error messages.
@@ -93,7 +94,7 @@ class RankRecords:
 
     @classmethod
     def from_frame(cls, frame: pd.DataFrame, source: str = "rank table") -> RankRecords:
-        """Records from a rank table (the layout of ``results.ranks_df()``; sides as "head" / "tail" or 0 / 1),
+        """Records from a rank table (the layout of ``results.ranks_df()``; sides by name or code 0 / 1 / 2),
         every column checked; ValueError naming the first bad row: ids integers >= 0, 1 <= optimistic <=
         pessimistic (<= num_candidates where given), realistic (where given) their mean; an empty or NaN cell is
         never read as a number."""
@@ -194,7 +195,7 @@ class RankRecords:
         return {name: getattr(self, name) for name in self.column_names()}
 
     def to_frame(self) -> pd.DataFrame:
-        """The columns as a DataFrame (``side`` as 0 / 1); ``results.ranks_df()`` adds labels and realistic ranks."""
+        """The columns as a DataFrame (``side`` as its code); ``results.ranks_df()`` adds labels and realistic ranks."""
         return pd.DataFrame(self.columns())
 
     def to_lists(self) -> dict[str, list[int]]:
@@ -203,18 +204,23 @@ class RankRecords:
 
     # -- head and tail tasks of one triple --------------------------------------------------------------------
     def paired(self, rank_type: RankType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(triples (n, 3), head ranks (n,), tail ranks (n,)): the head and tail task of each triple, paired.
+        """(triples (n, 3), head ranks (n,), tail ranks (n,)): the head and tail task of each triple, paired
+        (relation tasks, if any, are left out).
 
         Tasks pair by ``task_index``; when some index is unknown (-1), by (head, relation, tail) and occurrence
         number instead (duplicate triples have equal ranks, so any pairing of their tasks gives the same values).
         """
         if len(self) == 0:
             raise ValueError("the results hold no ranking tasks")
-        if self.sides() != TARGETS:
+        entity_tasks = self.select(self.side != TARGETS.index("relation"))
+        if entity_tasks.sides() != ENTITY_TARGETS:
             raise ValueError(
                 f"stratified metrics need the head and the tail task of every triple, got {self.sides()[0]} tasks "
                 "only (evaluate with targets=('head', 'tail'))"
             )
+        return entity_tasks._paired_entity_tasks(rank_type)
+
+    def _paired_entity_tasks(self, rank_type: RankType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         triples, side = self.triples, self.side
         key = _pairing_key(triples, side, self.task_index)
         order = np.lexsort((side, key))  # by key, head task first
@@ -242,16 +248,17 @@ def _pairing_key(triples: np.ndarray, side: np.ndarray, task_index: np.ndarray) 
 
 
 def _side_codes(side: pd.Series, source: str) -> np.ndarray:
-    """Sides as int8 codes 0 = head, 1 = tail, from the strings "head" / "tail" or the codes themselves."""
+    """Sides as int8 codes 0 = head, 1 = tail, 2 = relation, from their names or the codes themselves."""
     if pd.api.types.is_numeric_dtype(side) and not pd.api.types.is_bool_dtype(side):
         codes = side.to_numpy(dtype=np.float64)
     else:
         codes = side.astype(str).str.lower().map({name: code for code, name in enumerate(TARGETS)}).to_numpy()
-    valid = pd.notna(codes) & np.isin(codes, (0, 1))
+    valid = pd.notna(codes) & np.isin(codes, range(len(TARGETS)))
     if not valid.all():
         row = int(np.flatnonzero(~valid)[0])
         raise ValueError(
-            f"{source}: column 'side' row {row} = {plain(side.iloc[row])!r} must be 'head' / 'tail' (or 0 / 1)"
+            f"{source}: column 'side' row {row} = {plain(side.iloc[row])!r} must be 'head' / 'tail' / 'relation' "
+            "(or 0 / 1 / 2)"
         )
     return codes.astype(np.int8)
 

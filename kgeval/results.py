@@ -30,7 +30,7 @@ from kgeval.metrics.naming import close_matches
 from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
 from kgeval.metrics.summary import nan_equal
 from kgeval.records import RankRecords
-from kgeval.typing import RANK_TYPES, SIDES, TARGETS, RankType, Side
+from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, SIDES, TARGETS, RankType, Side
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -94,22 +94,25 @@ class RankBasedMetricResults:
         ks: tuple[int, ...],
         raw: RankBasedMetricResults | None = None,
     ) -> RankBasedMetricResults:
-        """Every metric per side (each target, and ``both`` = the targets pooled) and rank type.
+        """Every metric per side (each target, and ``both`` = the head and tail targets pooled, PyKEEN's ``both``;
+        relation prediction, when evaluated, is its own side and not part of ``both``) and rank type.
 
         Also stores, per side, the null-model (E, Var) of every reported metric with a closed form; ``raw`` holds
         the raw results of a ``filtered="both"`` evaluation.
 
         Parameters
         ----------
-        accumulators : mapping of {"head", "tail"} to MetricAccumulator
+        accumulators : mapping of {"head", "tail", "relation"} to MetricAccumulator
             The ranks of each evaluated target side.
         ks : tuple of int
         raw : RankBasedMetricResults, optional
         """
         data, null_model = {}, {}
         sides: dict[str, MetricAccumulator] = dict(accumulators)
-        first, *rest = accumulators.values()
-        sides["both"] = first.clone().merge(*rest)
+        entity_sides = [accumulator for target, accumulator in accumulators.items() if target in ENTITY_TARGETS]
+        if entity_sides:
+            first, *rest = entity_sides
+            sides["both"] = first.clone().merge(*rest)
         for side, accumulator in sides.items():
             for rank_type in RANK_TYPES:
                 for key, value in accumulator.compute(rank_type).items():
@@ -123,8 +126,12 @@ class RankBasedMetricResults:
 
     # -- lookup -----------------------------------------------------------------------------------------------
     def resolve_key(self, key: str) -> MetricKey:
-        """Parse ``key`` and check that it names a reported number; KeyError listing close matches otherwise."""
+        """Parse ``key`` and check that it names a reported number; KeyError listing close matches otherwise.
+
+        A key without a side means ``both``, or ``relation`` for an evaluation of relation prediction alone."""
         parsed = parse_key(key)
+        if parsed.side == "both" and self.targets == ("relation",) and "both" not in key.lower().split("."):
+            parsed = MetricKey(side="relation", rank_type=parsed.rank_type, name=parsed.name)
         info, _k = lookup(parsed.name)
         if parsed.rank_type not in info.rank_types:
             raise KeyError(

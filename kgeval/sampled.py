@@ -23,7 +23,7 @@ from kgeval.evaluator import ANSWER_COLUMN, QUERY_COLUMNS, evaluation_mode
 from kgeval.integrations import scoring_view
 from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
-from kgeval.typing import Target
+from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
 __all__ = ["SampledRankBasedEvaluator"]
 
@@ -85,7 +85,7 @@ class SampledRankBasedEvaluator:
         if sampling == "degree" and degree_triples is None:
             raise ValueError("sampling='degree' needs degree_triples (the triples degrees are counted on)")
         self.num_negatives = _checks.check_positive_int(num_negatives, "num_negatives", allow_none=True) or 50
-        self.negatives: dict[Target, torch.Tensor | None] = {"head": head_negatives, "tail": tail_negatives}
+        self.negatives: dict[EntityTarget, torch.Tensor | None] = {"head": head_negatives, "tail": tail_negatives}
         self.additional_filter_triples = additional_filter_triples
         self.sampling: Sampling = sampling
         self.degree_triples = degree_triples
@@ -106,7 +106,7 @@ class SampledRankBasedEvaluator:
         mapped_triples: torch.Tensor,
         *,
         additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
-        targets: Sequence[Target] = ("head", "tail"),
+        targets: Sequence[EntityTarget] = ("head", "tail"),
         num_entities: int | None = None,
         batch_size: int = 256,
         use_tqdm: bool = False,
@@ -115,7 +115,7 @@ class SampledRankBasedEvaluator:
         adds to the evaluator's own. ``use_tqdm`` is accepted for symmetry and ignored (the work is small)."""
         del use_tqdm
         view = scoring_view(model)
-        targets = _checks.check_targets(targets)
+        targets = _checks.check_targets(targets, ENTITY_TARGETS)
         num_entities = _checks.check_num_entities(view, num_entities)
         num_relations = _checks.model_num_relations(view)
         batch_size = _checks.check_positive_int(batch_size, "batch_size")  # type: ignore[assignment]
@@ -139,7 +139,7 @@ class SampledRankBasedEvaluator:
 
     def _negatives(
         self,
-        target: Target,
+        target: EntityTarget,
         triples: torch.Tensor,
         num_entities: int,
         index: FilterIndex | None,
@@ -166,7 +166,7 @@ class SampledRankBasedEvaluator:
 
 def _draw(
     triples: torch.Tensor,
-    target: Target,
+    target: EntityTarget,
     weights: torch.Tensor,
     num_negatives: int,
     index: FilterIndex | None,
@@ -216,7 +216,7 @@ def _known(side: Any, queries: torch.Tensor, entities: torch.Tensor) -> torch.Te
 
 
 def _ranks(
-    model: Any, triples: torch.Tensor, negatives: torch.Tensor, target: Target, batch_size: int, num_entities: int
+    model: Any, triples: torch.Tensor, negatives: torch.Tensor, target: EntityTarget, batch_size: int, num_entities: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(optimistic, pessimistic, num_candidates) of each task among its true answer and its negatives."""
     optimistic, pessimistic = [], []
@@ -236,7 +236,7 @@ def _ranks(
     return torch.cat(optimistic), torch.cat(pessimistic), 1 + (negatives >= 0).sum(dim=1)
 
 
-def _scorer(model: Any, target: Target, num_entities: int) -> Any:
+def _scorer(model: Any, target: EntityTarget, num_entities: int) -> Any:
     """``score(queries (B, 2), candidates (B, C)) -> (B, C)``: whole triples in one call when the model scores them,
     else its full score_t / score_h rows with the candidates' columns picked."""
     function = triple_function(model)

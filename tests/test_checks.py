@@ -100,7 +100,7 @@ def test_sizes_must_be_positive(name, value) -> None:
 
 @pytest.mark.parametrize("targets", [("left",), (), "both"])
 def test_unknown_targets(targets) -> None:
-    with raises(ValueError, f"targets must be a non-empty subset of ('head', 'tail'), got {targets!r}"):
+    with raises(ValueError, f"targets must be a non-empty subset of ('head', 'tail', 'relation'), got {targets!r}"):
         evaluate(targets=targets)
 
 
@@ -260,7 +260,7 @@ def test_float8_scores_rank_like_their_float32_values() -> None:
 
 
 def test_targets_none() -> None:
-    with pytest.raises(ValueError, match=r"^targets must be a non-empty subset of \('head', 'tail'\), got None$"):
+    with raises(ValueError, "targets must be a non-empty subset of ('head', 'tail', 'relation'), got None"):
         evaluate(targets=None)
 
 

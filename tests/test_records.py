@@ -76,9 +76,9 @@ def test_error_on_missing_columns() -> None:
         RankRecords.from_frame(_table().drop(columns=["side", "optimistic"]))
 
 
-@pytest.mark.parametrize(("side", "bad"), [(["head", "both", "tail"], "'both'"), ([0, 2, 1], "2")])
+@pytest.mark.parametrize(("side", "bad"), [(["head", "both", "tail"], "'both'"), ([0, 3, 1], "3")])
 def test_error_on_bad_side(side: list, bad: str) -> None:
-    message = f"rank table: column 'side' row 1 = {bad} must be 'head' / 'tail' (or 0 / 1)"
+    message = f"rank table: column 'side' row 1 = {bad} must be 'head' / 'tail' / 'relation' (or 0 / 1 / 2)"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         RankRecords.from_frame(_table().assign(side=side))
 

@@ -47,7 +47,7 @@ def test_bad_ks(document: dict, ks, message: str) -> None:
         ("optimistic", 1.5, "column 'optimistic' row 0 = 1.5 is not an integer >= 1"),
         ("pessimistic", "x", "column 'pessimistic' row 0 = 'x' is not an integer >= 1"),
         ("num_candidates", 10**30, "column 'num_candidates' row 0 = 1000000000000000000000000000000 is not an"),
-        ("side", 2, "side must be 0 \\(head\\) or 1 \\(tail\\)"),
+        ("side", 3, "side must be 0 \\(head\\), 1 \\(tail\\) or 2 \\(relation\\)"),
         ("task_index", -2, "column 'task_index' row 0 = -2 is not an integer >= -1"),  # -1: unknown
         ("head", True, "column 'head' row 0 = True is not an integer >= -1"),
     ],

@@ -1,5 +1,6 @@
-"""FilterIndex: the known triples as one CSR structure per ranking side -- (h, r) -> sorted tails and
-(r, t) -> sorted heads -- and the cache that keeps an evaluator's indices by the content of their triples.
+"""FilterIndex: the known triples as one CSR structure per ranking side -- (h, r) -> sorted tails, (r, t) -> sorted
+heads and, for relation prediction, (h, t) -> sorted relations -- and the cache that keeps an evaluator's indices by
+the content of their triples.
 """
 
 from __future__ import annotations
@@ -154,13 +155,23 @@ class FilterIndex:
     """
 
     def __init__(self, triples: torch.Tensor) -> None:
-        head, relation, tail = _sorted_unique(triples.long(), (0, 1, 2)).unbind(dim=1)
+        unique = _sorted_unique(triples.long(), (0, 1, 2))
+        head, relation, tail = unique.unbind(dim=1)
         self.num_triples = int(head.numel())
-        by_relation_tail = _sorted_unique(torch.stack([head, relation, tail], dim=1), (1, 2, 0))
+        by_relation_tail = _sorted_unique(unique, (1, 2, 0))
+        #: the entity sides, built at once; the relation side is built on its first use (:meth:`side`)
         self.sides: dict[Target, SideIndex] = {
             "tail": SideIndex.build(head, relation, tail),
             "head": SideIndex.build(by_relation_tail[:, 1], by_relation_tail[:, 2], by_relation_tail[:, 0]),
         }
+        self._unique = unique
+
+    def side(self, target: Target) -> SideIndex:
+        """The index of one ranking side: key (h, r) -> tails, (r, t) -> heads, (h, t) -> relations."""
+        if target not in self.sides:
+            by_head_tail = _sorted_unique(self._unique, (0, 2, 1))
+            self.sides[target] = SideIndex.build(by_head_tail[:, 0], by_head_tail[:, 2], by_head_tail[:, 1])
+        return self.sides[target]
 
     @property
     def device(self) -> torch.device:

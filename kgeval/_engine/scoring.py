@@ -16,8 +16,8 @@ from kgeval._checks import RANKED_DTYPES, accepts_keyword, check_scores
 from kgeval.integrations import scoring_view
 from kgeval.typing import Target
 
-SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h"}
-CANDIDATE_KEYWORD: dict[Target, str] = {"tail": "tails", "head": "heads"}
+SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h", "relation": "score_r"}
+CANDIDATE_KEYWORD: dict[Target, str] = {"tail": "tails", "head": "heads", "relation": "relations"}
 
 #: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
 SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
@@ -300,8 +300,10 @@ def score_triple_block(
     candidate = candidates.reshape(-1)
     if target == "tail":
         heads, relations, tails = query[:, 0], query[:, 1], candidate
-    else:
+    elif target == "head":
         heads, relations, tails = candidate, query[:, 0], query[:, 1]
+    else:  # relation: (h, t) queries
+        heads, relations, tails = query[:, 0], candidate, query[:, 1]
     raw = score_triples(heads, relations, tails)
     if isinstance(raw, torch.Tensor) and raw.dim() == 2 and raw.shape[1] == 1:
         raw = raw[:, 0]  # (n, 1), PyKEEN's score_hrt
@@ -470,7 +472,7 @@ def make_scorer(
         function, name = triple_function(model, score_fn)  # type: ignore[misc]
         return TripleScorer(model, target, num_entities, candidate_ids, function, name)
     model = scoring_view(model)
-    form = query_candidate_form(model) if fast_path else None
+    form = query_candidate_form(model) if fast_path and target != "relation" else None
     if form is not None:
         scorer = L1Scorer if form.kgeval_similarity == "l1" else GemmScorer
         return scorer(form, target, num_entities, candidate_ids)

@@ -115,7 +115,8 @@ def _explicit_side(key: str) -> bool:
 
 def _evaluated_sides(records: RankRecords) -> tuple[str, ...]:
     present = set(np.unique(records["side"]).tolist())
-    return (*(t for i, t in enumerate(TARGETS) if i in present), "both")
+    both = ("both",) if present & {0, 1} else ()  # head and tail pooled: relation tasks are kept apart
+    return (*(t for i, t in enumerate(TARGETS) if i in present), *both)
 
 
 Column = tuple[str, MetricKey, MetricInfo, int | None]

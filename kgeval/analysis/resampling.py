@@ -29,7 +29,7 @@ MEAN_TYPE: dict[str, str] = {
 }
 #: elements of one (resamples x units) block: bounds the memory of a chunk of resamples
 CHUNK_ELEMENTS = 2**18
-_SIDE_CODES = {"head": (0,), "tail": (1,), "both": (0, 1)}
+_SIDE_CODES = {"head": (0,), "tail": (1,), "relation": (2,), "both": (0, 1)}
 _MATCH_COLUMNS = ("task_index", "side", "head", "relation", "tail")
 
 Layout = tuple[tuple[str, tuple[int, ...]], ...]

@@ -126,6 +126,17 @@ class PyKEENScoring:
         return self.model.score_h(rt_batch, heads=heads)
 
 
+    def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |relations|) scores of (h, r, t) for candidate relations r (default: every relation of the data):
+        PyKEEN's ``score_r``. A model trained with inverse triples is asked for the stored ids of the real relations
+        only (PyKEEN's ``predict_r`` also returns the inverse ones)."""
+        if not self.inverse:
+            return self.model.score_r(ht_batch, relations=relations)
+        ids = torch.arange(self.num_relations, device=ht_batch.device) if relations is None else relations
+        stored = self.model.relation_inverter.map(batch=ids.reshape(-1, 1), index=0).reshape(ids.shape)
+        return self.model.score_r(ht_batch, relations=stored)
+
+
 class PyKEENQueryCandidate(PyKEENScoring):
     """:class:`PyKEENScoring` with the query/candidate form (:class:`kgeval._engine.scoring.QueryCandidateModel`)."""
 

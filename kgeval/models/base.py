@@ -10,6 +10,9 @@ from torch.nn import functional
 
 from kgeval.typing import Target
 
+#: (query, candidate relation) pairs scored at once by :meth:`QueryCandidateModule.score_r` (bounds its temporaries)
+RELATION_PAIRS_PER_STEP = 2**16
+
 
 class QueryCandidateModule(nn.Module):
     """Base class of the built-in models (see Notes).
@@ -26,9 +29,9 @@ class QueryCandidateModule(nn.Module):
     Tail prediction scores a query q(h, r) against candidates c(e), head prediction q'(r, t) against c'(e); the
     similarity is ``"dot"`` (q . c), ``"l2"`` (-||q - c||_2) or ``"l1"`` (-||q - c||_1). A subclass implements
     ``_query`` (and ``_candidate_matrix`` if its candidates are not the entity embeddings); this class turns it
-    into PyKEEN's scoring methods (``score_hrt``, ``score_t``, ``score_h`` with optional candidate ids) and into
-    kgeval's fast path (``kgeval_similarity``, ``kgeval_query``, ``kgeval_candidates``): one GEMM for "dot",
-    ``torch.cdist`` (no (B, E, d) temporary) for the distances.
+    into PyKEEN's scoring methods (``score_hrt``, ``score_t``, ``score_h``, ``score_r`` with optional candidate
+    ids) and into kgeval's fast path (``kgeval_similarity``, ``kgeval_query``, ``kgeval_candidates``): one GEMM for
+    "dot", ``torch.cdist`` (no (B, E, d) temporary) for the distances. Relations are ranked through ``score_r``.
     """
 
     #: how query and candidates combine: "dot", "l2" or "l1"
@@ -100,6 +103,42 @@ class QueryCandidateModule(nn.Module):
         """Scores of (e, r, t) for every candidate head e; ``rt_batch`` (B, 2) holds (relation, tail) ids and
         ``heads`` works like ``tails`` of :meth:`score_t`."""
         return self._score_all(self.kgeval_query(rt_batch, "head"), heads)
+
+    def score_r(self, ht_batch: torch.Tensor, relations: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores of (h, r', t) for every candidate relation r' (relation prediction).
+
+        Parameters
+        ----------
+        ht_batch : LongTensor of shape (B, 2)
+            (head, tail) ids.
+        relations : LongTensor of shape (k,) or (B, k), default=None
+            Candidate relation ids, shared or per row. None means all relations.
+
+        Returns
+        -------
+        FloatTensor of shape (B, num_relations), or (B, k) when ``relations`` is given; entry (i, j) equals
+        ``score_hrt`` of (h_i, r_j, t_i).
+        """
+        _check_batch(ht_batch, 2, "ht_batch")
+        size = ht_batch.shape[0]
+        ids = torch.arange(self.num_relations, device=ht_batch.device) if relations is None else relations
+        if ids.ndim == 1:
+            ids = ids.unsqueeze(0).expand(size, -1)
+        elif ids.ndim != 2 or ids.shape[0] != size:
+            raise ValueError(f"relations must have shape (k,) or ({size}, k), got {tuple(ids.shape)}")
+        width = ids.shape[1]
+        step = max(1, RELATION_PAIRS_PER_STEP // max(1, width))
+        parts = []
+        for start in range(0, size, step):
+            rows = ht_batch[start : start + step]
+            heads = rows[:, :1].expand(-1, width).reshape(-1)
+            tails = rows[:, 1:].expand(-1, width).reshape(-1)
+            query = self._query(heads, ids[start : start + step].reshape(-1), "tail")
+            candidates = functional.embedding(tails, self._candidate_matrix())
+            parts.append(self._rowwise(query, candidates).view(-1, width))
+        if not parts:
+            return self._candidate_matrix().new_zeros((0, width))
+        return torch.cat(parts)
 
     def _score_all(self, query: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
         """Scores of (B, d') queries against all candidates, shared ids (k,) or per-row ids (B, k)."""

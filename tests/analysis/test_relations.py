@@ -95,7 +95,7 @@ def test_ranks_df_columns_and_dtypes():
     assert list(frame.columns) == [
         "head", "relation", "tail", "side", "optimistic", "pessimistic", "realistic", "num_candidates", "task_index",
     ]  # fmt: skip
-    assert list(frame.side.cat.categories) == ["head", "tail"]
+    assert list(frame.side.cat.categories) == ["head", "tail", "relation"]
     assert frame.realistic.dtype == np.float64
     assert all(frame[c].dtype == np.int64 for c in ("head", "relation", "tail", "optimistic", "num_candidates"))
 

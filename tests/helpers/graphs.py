@@ -243,6 +243,13 @@ class TableModel(torch.nn.Module):
             scores = scores[:, heads.long().reshape(-1)]
         return self._record("score_h", rt_batch, scores)
 
+    def _relation_scores(self, ht_batch: torch.Tensor, relations: torch.Tensor | None) -> torch.Tensor:
+        self._check_batch(ht_batch, "ht_batch")
+        scores = self.table[ht_batch[:, 0], :, ht_batch[:, 1]]  # (B, R): table[h, r, t]
+        if relations is not None:
+            scores = scores[:, relations.long().reshape(-1)]
+        return self._record("score_r", ht_batch, scores)
+
     def score_t(self, hr_batch: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
         """Scores of (h, r, e): shape (B, E), or (B, len(tails)) for the candidate ids ``tails``."""
         return self._tail_scores(hr_batch, tails)
@@ -250,6 +257,10 @@ class TableModel(torch.nn.Module):
     def score_h(self, rt_batch: torch.Tensor, heads: torch.Tensor | None = None) -> torch.Tensor:
         """Scores of (e, r, t): shape (B, E), or (B, len(heads)) for the candidate ids ``heads``."""
         return self._head_scores(rt_batch, heads)
+
+    def score_r(self, ht_batch: torch.Tensor, relations: torch.Tensor | None = None) -> torch.Tensor:
+        """Scores of (h, r, t) for every relation r: shape (B, R), or (B, len(relations))."""
+        return self._relation_scores(ht_batch, relations)
 
     def score_hrt(self, hrt_batch: torch.Tensor) -> torch.Tensor:
         """Scores of whole triples, shape (B, 1) (PyKEEN's signature; not counted in ``num_score_calls``)."""
@@ -268,6 +279,10 @@ class FullScoreTableModel(TableModel):
     def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
         """Scores of (e, r, t) for all e: shape (B, E)."""
         return self._head_scores(rt_batch, None)
+
+    def score_r(self, ht_batch: torch.Tensor) -> torch.Tensor:  # type: ignore[override]
+        """Scores of (h, r, t) for all r: shape (B, R)."""
+        return self._relation_scores(ht_batch, None)
 
 
 # ----------------------------------------------------------------------------------------------- edge cases

@@ -377,6 +377,31 @@ def reference_ranks(
     return out
 
 
+def reference_relation_ranks(
+    table: Any, triples: Any, filter_triples: Any = (), filtered: bool = True
+) -> dict[str, np.ndarray]:
+    """Ranks of the true relation of every triple among all relations, by explicit loops (relation prediction).
+
+    The task (h, ?, t) scores ``table[h, r', t]`` for every relation r'; with ``filtered`` a candidate r' != r is
+    removed when (h, r', t) is known (an evaluation triple or a filter triple). Returns ``optimistic``,
+    ``pessimistic``, ``realistic`` and ``num_candidates`` arrays in the order of ``triples``.
+    """
+    scores = _score_table(table)
+    num_relations = len(scores[0])
+    rows = _rows(triples)
+    known: set[tuple[int, int, int]] = set(rows) | set(_filter_rows(filter_triples)) if filtered else set()
+    fields = ("optimistic", "pessimistic", "realistic", "num_candidates")
+    collected: dict[str, list[float]] = {f: [] for f in fields}
+    for h, r, t in rows:
+        relation_scores = [scores[h][q][t] for q in range(num_relations)]
+        others = [q for q in range(num_relations) if q != r and (h, q, t) not in known]
+        for field_name, value in zip(fields, _rank_one_task(relation_scores, r, others, "relation", (h, r, t)),
+                                     strict=True):  # fmt: skip
+            collected[field_name].append(value)
+    dtypes = {"optimistic": np.int64, "pessimistic": np.int64, "realistic": np.float64, "num_candidates": np.int64}
+    return {f: np.asarray(collected[f], dtype=dtypes[f]) for f in fields}
+
+
 # --------------------------------------------------------------------------------------------- plain metrics
 
 

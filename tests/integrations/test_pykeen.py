@@ -231,3 +231,30 @@ def test_metrics_equal_pykeen_evaluator() -> None:
     )
     for key, value in theirs.to_flat_dict().items():
         assert ours.get_metric(key) == pytest.approx(value, rel=1e-5, abs=1e-6), key  # PyKEEN sums in float32
+
+
+@pytest.mark.parametrize("name", ["DistMult", "TransE-L2", "TransH"])
+def test_relation_ranks_come_from_pykeens_score_r(dataset: Nations, name: str) -> None:
+    """Relation prediction of a PyKEEN model: the brute-force ranks over PyKEEN's own score_r matrix (the real
+    relations: columns 2r for a model with inverse triples, PyKEEN's layout), filtered by train + valid + test."""
+    from tests.helpers.reference import reference_relation_ranks
+
+    model = build(dataset, name).eval()
+    triples = dataset.testing.mapped_triples[:60]
+    num_entities, num_relations = dataset.num_entities, model.num_real_relations
+    heads, tails = torch.meshgrid(torch.arange(num_entities), torch.arange(num_entities), indexing="ij")
+    with torch.no_grad():
+        scores = model.score_r(torch.stack([heads.reshape(-1), tails.reshape(-1)], dim=1))
+    if dataset.create_inverse_triples:
+        scores = scores[:, 0::2]  # stored ids: relation r at 2r, its inverse at 2r + 1
+    table = scores.reshape(num_entities, num_entities, num_relations).permute(0, 2, 1)
+    filters = known(dataset)
+    results = RankBasedEvaluator(batch_size=16).evaluate(
+        model, triples, additional_filter_triples=[*filters, dataset.testing.mapped_triples], targets=("relation",),
+        use_tqdm=False,
+    )  # fmt: skip
+    expected = reference_relation_ranks(table, triples, [*filters, dataset.testing.mapped_triples])
+    records = results.records
+    np.testing.assert_array_equal(records.optimistic, expected["optimistic"])
+    np.testing.assert_array_equal(records.pessimistic, expected["pessimistic"])
+    np.testing.assert_array_equal(records.num_candidates, expected["num_candidates"])

@@ -76,3 +76,26 @@ def test_pessimistic_ranks_equal_torchkges_evaluator(name: str) -> None:
         chosen = records["side"] == side
         order = np.argsort(records["task_index"][chosen], kind="stable")
         np.testing.assert_array_equal(records["pessimistic"][chosen][order], theirs.numpy())
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_relation_ranks_equal_torchkges_relation_prediction_evaluator(name: str) -> None:
+    """Relation prediction: TorchKGE's RelationPredictionEvaluator (directed) ranks by #(scores >= true) among all
+    relations, filtering the facts of its graph -- kgeval's pessimistic filtered ranks of the same triples, and its
+    raw ranks unfiltered."""
+    from torchkge.evaluation import RelationPredictionEvaluator
+
+    model = build(name)
+    triples = GRAPH.triples
+    kg = KnowledgeGraph(
+        kg={"heads": triples[:, 0], "tails": triples[:, 2], "relations": triples[:, 1]},
+        ent2ix={str(i): i for i in range(E)},
+        rel2ix={str(i): i for i in range(R)},
+    )
+    evaluator = RelationPredictionEvaluator(model, kg)
+    evaluator.evaluate(b_size=7, verbose=False)
+    ours = RankBasedEvaluator(filtered="both").evaluate(model, triples, targets=("relation",), use_tqdm=False)
+    for results, theirs in ((ours, evaluator.filt_rank_true_rels), (ours.raw, evaluator.rank_true_rels)):
+        records = results.records
+        order = np.argsort(records["task_index"], kind="stable")
+        np.testing.assert_array_equal(records["pessimistic"][order], theirs.numpy())

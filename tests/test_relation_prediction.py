@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kgeval import RankBasedEvaluator
-from kgeval.models import ComplEx, DistMult, TransE
+from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 from tests.helpers.reference import plain_metric, reference_ranks, reference_relation_ranks
 
@@ -88,10 +88,10 @@ def test_filtered_both_gives_raw_relation_ranks_too() -> None:
     np.testing.assert_array_equal(relation_records(results.raw)["pessimistic"], raw["pessimistic"])
 
 
-@pytest.mark.parametrize("model_class", [DistMult, ComplEx, TransE])
+@pytest.mark.parametrize("model_class", [DistMult, ComplEx, RESCAL, TransE])
 def test_built_in_models_score_relations_like_their_triples(model_class) -> None:
-    """score_r of the built-in models, with integer embeddings (exact scores): ranks equal the reference over the
-    model's own score_hrt, and score_r equals score_hrt entry by entry."""
+    """score_r of the built-in models (their relation GEMM form), with integer embeddings (exact scores): ranks equal
+    the reference over the model's own score_hrt, and score_r equals score_hrt entry by entry."""
     model = model_class(9, 7, dim=4, seed=0)
     generator = torch.Generator().manual_seed(1)
     with torch.no_grad():
@@ -101,7 +101,9 @@ def test_built_in_models_score_relations_like_their_triples(model_class) -> None
     with torch.no_grad():
         table = model.score_hrt(torch.stack([h.reshape(-1), r.reshape(-1), t.reshape(-1)], dim=1)).reshape(9, 7, 9)
         pairs = torch.stack([h[:, 0, :].reshape(-1), t[:, 0, :].reshape(-1)], dim=1)
-        assert torch.equal(model.score_r(pairs), table.permute(0, 2, 1).reshape(-1, 7))
+        # equal up to the last bit (TransE: cdist's square root against vector_norm's); the ranks below are exact,
+        # since squared distances of integer vectors are integers and distinct integers have well-separated roots
+        torch.testing.assert_close(model.score_r(pairs), table.permute(0, 2, 1).reshape(-1, 7), rtol=1e-6, atol=0)
         chosen = model.score_r(pairs[:3], relations=torch.tensor([6, 0]))
         assert torch.equal(chosen, model.score_r(pairs[:3])[:, [6, 0]])
     results = RankBasedEvaluator(batch_size=4).evaluate(
@@ -132,3 +134,23 @@ def test_a_model_without_score_r_or_triples_is_refused() -> None:
 
     with pytest.raises(TypeError, match=r"^the model must have a callable score_r\(batch\) to rank relations"):
         RankBasedEvaluator().evaluate(LinksOnly(), GRAPH.triples, targets=("relation",), use_tqdm=False)
+
+
+def test_relations_take_the_gemm_fast_path_where_the_model_has_one() -> None:
+    from kgeval._engine.scoring import GemmScorer, SlicedScorer, make_scorer
+
+    assert type(make_scorer(DistMult(9, 7, dim=4), "relation", 7, None)) is GemmScorer
+    assert type(make_scorer(RotatE(9, 7, dim=4), "relation", 7, None)) is SlicedScorer  # score_r: expanded triples
+    assert type(make_scorer(DistMult(9, 7, dim=4), "relation", 7, None, fast_path=False)) is SlicedScorer
+
+
+def test_rotate_relations_without_a_fast_path_equal_the_reference_of_its_score_r() -> None:
+    model = RotatE(9, 7, dim=3, seed=2)
+    heads, tails = torch.meshgrid(torch.arange(9), torch.arange(9), indexing="ij")
+    with torch.no_grad():
+        table = model.score_r(torch.stack([heads.reshape(-1), tails.reshape(-1)], dim=1)).reshape(9, 9, 7)
+    results = RankBasedEvaluator(batch_size=5).evaluate(
+        model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, targets=("relation",), use_tqdm=False
+    )
+    expected = reference_relation_ranks(table.permute(0, 2, 1), GRAPH.triples, GRAPH.filter_triples)
+    np.testing.assert_array_equal(relation_records(results)["optimistic"], expected["optimistic"])

@@ -55,7 +55,9 @@ class QueryCandidateModel(Protocol):
     queries of shape (B, d); ``kgeval_candidates(target)`` is the (num_entities, d) candidate matrix;
     ``kgeval_similarity`` names the similarity: ``"dot"`` (score = query @ candidates.T), ``"l2"`` (the model's
     scores are a decreasing function of the Euclidean distance, e.g. -||q - c||), ``"l1"`` (likewise for the
-    Manhattan distance). Only the order of the scores matters for ranks.
+    Manhattan distance). Only the order of the scores matters for ranks. An optional ``kgeval_targets`` (default
+    ("head", "tail")) names the targets the form serves; with "relation", ``kgeval_query`` maps (h, t) pairs and
+    ``kgeval_candidates("relation")`` is the (num_relations, d) relation matrix.
     """
 
     kgeval_similarity: str
@@ -472,7 +474,9 @@ def make_scorer(
         function, name = triple_function(model, score_fn)  # type: ignore[misc]
         return TripleScorer(model, target, num_entities, candidate_ids, function, name)
     model = scoring_view(model)
-    form = query_candidate_form(model) if fast_path and target != "relation" else None
+    form = query_candidate_form(model) if fast_path else None
+    if form is not None and target not in getattr(form, "kgeval_targets", ("head", "tail")):
+        form = None  # a form for entity candidates only
     if form is not None:
         scorer = L1Scorer if form.kgeval_similarity == "l1" else GemmScorer
         return scorer(form, target, num_entities, candidate_ids)

@@ -61,18 +61,37 @@ class QueryCandidateModule(nn.Module):
         """(E, d') candidate vectors (the same for both targets)."""
         return self.entity_embeddings.weight  # type: ignore[attr-defined]
 
+    def _relation_query(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
+        """(B, d'') query vectors of (h, ?, t) whose similarity (``kgeval_similarity``) with the rows of
+        :meth:`_relation_candidates` orders the relations like the scores; implemented by models whose relations
+        take that form (then relation prediction has the GEMM fast path)."""
+        raise NotImplementedError
+
+    def _relation_candidates(self) -> torch.Tensor:
+        """(R, d'') relation candidate vectors (with :meth:`_relation_query`)."""
+        return self.relation_embeddings.weight  # type: ignore[attr-defined]
+
+    @property
+    def kgeval_targets(self) -> tuple[Target, ...]:
+        """The targets the query/candidate form serves: head and tail, and relation where the model has one."""
+        has_relation_form = type(self)._relation_query is not QueryCandidateModule._relation_query
+        return ("head", "tail", "relation") if has_relation_form else ("head", "tail")
+
     # -- GEMM fast-path protocol -----------------------------------------------------------------------------
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """Query vectors of shape (B, d') for a (B, 2) batch: (h, r) pairs for ``target="tail"``, (r, t) for
-        ``target="head"`` (the layouts of score_t / score_h)."""
-        _check_target(target)
-        _check_batch(batch, 2, "hr_batch" if target == "tail" else "rt_batch")
+        ``target="head"``, (h, t) for ``target="relation"`` where the model has that form (the layouts of
+        score_t / score_h / score_r)."""
+        _check_target(target, self.kgeval_targets)
+        _check_batch(batch, 2, {"tail": "hr_batch", "head": "rt_batch", "relation": "ht_batch"}[target])
+        if target == "relation":
+            return self._relation_query(batch[:, 0], batch[:, 1])
         return self._query(batch[:, 0], batch[:, 1], target)
 
     def kgeval_candidates(self, target: Target) -> torch.Tensor:
-        """Candidate vectors of shape (E, d'); row e belongs to entity e."""
-        _check_target(target)
-        return self._candidate_matrix()
+        """Candidate vectors: (E, d') for the entity targets (row e belongs to entity e), (R, d'') for relations."""
+        _check_target(target, self.kgeval_targets)
+        return self._relation_candidates() if target == "relation" else self._candidate_matrix()
 
     # -- scoring protocol ------------------------------------------------------------------------------------
     def score_hrt(self, hrt_batch: torch.Tensor) -> torch.Tensor:
@@ -119,6 +138,8 @@ class QueryCandidateModule(nn.Module):
         FloatTensor of shape (B, num_relations), or (B, k) when ``relations`` is given; entry (i, j) equals
         ``score_hrt`` of (h_i, r_j, t_i).
         """
+        if "relation" in self.kgeval_targets:
+            return self._score_all(self.kgeval_query(ht_batch, "relation"), relations, self._relation_candidates())
         _check_batch(ht_batch, 2, "ht_batch")
         size = ht_batch.shape[0]
         ids = torch.arange(self.num_relations, device=ht_batch.device) if relations is None else relations
@@ -140,9 +161,12 @@ class QueryCandidateModule(nn.Module):
             return self._candidate_matrix().new_zeros((0, width))
         return torch.cat(parts)
 
-    def _score_all(self, query: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
-        """Scores of (B, d') queries against all candidates, shared ids (k,) or per-row ids (B, k)."""
-        matrix = self._candidate_matrix()
+    def _score_all(
+        self, query: torch.Tensor, ids: torch.Tensor | None, matrix: torch.Tensor | None = None
+    ) -> torch.Tensor:
+        """Scores of (B, d') queries against all candidates (rows of ``matrix``, default the entities), shared ids
+        (k,) or per-row ids (B, k)."""
+        matrix = self._candidate_matrix() if matrix is None else matrix
         if ids is None or ids.ndim == 1:
             candidates = matrix if ids is None else functional.embedding(ids, matrix)
             if self.kgeval_similarity == "dot":
@@ -189,6 +213,6 @@ def _check_batch(batch: torch.Tensor, width: int, name: str) -> None:
         raise ValueError(f"{name} must have shape (B, {width}), got {tuple(batch.shape)}")
 
 
-def _check_target(target: str) -> None:
-    if target not in ("head", "tail"):
-        raise ValueError(f"target must be 'head' or 'tail', got {target!r}")
+def _check_target(target: str, served: tuple[str, ...] = ("head", "tail")) -> None:
+    if target not in served:
+        raise ValueError(f"target must be one of {served}, got {target!r}")

@@ -61,6 +61,9 @@ class DistMult(QueryCandidateModule):
             return self.entity_embeddings(first) * self.relation_embeddings(second)
         return self.relation_embeddings(first) * self.entity_embeddings(second)
 
+    def _relation_query(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
+        return self.entity_embeddings(heads) * self.entity_embeddings(tails)  # (h ∘ t) . r
+
 
 class ComplEx(QueryCandidateModule):
     """ComplEx (Trouillon et al., 2016): score(h, r, t) = Re(Σ_i h_i · r_i · conj(t_i)), complex embeddings.
@@ -98,6 +101,11 @@ class ComplEx(QueryCandidateModule):
             return as_real(head * relation)
         relation, tail = as_complex(self.relation_embeddings(first)), as_complex(self.entity_embeddings(second))
         return as_real(relation.conj() * tail)
+
+    def _relation_query(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
+        """Re(h r conj(t)) = Re(r conj(conj(h) t)): the real dot product of r's view with conj(h) ∘ t's."""
+        head, tail = as_complex(self.entity_embeddings(heads)), as_complex(self.entity_embeddings(tails))
+        return as_real(head.conj() * tail)
 
 
 class RESCAL(QueryCandidateModule):
@@ -148,6 +156,11 @@ class RESCAL(QueryCandidateModule):
             else:
                 parts.append(torch.bmm(self._matrices(a), self.entity_embeddings(b).unsqueeze(2)).squeeze(2))
         return torch.cat(parts) if parts else self.entity_embeddings.weight.new_empty(0, self.dim)
+
+    def _relation_query(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
+        """h^T M_r t = vec(h t^T) . vec(M_r) (row-major, as the relation rows are stored): (B, d * d) queries."""
+        outer = self.entity_embeddings(heads).unsqueeze(2) * self.entity_embeddings(tails).unsqueeze(1)
+        return outer.reshape(heads.shape[0], self.dim * self.dim)
 
     def _query_by_relation(
         self,

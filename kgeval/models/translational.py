@@ -51,6 +51,9 @@ class TransE(QueryCandidateModule):
             return self.entity_embeddings(first) + self.relation_embeddings(second)
         return self.entity_embeddings(second) - self.relation_embeddings(first)
 
+    def _relation_query(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
+        return self.entity_embeddings(tails) - self.entity_embeddings(heads)  # ||h + r - t|| = ||r - (t - h)||
+
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, p={self.p}"
 

@@ -127,8 +127,8 @@ def test_repr_names_the_sizes(model: QueryCandidateModule) -> None:
         (lambda m: m.score_t(torch.tensor([0, 1])), "hr_batch must have shape (B, 2), got (2,)"),
         (lambda m: m.score_h(torch.tensor([[0, 1, 2]])), "rt_batch must have shape (B, 2), got (1, 3)"),
         (lambda m: m.score_hrt(torch.tensor([[0, 1]])), "hrt_batch must have shape (B, 3), got (1, 2)"),
-        (lambda m: m.kgeval_query(torch.tensor([[0, 1]]), "both"), "target must be 'head' or 'tail', got 'both'"),
-        (lambda m: m.kgeval_candidates("middle"), "target must be 'head' or 'tail', got 'middle'"),
+        (lambda m: m.kgeval_query(torch.tensor([[0, 1]]), "both"), "target must be one of {served}, got 'both'"),
+        (lambda m: m.kgeval_candidates("middle"), "target must be one of {served}, got 'middle'"),
         (
             lambda m: m.score_t(torch.tensor([[0, 1]]), tails=torch.zeros((2, 2), dtype=torch.long)),
             "candidate ids must have shape (k,) or (1, k), got (2, 2)",
@@ -136,8 +136,19 @@ def test_repr_names_the_sizes(model: QueryCandidateModule) -> None:
     ],
 )
 def test_invalid_inputs(model: QueryCandidateModule, call, message: str) -> None:
+    message = message.replace("{served}", str(model.kgeval_targets))
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         call(model)
+
+
+def test_the_relation_form_is_served_where_a_model_has_one() -> None:
+    """Relation prediction's fast path: DistMult, ComplEx, RESCAL, TransE; RotatE has none (its relations are
+    ranked by expanding triples in score_r)."""
+    served = {name: "relation" in factory().kgeval_targets for name, factory in FACTORIES.items()}
+    assert served == {"DistMult": True, "ComplEx": True, "RESCAL": True, "TransE-L1": True, "TransE-L2": True,
+                      "RotatE": False}  # fmt: skip
+    with pytest.raises(ValueError, match=re.escape("target must be one of ('head', 'tail'), got 'relation'")):
+        RotatE(3, 2, dim=2).kgeval_candidates("relation")
 
 
 @pytest.mark.parametrize("p", [0, 3, True, 2.0])

@@ -122,9 +122,9 @@ def test_gradients_flow() -> None:
         (lambda m: m.score_hrt(torch.tensor([[0, 1]])), "hrt_batch must have shape (B, 3), got (1, 2)"),
         (
             lambda m: m.kgeval_query(torch.tensor([[0, 1]]), "middle"),
-            "target must be 'head' or 'tail', got 'middle'",
+            "target must be one of ('head', 'tail', 'relation'), got 'middle'",
         ),
-        (lambda m: m.kgeval_candidates("both"), "target must be 'head' or 'tail', got 'both'"),
+        (lambda m: m.kgeval_candidates("both"), "target must be one of ('head', 'tail', 'relation'), got 'both'"),
         (
             lambda m: m.score_t(torch.tensor([[0, 1]]), tails=torch.zeros((2, 2), dtype=torch.long)),
             "candidate ids must have shape (k,) or (1, k), got (2, 2)",

@@ -22,7 +22,7 @@ from tests.support.distributed import SCENARIOS, run_scenarios, tie_heavy_case
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
-TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "opt_out"]
+TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "relations", "opt_out"]
 THREE_RANKS = [
     "ties",
     "few_triples",

@@ -86,6 +86,14 @@ def gemm(rank: int | None) -> Any:
     return _evaluate(rank, RankBasedEvaluator(), model, graph.triples, additional_filter_triples=graph.filter_triples)
 
 
+def relations(rank: int | None) -> Any:
+    """Head, tail and relation prediction together."""
+    graph, table = tie_heavy_case()
+    evaluator = RankBasedEvaluator(ks=(1, 3), batch_size=2, filtered="both")
+    return _evaluate(rank, evaluator, TableModel(table), graph.triples, additional_filter_triples=graph.filter_triples,
+                     targets=("head", "tail", "relation"))  # fmt: skip
+
+
 def few_triples(rank: int | None) -> Any:
     """2 triples over 3 ranks: rank 2 ranks nothing."""
     graph, table = tie_heavy_case()
@@ -182,6 +190,7 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
         sums_only,
         restricted_tail,
         gemm,
+        relations,
         few_triples,
         disagree,
         invalid_on_one_rank,

@@ -21,7 +21,7 @@ from torch.overrides import TorchFunctionMode
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine import scoring, sizes
-from kgeval._engine.kernels import COMPARE, KernelChooser
+from kgeval._engine.kernels import COMPARE, KernelChooser, TritonKernel, comparison_counts
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
@@ -116,6 +116,41 @@ def test_no_synchronisation_inside_the_batch_loop(monkeypatch, kind: str, filter
             MODELS[kind](), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False, **extra
         )
     assert results.get_metric("count") > 0
+    assert dict(recorder.found) == {}
+
+
+class TorchFusedKernel(TritonKernel):
+    """The fused kernel's interface in PyTorch operations: the engine's side of the fused path (true and filtered
+    scores picked, counts over every candidate, pairs subtracted) runs as on a GPU, the Triton launches aside."""
+
+    name = "torch-fused"
+
+    def counts(self, scores, rows, true_scores):
+        return comparison_counts(scores, rows, true_scores)
+
+    def pick_scores(self, queries, candidates, rows, columns):
+        return (queries[rows] * candidates[columns]).sum(dim=1)
+
+    def fused_counts(self, queries, candidates, task_rows, true_scores):
+        scores = queries[task_rows] @ candidates.T
+        column = true_scores.unsqueeze(1)
+        return (scores > column).sum(dim=1), (scores < column).sum(dim=1), torch.isnan(scores).any(dim=1)
+
+
+@pytest.mark.parametrize("restrict", [False, True])
+@pytest.mark.parametrize("filtered", [True, False, "both"])
+@pytest.mark.parametrize("targets", [("head", "tail"), ("relation",)])
+def test_no_synchronisation_on_the_fused_path(monkeypatch, filtered: Any, restrict: bool, targets) -> None:
+    evaluator = RankBasedEvaluator(filtered=filtered, batch_size=7)
+    evaluator._state = EngineState(kernels=KernelChooser(TorchFusedKernel()))
+    extra = {"restrict_entities_to": list(range(0, 20, 2)), "drop_outside_restriction": True} if restrict else {}
+    monkeypatch.setattr(scoring.GemmScorer, "_scores", lambda *args: pytest.fail("the fused path wrote a score tile"))
+    with recording_batches(monkeypatch) as recorder:
+        results = evaluator.evaluate(
+            DistMult(20, 3, dim=8, seed=0), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples,
+            targets=targets, use_tqdm=False, **extra,
+        )  # fmt: skip
+    assert results.get_metric(f"{'relation' if targets == ('relation',) else 'both'}.count") > 0
     assert dict(recorder.found) == {}
 
 

@@ -78,6 +78,21 @@ def best_time(run: Callable[[], Any], repeats: int, device: torch.device | None 
     return best, value
 
 
+def seeded_distmult(description: str) -> tuple[argparse.Namespace, Any, Any]:
+    """The command line of the one-dataset comparisons (``--dataset``, ``--dim``, ``--repeats``), the dataset it
+    names and a seeded DistMult of that dimension over it: (args, dataset, model)."""
+    from kgeval.datasets import load_dataset
+    from kgeval.models import DistMult
+
+    parser = argparse.ArgumentParser(description=description, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--dataset", default="FB15k-237")
+    parser.add_argument("--dim", type=int, default=200)
+    parser.add_argument("--repeats", type=int, default=3)
+    args = parser.parse_args()
+    data = load_dataset(args.dataset)
+    return args, data, DistMult(data.num_entities, data.num_relations, dim=args.dim, seed=0)
+
+
 def run_worker(args: argparse.Namespace) -> None:
     """Worker mode: run one contender and print its JSON line."""
     torch.manual_seed(0)

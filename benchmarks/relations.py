@@ -12,28 +12,19 @@ the tasks, the mean num_candidates and the MRR of both.
 
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import best_time
+from _harness import best_time, seeded_distmult
 
 from kgeval import RankBasedEvaluator
-from kgeval.datasets import load_dataset
-from kgeval.models import DistMult
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--dataset", default="FB15k-237")
-    parser.add_argument("--dim", type=int, default=200)
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-    data = load_dataset(args.dataset)
-    model = DistMult(data.num_entities, data.num_relations, dim=args.dim, seed=0)
+    args, data, model = seeded_distmult(__doc__)
     evaluator = RankBasedEvaluator()
     kwargs = data.evaluation_kwargs("test")
     timings = {}

@@ -46,6 +46,15 @@ def table_of(model) -> torch.Tensor:
         return model.scoring_function(h.reshape(-1), t.reshape(-1), r.reshape(-1)).reshape(E, R, E)
 
 
+def knowledge_graph(triples: torch.Tensor) -> KnowledgeGraph:
+    """TorchKGE's graph of the triples (its evaluators filter its facts)."""
+    return KnowledgeGraph(
+        kg={"heads": triples[:, 0], "tails": triples[:, 2], "relations": triples[:, 1]},
+        ent2ix={str(i): i for i in range(E)},
+        rel2ix={str(i): i for i in range(R)},
+    )
+
+
 @pytest.mark.parametrize("name", list(CONFIGS))
 def test_ranks_equal_the_models_own_scoring(name: str) -> None:
     model = build(name)
@@ -63,11 +72,7 @@ def test_ranks_equal_the_models_own_scoring(name: str) -> None:
 def test_pessimistic_ranks_equal_torchkges_evaluator(name: str) -> None:
     model = build(name)
     triples = GRAPH.triples
-    kg = KnowledgeGraph(
-        kg={"heads": triples[:, 0], "tails": triples[:, 2], "relations": triples[:, 1]},
-        ent2ix={str(i): i for i in range(E)},
-        rel2ix={str(i): i for i in range(R)},
-    )
+    kg = knowledge_graph(triples)
     evaluator = LinkPredictionEvaluator(model, kg)
     evaluator.evaluate(b_size=7, verbose=False)
     ours = RankBasedEvaluator().evaluate(model, triples, use_tqdm=False)  # filters the evaluated triples only
@@ -87,11 +92,7 @@ def test_relation_ranks_equal_torchkges_relation_prediction_evaluator(name: str)
 
     model = build(name)
     triples = GRAPH.triples
-    kg = KnowledgeGraph(
-        kg={"heads": triples[:, 0], "tails": triples[:, 2], "relations": triples[:, 1]},
-        ent2ix={str(i): i for i in range(E)},
-        rel2ix={str(i): i for i in range(R)},
-    )
+    kg = knowledge_graph(triples)
     evaluator = RelationPredictionEvaluator(model, kg)
     evaluator.evaluate(b_size=7, verbose=False)
     ours = RankBasedEvaluator(filtered="both").evaluate(model, triples, targets=("relation",), use_tqdm=False)

@@ -4,10 +4,10 @@ points (:mod:`kgeval.evaluator`, :mod:`kgeval.predict`) drive it, through the na
 API (docs/design.md).
 """
 
+from kgeval._engine.choice import KernelChoice, KernelChooser
 from kgeval._engine.counting import SideCounts, slice_bounds
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex, pack_pairs
-from kgeval._engine.kernels import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
 from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_matmul
 from kgeval._engine.scoring import (

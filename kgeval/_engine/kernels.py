@@ -1,45 +1,24 @@
 """Tile kernels as objects -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device, eager), :data:`NUMBA` (CPU,
 one compiled parallel pass), :data:`TRITON` (CUDA: row counts, and a GEMM fused with the counts for query/candidate
-models) -- counting per task the scores above and below its true score, exactly at any row width; and the
-:class:`KernelChooser` an evaluator owns, which picks one per side ("auto": the ski-rental rule on CPU, triton on
-CUDA once it passed its probe there).
+models) -- counting per task the scores above and below its true score, exactly at any row width. Which one counts
+a side is decided in :mod:`kgeval._engine.choice`.
 """
 
 from __future__ import annotations
 
 import functools
-import importlib.util
-import os
 import threading
-import warnings
-from collections.abc import Callable
-from typing import Literal
 
 import torch
 
 from kgeval._engine.scoring import Workspace
 
-#: kernels a caller may request: "auto", "eager" (sign on CPU, compare elsewhere) or "numba" (CPU)
-KernelChoice = Literal["auto", "eager", "numba", "triton"]
-KERNEL_CHOICES: tuple[str, ...] = ("auto", "eager", "numba", "triton")
 #: the kernels themselves
 KERNELS: tuple[str, ...] = ("sign", "compare", "numba", "triton")
-
-#: eager scores (counted and about to be counted) at which "auto" switches to numba: at ~0.5 ns saved per score on a
-#: 2-core CPU, 10**9 scores (~0.5 s) match the cost of loading numba and the cached kernel (~0.5 s per process;
-#: ~2 s the first time, when numba compiles it)
-AUTO_NUMBA_AFTER_SCORES = 10**9
 
 #: one numba kernel call at a time: numba's work-queue threading layer (the fork-safe one where TBB is missing)
 #: must not be entered by two threads at once
 _NUMBA_LOCK = threading.Lock()
-
-
-def check_kernel_choice(kernel: str) -> str:
-    """``kernel`` if it is one of :data:`KERNEL_CHOICES`, else a ValueError naming them."""
-    if kernel not in KERNEL_CHOICES:
-        raise ValueError(f"kernel must be one of {KERNEL_CHOICES}, got {kernel!r}")
-    return kernel
 
 
 def codes_against(values: torch.Tensor, true_values: torch.Tensor, mark_nan: bool = True) -> torch.Tensor:
@@ -203,83 +182,6 @@ def eager_kernel(device: torch.device) -> Kernel:
     return SIGN if device.type == "cpu" else COMPARE
 
 
-def triton_kernel_available(device: torch.device) -> bool:
-    """Whether the "triton" kernel can count tiles on ``device``: triton is installed, and the device is CUDA or
-    the CPU under Triton's interpreter (``TRITON_INTERPRET=1``)."""
-    if importlib.util.find_spec("triton") is None:
-        return False
-    return device.type == "cuda" or (device.type == "cpu" and os.environ.get("TRITON_INTERPRET") == "1")
-
-
-def numba_is_loaded() -> bool:
-    """Whether this process has already loaded the numba kernel and seen it pass its probe (nothing left to pay)."""
-    return numba_kernel_available.cache_info().currsize > 0 and numba_kernel_available()
-
-
-class KernelChooser:
-    """Picks the kernel of each side of an evaluation; one per evaluator, holding the ski-rental tally.
-
-    ``"auto"`` on a CPU counts eagerly and switches to numba once the scores this chooser has counted eagerly,
-    with those it is about to count, reach ``switch_after`` (by then the eager kernel has lost about what loading
-    numba costs, so the choice never costs more than about twice the best one made in hindsight), or at once when
-    numba is already loaded in the process. On CUDA it counts with :data:`TRITON` when triton is installed and the
-    kernel passed its probe on that device (:func:`triton_kernel_works`), else with :data:`COMPARE`; other devices
-    count with :data:`COMPARE`.
-
-    Parameters
-    ----------
-    requested : {"auto", "eager", "numba", "triton"} or Kernel, default="auto"
-        A Kernel object is used as it is (the engine's tests force each kernel that way).
-    switch_after : int, default=AUTO_NUMBA_AFTER_SCORES
-    numba_available, numba_loaded, triton_works : callable, optional
-        Probes of the environment (default :func:`numba_kernel_available`, :func:`numba_is_loaded`,
-        :func:`triton_kernel_works`).
-    """
-
-    def __init__(
-        self,
-        requested: str | Kernel = "auto",
-        switch_after: int = AUTO_NUMBA_AFTER_SCORES,
-        numba_available: Callable[[], bool] | None = None,
-        numba_loaded: Callable[[], bool] | None = None,
-        triton_works: Callable[[torch.device], bool] | None = None,
-    ) -> None:
-        self.requested = requested if isinstance(requested, Kernel) else check_kernel_choice(requested)
-        self.switch_after = switch_after
-        self.eager_scores_counted = 0
-        self._numba_available = numba_available or numba_kernel_available
-        self._numba_loaded = numba_loaded or numba_is_loaded
-        self._triton_works = triton_works or triton_kernel_works
-
-    def choose(self, device: torch.device, num_scores: int) -> Kernel:
-        """The kernel to count ``num_scores`` scores (tasks x candidates) with on ``device``. A requested numba
-        kernel falls back to the eager one with a warning where it cannot run (another device, numba unusable)."""
-        if isinstance(self.requested, Kernel):
-            return self.requested
-        eager = eager_kernel(device)
-        if self.requested == "triton":
-            if triton_kernel_available(device):
-                return TRITON
-            warnings.warn(f"kgeval: the triton counting kernel needs triton and a CUDA device (or TRITON_INTERPRET=1 "
-                          f"for CPU tensors); counting on {device} with the eager kernel", RuntimeWarning,
-                          stacklevel=2)  # fmt: skip
-            return eager
-        if self.requested == "numba":
-            if device.type != "cpu":
-                warnings.warn(f"kgeval: the numba counting kernel runs on the CPU only; counting on {device} with "
-                              "the eager kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
-                return eager
-            return NUMBA if self._numba_available() else eager
-        if self.requested == "auto" and device.type == "cuda":
-            return TRITON if triton_kernel_available(device) and self._triton_works(device) else eager
-        if self.requested == "auto" and device.type == "cpu":
-            due = self.eager_scores_counted + num_scores >= self.switch_after
-            if self._numba_loaded() or (due and self._numba_available()):
-                return NUMBA
-            self.eager_scores_counted += num_scores
-        return eager
-
-
 def count_tile(
     tile: torch.Tensor,
     true_scores: torch.Tensor,
@@ -403,66 +305,3 @@ def _follow_torch_threads() -> None:
 def _identity(size: int, device: torch.device) -> torch.Tensor:
     """arange(size) on a device, kept for the next tile of the same height."""
     return torch.arange(size, device=device)
-
-
-@functools.cache
-def numba_kernel_available() -> bool:
-    """Whether the "numba" kernel works here: one probe runs it (loading its machine code from numba's cache, or
-    compiling it on a first use) and checks it against :func:`comparison_counts`, including inf, NaN and a tile
-    that is a view into a wider matrix. If it fails (numba missing or broken), a warning says so and kgeval counts
-    with its eager kernels."""
-    inf, nan = float("inf"), float("nan")
-    # three rows, seven candidates (a view: the last seven of eight columns), five tasks
-    scores = torch.tensor([
-        [9.0, 1.0, 2.0, nan, 0.0, 2.0, 3.0, -1.0],
-        [9.0, inf, 2.0, 2.0, -inf, 0.5, 2.0, 1.0],
-        [9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-    ])[:, 1:]  # fmt: skip
-    rows = torch.tensor([0, 1, 2, 1, 1])
-    true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf])
-    try:
-        got = numba_counts(scores, rows, true_scores)
-        expected = comparison_counts(scores, rows, true_scores)
-        if all(torch.equal(a, b) for a, b in zip(got, expected, strict=True)):
-            return True
-        problem: object = "its results differ from the PyTorch computation"
-    except Exception as error:  # numba missing, or failing to compile here: do not use it
-        problem = error
-    warnings.warn(f"kgeval: the numba counting kernel is not usable here ({problem}); counting with the eager "
-                  "kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
-    return False
-
-
-@functools.lru_cache(maxsize=8)
-def triton_kernel_works(device: torch.device) -> bool:
-    """Whether the "triton" kernel gives exact counts on ``device``: one probe (cached per device) checks its row
-    counts against :func:`comparison_counts` (ties, +-inf, NaN), and its fused counts against counts of every
-    score it picks -- with candidates repeated, so an answer's score must tie with its copies bit for bit, whatever
-    tile each falls in. If it fails (triton broken here), a warning says so and "auto" counts eagerly."""
-    inf, nan = float("inf"), float("nan")
-    try:
-        scores = torch.tensor([[1.0, 2.0, nan, 2.0, inf], [-inf, 0.0, 0.0, 3.0, 1.0]], device=device)
-        rows, true_scores = torch.tensor([0, 1, 1], device=device), torch.tensor([2.0, 0.0, -inf], device=device)
-        got = TRITON.counts(scores, rows, true_scores)
-        agree = all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, comparison_counts(scores, rows, true_scores),
-                                                                   strict=True))  # fmt: skip
-        generator = torch.Generator().manual_seed(0)
-        queries = torch.randn(70, 45, generator=generator).to(device)
-        candidates = torch.randn(100, 45, generator=generator).repeat(3, 1).to(device)  # 300 rows, each 3 times
-        task_rows = torch.arange(70, device=device)
-        answers = torch.randint(0, 300, (70,), generator=generator).to(device)
-        true = TRITON.pick_scores(queries, candidates, task_rows, answers)
-        greater, less, _nan = TRITON.fused_counts(queries, candidates, task_rows, true)
-        every = TRITON.pick_scores(queries, candidates, task_rows.repeat_interleave(300),
-                                   torch.arange(300, device=device).repeat(70)).view(70, 300)  # fmt: skip
-        agree &= torch.equal(greater, (every > true[:, None]).sum(dim=1))
-        agree &= torch.equal(less, (every < true[:, None]).sum(dim=1))
-        agree &= bool(((every == true[:, None]).sum(dim=1) == 3).all())
-        if agree:
-            return True
-        problem: object = "its counts differ from the PyTorch computation"
-    except Exception as error:  # triton missing or failing to compile here: do not use it
-        problem = error
-    warnings.warn(f"kgeval: the triton kernel is not usable on {device} ({problem}); counting with the eager "
-                  "kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
-    return False

@@ -39,17 +39,18 @@ from kgeval._engine import (
     synchronize,
     triple_function,
 )
+from kgeval._tasks import (
+    ANSWER_COLUMN,
+    QUERY_COLUMNS,
+    candidate_groups,
+    tasks_inside_constraints,
+    tasks_inside_restriction,
+)
 from kgeval.accumulator import MetricAccumulator
 from kgeval.constraints import TypeConstraints
 from kgeval.integrations import scoring_view
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
-
-#: columns of a triple that form the query, and the column of the true answer, per target
-#: the columns of a triple a task of each target is asked with (the layouts of score_t / score_h / score_r)
-QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2], "relation": [0, 2]}
-#: the column of its answer
-ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0, "relation": 1}
 
 #: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
 FilterMode = bool | Literal["both"]
@@ -345,7 +346,9 @@ class RankBasedEvaluator:
                 raw = synchronize(raw, group) if raw is not None else None  # type: ignore[arg-type]
         if raw is not None:
             return RankBasedMetricResults.from_accumulators(
-                filtered, self.ks, raw=RankBasedMetricResults.from_accumulators(raw, self.ks)  # type: ignore[arg-type]
+                filtered,
+                self.ks,
+                raw=RankBasedMetricResults.from_accumulators(raw, self.ks),  # type: ignore[arg-type]
             )
         return RankBasedMetricResults.from_accumulators(filtered, self.ks)
 
@@ -382,11 +385,11 @@ class RankBasedEvaluator:
             if not isinstance(constraints, TypeConstraints):
                 raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(constraints).__name__}")
             constraints.check(num_entities)
-        task_index = self._tasks_inside_restriction(
+        task_index = tasks_inside_restriction(
             triples, candidate_ids, num_entities, request.drop_outside_restriction, relation_ids
         )
         if constraints is not None:
-            task_index = _tasks_inside_constraints(
+            task_index = tasks_inside_constraints(
                 triples, task_index, constraints, targets, request.drop_outside_restriction
             )
         if task_index.numel() == 0 and relation_ids is not None:
@@ -403,42 +406,12 @@ class RankBasedEvaluator:
             targets=targets,
             candidate_ids=candidate_ids,
             relation_ids=relation_ids,
-            batch_size=_checks.check_positive_int(request.batch_size, "batch_size", allow_none=True)
-            or self.batch_size,
-            slice_size=_checks.check_positive_int(request.slice_size, "slice_size", allow_none=True)
-            or self.slice_size,
+            batch_size=_checks.check_positive_int(request.batch_size, "batch_size", allow_none=True) or self.batch_size,
+            slice_size=_checks.check_positive_int(request.slice_size, "slice_size", allow_none=True) or self.slice_size,
             score_fn=request.score_fn,
             constraints=constraints,
             num_relations=num_relations,
         )
-
-    # -- planning ---------------------------------------------------------------------------------------------
-    @staticmethod
-    def _tasks_inside_restriction(
-        triples: torch.Tensor,
-        candidate_ids: torch.Tensor | None,
-        num_entities: int,
-        drop: bool,
-        relation_ids: torch.Tensor | None = None,
-    ) -> torch.Tensor:
-        """Indices of the triples to evaluate: those of the selected relations (all by default) whose head and
-        tail are allowed candidates."""
-        all_tasks = torch.arange(triples.shape[0], device=triples.device)
-        selected = torch.isin(triples[:, 1], relation_ids) if relation_ids is not None else None
-        if candidate_ids is None:
-            return all_tasks if selected is None else all_tasks[selected]
-        allowed = torch.zeros(num_entities, dtype=torch.bool, device=triples.device)
-        allowed[candidate_ids] = True
-        inside = allowed[triples[:, 0]] & allowed[triples[:, 2]]
-        if selected is not None:
-            inside |= ~selected  # the entity check concerns the selected triples only
-        if not drop and not bool(inside.all()):
-            row = int((~inside).nonzero()[0, 0])
-            raise ValueError(
-                f"mapped_triples row {row} = {triples[row].tolist()} has a head or tail outside "
-                "restrict_entities_to; pass drop_outside_restriction=True to skip such triples"
-            )
-        return all_tasks[inside if selected is None else inside & selected]
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _rank_all(
@@ -465,9 +438,14 @@ class RankBasedEvaluator:
             return empty, empty.clone() if both else None
         parts = []
         id_space = inputs.num_relations if target == "relation" else inputs.num_entities
-        for rows, candidate_ids in _candidate_groups(triples, inputs, target):
+        for rows, candidate_ids in candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints):
             scorer = make_scorer(
-                model, target, id_space, candidate_ids, fast_path=self.fast_path, score_fn=inputs.score_fn  # type: ignore[arg-type]
+                model,
+                target,
+                id_space,
+                candidate_ids,
+                fast_path=self.fast_path,
+                score_fn=inputs.score_fn,  # type: ignore[arg-type]
             )
             position_of = candidate_positions(candidate_ids, id_space, triples.device)  # type: ignore[arg-type]
             group = triples if rows is None else triples[rows]
@@ -511,35 +489,3 @@ def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) ->
     settings["leave"] = False
     settings.update(tqdm_kwargs or {})
     return settings
-
-
-def _candidate_groups(
-    triples: torch.Tensor, inputs: EvaluationInputs, target: Target
-) -> list[tuple[torch.Tensor | None, torch.Tensor | None]]:
-    """(task rows, candidate ids) of each candidate set of one side: every task with the whitelist (rows None)
-    without type constraints for this side, else :meth:`TypeConstraints.candidate_groups`."""
-    if target == "relation":  # every relation is a candidate: entity whitelists and constraints concern entities
-        return [(None, None)]
-    constraints = inputs.constraints
-    if constraints is None or not (constraints.heads if target == "head" else constraints.tails):
-        return [(None, inputs.candidate_ids)]
-    return constraints.candidate_groups(triples[:, 1], target, inputs.candidate_ids)  # type: ignore[return-value]
-
-
-def _tasks_inside_constraints(
-    triples: torch.Tensor, task_index: torch.Tensor, constraints: TypeConstraints, targets: Sequence[Target], drop: bool
-) -> torch.Tensor:
-    """The tasks whose answers lie in their relation's allowed set on every evaluated side (ValueError naming the
-    first other row unless ``drop``)."""
-    selected = triples[task_index]
-    inside = torch.ones(task_index.numel(), dtype=torch.bool, device=triples.device)
-    for target in targets:
-        if target != "relation":
-            inside &= constraints.answers_inside(selected[:, 1], selected[:, ANSWER_COLUMN[target]], target)
-    if not drop and not bool(inside.all()):
-        row = int(task_index[(~inside).nonzero()[0, 0]])
-        raise ValueError(
-            f"mapped_triples row {row} = {triples[row].tolist()} has an answer outside its relation's "
-            "type_constraints; pass drop_outside_restriction=True to skip such triples"
-        )
-    return task_index[inside]

@@ -39,11 +39,17 @@ class SampledRankBasedEvaluator:
 
     Parameters
     ----------
+    evaluation_factory : object with ``mapped_triples``, optional
+        PyKEEN's first parameter (a ``TriplesFactory``): the triples the negatives belong to. Negatives (given or
+        drawn) are then rows of these triples, and each evaluated triple takes the row of its first occurrence
+        there (a triple outside them is an error); without it, row i belongs to row i of ``mapped_triples``.
     num_negatives : int, default=50
         Negatives drawn per task (ignored for a side whose negatives are given).
     head_negatives, tail_negatives : LongTensor of shape (n, K), optional
-        Fixed negatives per task, row i for row i of ``mapped_triples`` (OGB's ``head_neg`` / ``tail_neg``); used
-        as given.
+        Fixed negatives per task, row i for row i of ``mapped_triples`` (or of ``evaluation_factory``'s triples;
+        OGB's ``head_neg`` / ``tail_neg``). With ``filtered=True`` a given negative that is the true answer or
+        completes the task into a known triple is left out (as PyKEEN does: the task's num_candidates shrinks);
+        with ``filtered=False`` they are used as given (OGB's protocol).
     additional_filter_triples : LongTensor (m, 3) or a sequence of them, optional
         Known triples besides the evaluated ones; with ``filtered=True`` drawn negatives never complete a task into
         a known triple.
@@ -52,6 +58,8 @@ class SampledRankBasedEvaluator:
     degree_triples : LongTensor (m, 3), optional
         The triples degrees are counted on (usually train); required for ``sampling="degree"``.
     filtered : bool, default=True
+        Negatives are never the true answer nor complete a known triple (evaluated or additional): drawn ones are
+        drawn that way, given ones are filtered.
     seed : int, default=0
         Seeds the draws: the same seed gives the same negatives.
     ks : sequence of int, default=(1, 3, 5, 10)
@@ -69,8 +77,9 @@ class SampledRankBasedEvaluator:
 
     def __init__(
         self,
-        num_negatives: int | None = 50,
+        evaluation_factory: Any = None,
         *,
+        num_negatives: int | None = 50,
         head_negatives: torch.Tensor | None = None,
         tail_negatives: torch.Tensor | None = None,
         additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
@@ -81,6 +90,18 @@ class SampledRankBasedEvaluator:
         ks: Sequence[int] = (1, 3, 5, 10),
         keep_records: bool = True,
     ) -> None:
+        if isinstance(evaluation_factory, int):
+            raise TypeError(
+                f"SampledRankBasedEvaluator's first positional parameter is PyKEEN's evaluation_factory (a "
+                f"TriplesFactory); pass num_negatives={evaluation_factory!r} by keyword"
+            )
+        if evaluation_factory is not None and not isinstance(getattr(evaluation_factory, "mapped_triples", None),
+                                                             torch.Tensor):  # fmt: skip
+            raise TypeError(
+                "evaluation_factory must have a mapped_triples tensor (a PyKEEN TriplesFactory), got "
+                f"{type(evaluation_factory).__name__}"
+            )
+        self.evaluation_factory = evaluation_factory
         if sampling not in ("uniform", "degree"):
             raise ValueError(f"sampling must be 'uniform' or 'degree', got {sampling!r}")
         if sampling == "degree" and degree_triples is None:
@@ -122,7 +143,13 @@ class SampledRankBasedEvaluator:
         batch_size = _checks.check_positive_int(batch_size, "batch_size")  # type: ignore[assignment]
         device = model_device(view)
         triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
-        known = [triples]
+        reference, rows = triples, None  # the triples the negatives belong to, and each evaluated triple's row there
+        if self.evaluation_factory is not None:
+            factory_triples = self.evaluation_factory.mapped_triples
+            reference = _checks.check_triples(factory_triples, "evaluation_factory.mapped_triples", num_entities,
+                                              num_relations).to(device)  # fmt: skip
+            rows = rows_of(triples, reference)
+        known = [triples, reference]
         for extra in (self.additional_filter_triples, additional_filter_triples):
             known += [t.to(device) for t in _checks.check_filter_triples(extra, num_entities, num_relations)]
         index = FilterIndex(torch.cat(known)) if self.filtered else None
@@ -130,7 +157,9 @@ class SampledRankBasedEvaluator:
         accumulators = {}
         with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
             for target in targets:
-                negatives = self._negatives(target, triples, num_entities, index, generator)
+                negatives = self._negatives(target, reference, num_entities, index, generator)
+                if rows is not None:
+                    negatives = negatives[rows]
                 optimistic, pessimistic, counts = _ranks(view, triples, negatives, target, batch_size, num_entities)
                 accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
                 task_index = torch.arange(triples.shape[0], device=device)
@@ -157,12 +186,38 @@ class SampledRankBasedEvaluator:
                 raise TypeError(f"{target}_negatives must hold integer entity ids, got {given.dtype}")
             if given.numel() and (int(given.min()) < 0 or int(given.max()) >= num_entities):
                 raise ValueError(f"{target}_negatives holds an id outside [0, {num_entities})")
-            return given.long().to(triples.device)
+            given = given.long().to(triples.device)
+            if index is None:
+                return given
+            side = index.sides[target]
+            queries = triples[:, QUERY_COLUMNS[target]]
+            known = _known(side, queries.cpu(), given.cpu()).to(given.device)
+            known |= given == triples[:, ANSWER_COLUMN[target], None]
+            return torch.where(known, -1, given)  # -1: no candidate (PyKEEN masks such scores as NaN)
         weights = torch.ones(num_entities, dtype=torch.float64)
         if self.sampling == "degree":
             counted = _checks.check_triples(self.degree_triples, "degree_triples", num_entities)
             weights = torch.bincount(counted[:, [0, 2]].reshape(-1), minlength=num_entities).double()
         return _draw(triples, target, weights, self.num_negatives, index, generator).to(triples.device)
+
+
+def rows_of(triples: torch.Tensor, reference: torch.Tensor) -> torch.Tensor:
+    """The row of each triple (n, 3) in ``reference`` (m, 3) -- its first occurrence -- as a LongTensor (n,);
+    ValueError naming the first triple that is not there."""
+    both = torch.cat([reference, triples])
+    keys = pack_pairs(pack_pairs(both[:, 0], both[:, 1]), both[:, 2])
+    reference_keys, keys = keys[: reference.shape[0]], keys[reference.shape[0] :]
+    order = torch.argsort(reference_keys, stable=True)  # equal keys keep their order: the first occurrence first
+    sorted_keys = reference_keys[order]
+    found = torch.searchsorted(sorted_keys, keys).clamp(max=max(sorted_keys.numel() - 1, 0))
+    missing = (sorted_keys[found] != keys) if sorted_keys.numel() else torch.ones_like(keys, dtype=torch.bool)
+    if bool(missing.any()):
+        row = int(missing.nonzero()[0, 0])
+        raise ValueError(
+            f"mapped_triples row {row} = {triples[row].tolist()} is not a triple of evaluation_factory: its "
+            "negatives are unknown"
+        )
+    return order[found]
 
 
 def _draw(

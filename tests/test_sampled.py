@@ -13,34 +13,49 @@ from kgeval.sampled import _draw
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 
 
-def brute_force(table, triples, negatives, target):
-    """(optimistic, pessimistic) per task by the rank rule over the answer and its negatives."""
-    optimistic, pessimistic = [], []
+def brute_force(table, triples, negatives, target, known=()):
+    """(optimistic, pessimistic, num_candidates) per task by the rank rule over the answer and its negatives, a
+    negative left out when it is the answer or completes a triple of ``known`` (filtered)."""
+    known = {tuple(row) for row in torch.as_tensor(known).reshape(-1, 3).tolist()}
+    optimistic, pessimistic, candidates = [], [], []
     for (h, r, t), row in zip(triples.tolist(), negatives.tolist(), strict=True):
         true = float(table[h, r, t])
-        scores = [float(table[e, r, t] if target == "head" else table[h, r, e]) for e in row]
+        kept = [e for e in row if ((e, r, t) if target == "head" else (h, r, e)) not in known]
+        scores = [float(table[e, r, t] if target == "head" else table[h, r, e]) for e in kept]
         optimistic.append(1 + sum(s > true for s in scores))
         pessimistic.append(1 + sum(s >= true for s in scores))
-    return optimistic, pessimistic
+        candidates.append(1 + len(kept))
+    return optimistic, pessimistic, candidates
 
 
+@pytest.mark.parametrize("filtered", [False, True])
 @pytest.mark.parametrize("model_kind", [TableModel, FullScoreTableModel])
 @pytest.mark.parametrize("seed", range(3))
-def test_fixed_negatives_match_brute_force(seed: int, model_kind) -> None:
+def test_fixed_negatives_match_brute_force(seed: int, model_kind, filtered: bool) -> None:
+    """Given negatives: as given (filtered=False, OGB's protocol), or without the answer and the known triples
+    (filtered=True, PyKEEN's), each task then with its own num_candidates."""
     rng = np.random.default_rng(seed)
-    graph = random_graph(rng, num_entities=15, num_relations=3, num_triples=30, num_filter=10)
+    graph = random_graph(rng, num_entities=15, num_relations=3, num_triples=30, num_filter=40)
     table = quantised_table(rng, 15, 3, levels=3, inf_fraction=0.1)
     negatives = {side: torch.as_tensor(rng.integers(0, 15, (30, 7))) for side in ("head", "tail")}
-    evaluator = SampledRankBasedEvaluator(head_negatives=negatives["head"], tail_negatives=negatives["tail"])
+    evaluator = SampledRankBasedEvaluator(
+        head_negatives=negatives["head"], tail_negatives=negatives["tail"],
+        additional_filter_triples=graph.filter_triples, filtered=filtered,
+    )  # fmt: skip
+    known = torch.cat([graph.triples, *graph.filter_triples]) if filtered else torch.zeros(0, 3, dtype=torch.long)
     for batch_size in (1, 4, 256):
         results = evaluator.evaluate(model_kind(table), graph.triples, batch_size=batch_size)
         records = results.records
         for code, side in enumerate(("head", "tail")):
             chosen = records.side == code
-            expected = brute_force(table, graph.triples, negatives[side], side)
+            expected = brute_force(table, graph.triples, negatives[side], side, known)
             assert records.optimistic[chosen].tolist() == expected[0]
             assert records.pessimistic[chosen].tolist() == expected[1]
-            assert set(records.num_candidates[chosen].tolist()) == {8}
+            assert records.num_candidates[chosen].tolist() == expected[2]
+        if filtered:
+            assert set(records.num_candidates.tolist()) != {8}, "the draw must hit known triples"
+        else:
+            assert set(records.num_candidates.tolist()) == {8}
 
 
 def test_fixed_negatives_agree_with_evaluate_scores() -> None:
@@ -50,7 +65,7 @@ def test_fixed_negatives_agree_with_evaluate_scores() -> None:
     negatives = torch.as_tensor(rng.integers(0, 12, (40, 9)))
     h, r, t = graph.triples.unbind(dim=1)
     expected = evaluate_scores(table[h, r, t], table[h[:, None], r[:, None], negatives], ks=(1, 3))
-    got = SampledRankBasedEvaluator(tail_negatives=negatives, ks=(1, 3)).evaluate(
+    got = SampledRankBasedEvaluator(tail_negatives=negatives, ks=(1, 3), filtered=False).evaluate(
         TableModel(table), graph.triples, targets=("tail",)
     )
     for key in ("tail.realistic.mrr", "tail.optimistic.hits@1", "tail.pessimistic.mr", "tail.realistic.amri"):
@@ -82,7 +97,7 @@ def test_a_query_with_nothing_left_ranks_alone() -> None:
     table = quantised_table(0, 3, 1)
     triples = torch.tensor([[0, 0, 1]])
     known = torch.tensor([[0, 0, 0], [0, 0, 2]])  # every other tail of (0, 0, ?) is known
-    results = SampledRankBasedEvaluator(5, additional_filter_triples=known).evaluate(
+    results = SampledRankBasedEvaluator(num_negatives=5, additional_filter_triples=known).evaluate(
         TableModel(table), triples, targets=("tail",)
     )
     assert results.records.num_candidates.tolist() == [1]
@@ -109,3 +124,42 @@ def test_bad_arguments_are_refused() -> None:
     evaluator = SampledRankBasedEvaluator(tail_negatives=torch.tensor([[7]]))
     with pytest.raises(ValueError, match=r"tail_negatives holds an id outside \[0, 4\)"):
         evaluator.evaluate(TableModel(quantised_table(0, 4, 1)), torch.tensor([[0, 0, 1]]), targets=("tail",))
+
+
+class Factory:
+    """What kgeval reads of a PyKEEN TriplesFactory here: its mapped_triples."""
+
+    def __init__(self, mapped_triples: torch.Tensor) -> None:
+        self.mapped_triples = mapped_triples
+
+
+def test_an_evaluation_factory_owns_the_negatives_of_its_triples() -> None:
+    """PyKEEN's form: negatives are rows of the factory's triples; evaluating a shuffled subset (with a repeated
+    triple) ranks each triple against its own row's negatives, given or drawn."""
+    rng = np.random.default_rng(7)
+    graph = random_graph(rng, num_entities=15, num_relations=3, num_triples=30, num_filter=10, duplicate_fraction=0.0)
+    table = quantised_table(rng, 15, 3, levels=3)
+    negatives = {side: torch.as_tensor(rng.integers(0, 15, (30, 6))) for side in ("head", "tail")}
+    picked = torch.tensor([29, 3, 3, 0, 17])
+    evaluator = SampledRankBasedEvaluator(Factory(graph.triples), head_negatives=negatives["head"],
+                                          tail_negatives=negatives["tail"], filtered=False)  # fmt: skip
+    records = evaluator.evaluate(TableModel(table), graph.triples[picked]).records
+    for code, side in enumerate(("head", "tail")):
+        expected = brute_force(table, graph.triples[picked], negatives[side][picked], side)
+        assert records.pessimistic[records.side == code].tolist() == expected[1]
+    drawing = SampledRankBasedEvaluator(Factory(graph.triples), num_negatives=4, seed=3)
+    whole = drawing.evaluate(TableModel(table), graph.triples).records
+    part = drawing.evaluate(TableModel(table), graph.triples[picked]).records
+    for code in (0, 1):
+        assert part.optimistic[part.side == code].tolist() == whole.optimistic[whole.side == code][picked].tolist()
+
+
+def test_factory_errors_are_clear() -> None:
+    message = r"first positional parameter is PyKEEN.s evaluation_factory .* num_negatives=5"
+    with pytest.raises(TypeError, match=message):
+        SampledRankBasedEvaluator(5)
+    with pytest.raises(TypeError, match="evaluation_factory must have a mapped_triples tensor"):
+        SampledRankBasedEvaluator(object())
+    evaluator = SampledRankBasedEvaluator(Factory(torch.tensor([[0, 0, 1]])), num_negatives=2)
+    with pytest.raises(ValueError, match=r"mapped_triples row 1 = \[1, 0, 2\] is not a triple of evaluation_factory"):
+        evaluator.evaluate(TableModel(quantised_table(0, 4, 1)), torch.tensor([[0, 0, 1], [1, 0, 2]]))

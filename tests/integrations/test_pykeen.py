@@ -258,3 +258,33 @@ def test_relation_ranks_come_from_pykeens_score_r(dataset: Nations, name: str) -
     np.testing.assert_array_equal(records.optimistic, expected["optimistic"])
     np.testing.assert_array_equal(records.pessimistic, expected["pessimistic"])
     np.testing.assert_array_equal(records.num_candidates, expected["num_candidates"])
+
+
+def test_sampled_ranks_equal_pykeens_sampled_evaluator() -> None:
+    """PyKEEN's SampledRankBasedEvaluator with the same TriplesFactory, negatives and filter triples: the same
+    optimistic and pessimistic ranks and num_candidates per task (its filtered scores leave out negatives that are
+    known triples; negatives here never repeat the answer, which PyKEEN would count as a tie with itself)."""
+    from pykeen.evaluation import SampledRankBasedEvaluator as PyKEENSampled
+
+    from kgeval import SampledRankBasedEvaluator
+
+    data = Nations()
+    model = build(data, "DistMult").eval()
+    triples, num_entities = data.testing.mapped_triples, data.num_entities
+    generator = torch.Generator().manual_seed(0)
+    shifts = {side: 1 + torch.randint(0, num_entities - 1, (len(triples), 10), generator=generator) for side in TARGETS}
+    negatives = {side: (triples[:, column, None] + shifts[side]) % num_entities for side, column in (("head", 0),
+                                                                                                    ("tail", 2))}
+    theirs = PyKEENSampled(data.testing, head_negatives=negatives["head"], tail_negatives=negatives["tail"],
+                           clear_on_finalize=False)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        theirs.evaluate(model, triples, additional_filter_triples=known(data), batch_size=32, use_tqdm=False)
+    ours = SampledRankBasedEvaluator(data.testing, head_negatives=negatives["head"], tail_negatives=negatives["tail"])
+    records = ours.evaluate(model, triples, additional_filter_triples=known(data)).records
+    for code, side in enumerate(TARGETS):
+        chosen = records.side == code
+        np.testing.assert_array_equal(records.optimistic[chosen], np.concatenate(theirs.ranks[side, "optimistic"]))
+        np.testing.assert_array_equal(records.pessimistic[chosen], np.concatenate(theirs.ranks[side, "pessimistic"]))
+        np.testing.assert_array_equal(records.num_candidates[chosen], np.concatenate(theirs.num_candidates[side]))
+    assert (records.num_candidates < 11).any()  # some negatives were known triples, left out by both

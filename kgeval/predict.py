@@ -17,6 +17,7 @@ from kgeval._engine import (
     exact_matmul,
     make_scorer,
     model_device,
+    query_candidate_form,
     slice_bounds,
     triple_function,
 )
@@ -142,9 +143,9 @@ def _predict(
     if candidate_ids is not None and candidate_ids.numel() == 0:
         shape = (queries.shape[0], k)
         return torch.full(shape, -1, device=device), torch.full(shape, torch.nan, device=device)
-    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path)
-    if not scorer.model_scores:  # the L2 fast path ranks a transform of the scores: report the model's own
-        scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=False)
+    form = query_candidate_form(view) if fast_path else None
+    model_scored = form is None or form.kgeval_similarity != "l2"  # the L2 GEMM ranks a transform of the scores
+    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path and model_scored)
     sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
     position_of = candidate_positions(candidate_ids, num_entities, device)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)

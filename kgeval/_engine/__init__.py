@@ -16,6 +16,7 @@ from kgeval._engine.scoring import (
     candidate_positions,
     make_scorer,
     model_device,
+    query_candidate_form,
     score_triple_block,
     triple_function,
 )
@@ -40,6 +41,7 @@ __all__ = [
     "make_scorer",
     "model_device",
     "pack_pairs",
+    "query_candidate_form",
     "rank_side",
     "resolve_group",
     "score_triple_block",

@@ -93,6 +93,27 @@ def seeded_distmult(description: str) -> tuple[argparse.Namespace, Any, Any]:
     return args, data, DistMult(data.num_entities, data.num_relations, dim=args.dim, seed=0)
 
 
+def peer_comparison(
+    description: str, add_options: Callable[[argparse.ArgumentParser], None]
+) -> tuple[argparse.Namespace, Any, torch.Tensor]:
+    """The command line of the comparisons with a peer library's own evaluator (``--dataset``, ``--triples``,
+    ``--dim``, ``--repeats`` and the peer's options added by ``add_options``), the dataset and the test triples to
+    rank; seeds torch for the peer's model initialisation: (args, dataset, test triples)."""
+    from kgeval.datasets import load_dataset
+
+    parser = argparse.ArgumentParser(description=description.splitlines()[0])
+    parser.add_argument("--dataset", default="umls")
+    parser.add_argument("--triples", default="all", help="test triples to rank ('all' or a number)")
+    parser.add_argument("--dim", type=int, default=100)
+    parser.add_argument("--repeats", type=int, default=3)
+    add_options(parser)
+    args = parser.parse_args()
+    data = load_dataset(args.dataset)
+    test = data.test if args.triples == "all" else data.test[: int(args.triples)]
+    torch.manual_seed(0)
+    return args, data, test
+
+
 def run_worker(args: argparse.Namespace) -> None:
     """Worker mode: run one contender and print its JSON line."""
     torch.manual_seed(0)

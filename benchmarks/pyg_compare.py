@@ -13,29 +13,19 @@ Each contender's best of ``--repeats`` runs is printed, then the ratios, all fro
 
 from __future__ import annotations
 
-import argparse
 import platform
 
 import torch
-from _harness import best_time
+from _harness import best_time, peer_comparison
 from torch_geometric.nn.kge import DistMult
 
 from kgeval import RankBasedEvaluator
-from kgeval.datasets import load_dataset
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="umls")
-    parser.add_argument("--triples", default="all", help="test triples to rank ('all' or a number)")
-    parser.add_argument("--dim", type=int, default=100)
-    parser.add_argument("--pyg-batch", type=int, default=20_000, help="PyG test()'s batch_size (entities per call)")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-
-    data = load_dataset(args.dataset)
-    test = data.test if args.triples == "all" else data.test[: int(args.triples)]
-    torch.manual_seed(0)
+    args, data, test = peer_comparison(__doc__, lambda parser: parser.add_argument(
+        "--pyg-batch", type=int, default=20_000, help="PyG test()'s batch_size (entities per call)"
+    ))  # fmt: skip
     model = DistMult(data.num_entities, data.num_relations, args.dim).eval()
     head, relation, tail = test.unbind(dim=1)
 

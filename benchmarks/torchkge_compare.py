@@ -11,31 +11,21 @@ Each contender's best of ``--repeats`` runs is printed, then the ratios, all fro
 
 from __future__ import annotations
 
-import argparse
 import platform
 
 import torch
-from _harness import best_time
+from _harness import best_time, peer_comparison
 from torchkge.data_structures import KnowledgeGraph
 from torchkge.evaluation import LinkPredictionEvaluator
 from torchkge.models import TransEModel
 
 from kgeval import RankBasedEvaluator
-from kgeval.datasets import load_dataset
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="umls")
-    parser.add_argument("--triples", default="all", help="test triples to rank ('all' or a number)")
-    parser.add_argument("--dim", type=int, default=100)
-    parser.add_argument("--batch", type=int, default=256, help="TorchKGE's evaluation batch size")
-    parser.add_argument("--repeats", type=int, default=3)
-    args = parser.parse_args()
-
-    data = load_dataset(args.dataset)
-    test = data.test if args.triples == "all" else data.test[: int(args.triples)]
-    torch.manual_seed(0)
+    args, data, test = peer_comparison(__doc__, lambda parser: parser.add_argument(
+        "--batch", type=int, default=256, help="TorchKGE's evaluation batch size"
+    ))  # fmt: skip
     model = TransEModel(args.dim, data.num_entities, data.num_relations, dissimilarity_type="L2").eval()
     kg = KnowledgeGraph(
         kg={"heads": test[:, 0], "tails": test[:, 2], "relations": test[:, 1]},

@@ -188,13 +188,16 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
     add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
 
 
-def _evaluate_checkpoint(args: argparse.Namespace, ks: Sequence[int], use_tqdm: bool) -> tuple[Any, Any]:
-    """(results, dataset): the checkpoint evaluated on the split, filtered by every triple known to it (valid: train
-    + valid; test: train + valid + test)."""
+def _evaluate_checkpoint(
+    args: argparse.Namespace, ks: Sequence[int], use_tqdm: bool, targets: Sequence[str] = ("head", "tail")
+) -> tuple[Any, Any]:
+    """(results, dataset): the checkpoint evaluated on the split for ``targets``, filtered by every triple known to
+    it (valid: train + valid; test: train + valid + test)."""
     dataset = load_dataset(args.dataset)
     model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
     evaluator = RankBasedEvaluator(ks=tuple(ks))
-    return evaluator.evaluate(model, use_tqdm=use_tqdm, **dataset.evaluation_kwargs(args.split)), dataset
+    kwargs = dataset.evaluation_kwargs(args.split)
+    return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
 
 
 def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
@@ -257,6 +260,13 @@ def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     _add_source_arguments(parser, "head, relation, tail, side, optimistic, pessimistic, num_candidates")
     add = parser.add_argument
     add("--ks", type=_int_at_least(1), nargs="+", default=[1, 3, 5, 10], help="k of hits@k (default: 1 3 5 10)")
+    add(
+        "--targets",
+        choices=("head", "tail", "relation"),
+        nargs="+",
+        default=["head", "tail"],
+        help="what a checkpoint's tasks rank (default: head tail; relation: relation prediction, its own side)",
+    )
     output = parser.add_mutually_exclusive_group()
     output.add_argument("--full", action="store_true", help="print every metric after the headline")
     output.add_argument("--json", action="store_true", help="print every metric as one JSON object")
@@ -274,7 +284,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
         title = f"== ranks of {args.ranks} =="
     else:
-        results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress and not args.json)
+        use_tqdm = not args.no_progress and not args.json
+        results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm, args.targets)
         known = "train + valid" if args.split == "valid" else "train + valid + test"
         title = f"== {dataset.name} {args.split}, filtered by {known} =="
     if args.json:

@@ -220,3 +220,17 @@ def test_evaluate_needs_a_source(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["evaluate"]) == 2
     message = "kgeval evaluate: error: give what to evaluate: --checkpoint PATH or --ranks PATH\n"
     assert capsys.readouterr().err == message
+
+
+def test_evaluate_ranks_relations_on_request(saved, capsys: pytest.CaptureFixture[str]) -> None:
+    folder, _results = saved
+    data = load_shipped_dataset("nations")
+    model = DistMult(data.num_entities, data.num_relations, dim=8, seed=3)
+    targets = ("head", "tail", "relation")
+    expected = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), targets=targets, use_tqdm=False)
+    argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(folder / "model.pt"), "--json", "--targets",
+            "relation", "tail", "head"]  # fmt: skip
+    assert main(argv) == 0
+    flat = json.loads(capsys.readouterr().out)
+    assert flat["relation.realistic.inverse_harmonic_mean_rank"] == expected.get_metric("relation.mrr")
+    assert flat["both.realistic.count"] == expected.get_metric("both.count") == 2 * len(data.test)

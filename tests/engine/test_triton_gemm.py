@@ -184,3 +184,22 @@ def test_an_evaluation_sees_the_answer_tie_with_its_copy(dtype) -> None:
                                                                            use_tqdm=False)  # fmt: skip
     records = results.records
     assert (records.pessimistic - records.optimistic >= 1).all()
+
+
+def test_relation_prediction_runs_through_the_fused_kernel(monkeypatch) -> None:
+    """The relation form of DistMult / TransE is fused like the entity one: ranks equal the reference."""
+    from tests.helpers.reference import reference_relation_ranks
+
+    graph = random_graph(12, num_entities=30, num_relations=70, num_triples=40, num_filter=150)
+    monkeypatch.setattr(GemmScorer, "_scores", lambda *args: pytest.fail("the fused kernel wrote a score tile"))
+    for model_class in (DistMult, TransE):
+        model = _integer_model(model_class(30, 70, dim=3), seed=12)
+        results = RankBasedEvaluator(kernel="triton").evaluate(
+            model, graph.triples.to(DEVICE), additional_filter_triples=graph.filter_triples, targets=("relation",),
+            use_tqdm=False,
+        )  # fmt: skip
+        expected = reference_relation_ranks(_table(model), graph.triples, graph.filter_triples)
+        records = results.records
+        order = np.argsort(records.task_index, kind="stable")
+        np.testing.assert_array_equal(records.optimistic[order], expected["optimistic"])
+        np.testing.assert_array_equal(records.pessimistic[order], expected["pessimistic"])

@@ -137,7 +137,9 @@ def test_a_model_without_score_r_or_triples_is_refused() -> None:
 
 
 def test_relations_take_the_gemm_fast_path_where_the_model_has_one() -> None:
-    from kgeval._engine.scoring import GemmScorer, SlicedScorer, make_scorer
+    from kgeval._engine.gemm_scoring import GemmScorer
+    from kgeval._engine.scorer_choice import make_scorer
+    from kgeval._engine.scoring import SlicedScorer
 
     assert type(make_scorer(DistMult(9, 7, dim=4), "relation", 7, None)) is GemmScorer
     assert type(make_scorer(RotatE(9, 7, dim=4), "relation", 7, None)) is SlicedScorer  # score_r: expanded triples

@@ -4,23 +4,17 @@ points (:mod:`kgeval.evaluator`, :mod:`kgeval.predict`) drive it, through the na
 API (docs/design.md).
 """
 
-from kgeval._engine.choice import KernelChoice, KernelChooser
 from kgeval._engine.counting import SideCounts, slice_bounds
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex, pack_pairs
+from kgeval._engine.gemm_scoring import query_candidate_form
+from kgeval._engine.kernel_choice import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
 from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_matmul
-from kgeval._engine.scoring import (
-    SCORE_METHOD,
-    CandidateScorer,
-    candidate_positions,
-    make_scorer,
-    model_device,
-    query_candidate_form,
-    score_triple_block,
-    triple_function,
-)
+from kgeval._engine.scorer_choice import make_scorer
+from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, candidate_positions, model_device
 from kgeval._engine.sizes import choose_sizes
+from kgeval._engine.triple_scoring import score_triple_block, triple_function
 
 __all__ = [
     "MATMUL_PRECISIONS",

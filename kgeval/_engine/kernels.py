@@ -1,7 +1,7 @@
 """Tile kernels as objects -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device, eager), :data:`NUMBA` (CPU,
 one compiled parallel pass), :data:`TRITON` (CUDA: row counts, and a GEMM fused with the counts for query/candidate
 models) -- counting per task the scores above and below its true score, exactly at any row width. Which one counts
-a side is decided in :mod:`kgeval._engine.choice`.
+a side is decided in :mod:`kgeval._engine.kernel_choice`.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 import torch
 
 from kgeval._engine import sizes as batching
-from kgeval._engine.choice import KernelChooser
 from kgeval._engine.counting import BatchWork, SideCounts, count_batch, slice_bounds
 from kgeval._engine.filter_index import FilterIndexCache, SideIndex
+from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval._engine.plan import PlannedBatch, SidePlan
 from kgeval._engine.scoring import CandidateScorer, Workspace

@@ -138,7 +138,7 @@ class PyKEENScoring:
 
 
 class PyKEENQueryCandidate(PyKEENScoring):
-    """:class:`PyKEENScoring` with the query/candidate form (:class:`kgeval._engine.scoring.QueryCandidateModel`)."""
+    """:class:`PyKEENScoring` with the query/candidate form (kgeval._engine.gemm_scoring.QueryCandidateModel)."""
 
     def __init__(self, model: Model, kind: str, similarity: str) -> None:
         super().__init__(model)

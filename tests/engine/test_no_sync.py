@@ -20,8 +20,8 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine import scoring, sizes
-from kgeval._engine.choice import KernelChooser
+from kgeval._engine import gemm_scoring, scoring, sizes
+from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE, TritonKernel, comparison_counts
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval.models import DistMult, TransE
@@ -145,7 +145,8 @@ def test_no_synchronisation_on_the_fused_path(monkeypatch, filtered: Any, restri
     evaluator = RankBasedEvaluator(filtered=filtered, batch_size=7)
     evaluator._state = EngineState(kernels=KernelChooser(TorchFusedKernel()))
     extra = {"restrict_entities_to": list(range(0, 20, 2)), "drop_outside_restriction": True} if restrict else {}
-    monkeypatch.setattr(scoring.GemmScorer, "_scores", lambda *args: pytest.fail("the fused path wrote a score tile"))
+    written = lambda *args: pytest.fail("the fused path wrote a score tile")  # noqa: E731
+    monkeypatch.setattr(gemm_scoring.GemmScorer, "_scores", written)
     with recording_batches(monkeypatch) as recorder:
         results = evaluator.evaluate(
             DistMult(20, 3, dim=8, seed=0), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples,
@@ -168,7 +169,7 @@ def test_the_recorder_sees_a_read() -> None:
 def test_cpu_only_reads_leave_other_devices_unread() -> None:
     """On the meta device (no data to read) the CPU-only functions answer without reading any value."""
     meta = torch.empty(4, 3, device="meta")
-    assert scoring._largest(meta) == float("inf")
+    assert gemm_scoring._largest(meta) == float("inf")
     assert scoring._nan_free(meta) is False
 
 

@@ -8,15 +8,9 @@ import weakref
 import pytest
 import torch
 
-from kgeval._engine.scoring import (
-    FullRowScorer,
-    GemmScorer,
-    L1Scorer,
-    SlicedScorer,
-    Workspace,
-    make_scorer,
-    query_candidate_form,
-)
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, query_candidate_form
+from kgeval._engine.scorer_choice import make_scorer
+from kgeval._engine.scoring import FullRowScorer, SlicedScorer, Workspace
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table
 

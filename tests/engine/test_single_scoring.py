@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine import scoring
+from kgeval._engine import gemm_scoring
 from kgeval.models import DistMult
 from tests.helpers.graphs import TableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks
@@ -63,13 +63,13 @@ def test_triple_scorers_score_each_query_once() -> None:
 
 def test_gemm_scores_each_query_once(monkeypatch: pytest.MonkeyPatch) -> None:
     computed = []
-    original = scoring.GemmScorer._scores
+    original = gemm_scoring.GemmScorer._scores
 
     def counting(self, vectors):
         computed.append(vectors.shape[0] * (self._stop - self._start))
         return original(self, vectors)
 
-    monkeypatch.setattr(scoring.GemmScorer, "_scores", counting)  # instrumentation: counts the GEMM work
+    monkeypatch.setattr(gemm_scoring.GemmScorer, "_scores", counting)  # instrumentation: counts the GEMM work
     model = DistMult(NUM_ENTITIES, 3, dim=4, seed=0)
     with torch.no_grad():  # integer embeddings: exact scores, so the reference table is exact too
         for parameter in model.parameters():

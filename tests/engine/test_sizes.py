@@ -10,7 +10,8 @@ import torch
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine import sizes as batching
-from kgeval._engine.scoring import FullRowScorer, GemmScorer, SlicedScorer
+from kgeval._engine.gemm_scoring import GemmScorer
+from kgeval._engine.scoring import FullRowScorer, SlicedScorer
 from kgeval.models import DistMult
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks

@@ -13,10 +13,10 @@ import torch
 pytest.importorskip("triton")
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine import choice
-from kgeval._engine.choice import KernelChooser
+from kgeval._engine import kernel_choice
+from kgeval._engine.gemm_scoring import GemmScorer
+from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE, TRITON
-from kgeval._engine.scoring import GemmScorer
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import random_graph
 from tests.helpers.ranks import assert_same_ranks
@@ -142,14 +142,14 @@ def test_float64_and_l1_models_take_the_tile_path() -> None:
 
 
 def test_the_probe_passes_here_and_catches_a_wrong_kernel(monkeypatch) -> None:
-    choice.triton_kernel_works.cache_clear()
-    assert choice.triton_kernel_works(DEVICE)
-    choice.triton_kernel_works.cache_clear()
+    kernel_choice.triton_kernel_works.cache_clear()
+    assert kernel_choice.triton_kernel_works(DEVICE)
+    kernel_choice.triton_kernel_works.cache_clear()
     wrong = lambda queries, candidates, rows, columns: (queries @ candidates.T)[rows, columns] + 1e-3  # noqa: E731
     monkeypatch.setattr(TRITON, "pick_scores", wrong)
     with pytest.warns(RuntimeWarning, match="the triton kernel is not usable on"):
-        assert not choice.triton_kernel_works(DEVICE)
-    choice.triton_kernel_works.cache_clear()
+        assert not kernel_choice.triton_kernel_works(DEVICE)
+    kernel_choice.triton_kernel_works.cache_clear()
 
 
 def test_auto_picks_triton_on_cuda_only_when_the_probe_passes() -> None:

@@ -11,7 +11,7 @@ import torch
 pytest.importorskip("triton")
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine.choice import KernelChooser, triton_kernel_available
+from kgeval._engine.kernel_choice import KernelChooser, triton_kernel_available
 from kgeval._engine.kernels import TRITON, comparison_counts
 from tests.helpers.graphs import TableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks

@@ -13,7 +13,9 @@ import torch
 kge = pytest.importorskip("torch_geometric.nn.kge")
 
 from kgeval import RankBasedEvaluator  # noqa: E402
-from kgeval._engine.scoring import GemmScorer, L1Scorer, TripleScorer, make_scorer  # noqa: E402
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
+from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
+from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pyg import PyGScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402

@@ -22,7 +22,9 @@ from pykeen.evaluation import RankBasedEvaluator as PyKEENEvaluator  # noqa: E40
 from pykeen.models.inductive import InductiveERModel  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
-from kgeval._engine.scoring import FullRowScorer, GemmScorer, L1Scorer, SlicedScorer, make_scorer  # noqa: E402
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
+from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
+from kgeval._engine.scoring import FullRowScorer, SlicedScorer  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pykeen import PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
 

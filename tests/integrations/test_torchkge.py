@@ -18,7 +18,9 @@ from torchkge.evaluation import LinkPredictionEvaluator  # noqa: E402
 from torchkge.models import DistMultModel, TransEModel, TransHModel  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
-from kgeval._engine.scoring import GemmScorer, L1Scorer, TripleScorer, make_scorer  # noqa: E402
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
+from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
+from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.torchkge import TorchKGEScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402

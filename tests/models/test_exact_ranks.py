@@ -14,7 +14,8 @@ import pytest
 import torch
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine.scoring import GemmScorer, L1Scorer, make_scorer
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
+from kgeval._engine.scorer_choice import make_scorer
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 from kgeval.models.base import QueryCandidateModule
 from tests.helpers.graphs import random_graph

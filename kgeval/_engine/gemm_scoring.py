@@ -1,0 +1,186 @@
+"""The query/candidate fast path: models whose scores are a similarity between a query vector and a candidate
+vector (:class:`QueryCandidateModel`), scored one GEMM per tile (:class:`GemmScorer`; "l2" through its one-GEMM
+expansion) or by ``torch.cdist`` ("l1", :class:`L1Scorer`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+from kgeval._checks import RANKED_DTYPES
+from kgeval._engine.scoring import CandidateScorer, Workspace
+from kgeval.integrations import scoring_view
+from kgeval.typing import Target
+
+#: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
+SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
+
+#: scores are finite when |q . c| (or ||q - c||_1) is provably below this (float32 overflows at ~2**128)
+FINITE_BOUND = 2.0**100
+
+#: copying a score row costs about as much as this many query dimensions of a GEMM row (measured on CPU)
+ROW_COPY_COST_IN_DIMS = 16
+
+#: vector dtypes a kernel that multiplies the vectors itself (the fused "triton" kernel) accepts
+FUSABLE_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
+
+
+@runtime_checkable
+class QueryCandidateModel(Protocol):
+    """A model whose scores are a similarity between a query vector and a candidate vector.
+
+    ``kgeval_query(batch, target)`` maps a (B, 2) batch ((h, r) for target "tail", (r, t) for "head") to
+    queries of shape (B, d); ``kgeval_candidates(target)`` is the (num_entities, d) candidate matrix;
+    ``kgeval_similarity`` names the similarity: ``"dot"`` (score = query @ candidates.T), ``"l2"`` (the model's
+    scores are a decreasing function of the Euclidean distance, e.g. -||q - c||), ``"l1"`` (likewise for the
+    Manhattan distance). Only the order of the scores matters for ranks. An optional ``kgeval_targets`` (default
+    ("head", "tail")) names the targets the form serves; with "relation", ``kgeval_query`` maps (h, t) pairs and
+    ``kgeval_candidates("relation")`` is the (num_relations, d) relation matrix.
+    """
+
+    kgeval_similarity: str
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor: ...
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor: ...
+
+
+class GemmScorer(CandidateScorer):
+    """Query/candidate models with ``"dot"`` or ``"l2"`` similarity: one GEMM per tile, into a reused buffer.
+
+    For ``"l2"`` the distance is expanded, ||q - c||^2 = ||q||^2 + ||c||^2 - 2 q.c, and the per-row constant
+    ||q||^2 dropped: the scores 2 q.c - ||c||^2 = [2q, -1] . [c, ||c||^2] order the candidates like -||q - c||
+    and are one GEMM with one extra column.
+    """
+
+    owns_blocks = True
+
+    def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
+        super().__init__(model, target, num_entities, candidate_ids)
+        self.similarity = model.kgeval_similarity
+        candidates = _check_vectors(model.kgeval_candidates(target), (num_entities, None), "kgeval_candidates")
+        if candidate_ids is not None:
+            candidates = candidates.index_select(0, candidate_ids)
+        if self.similarity == "l2":
+            candidates = torch.cat([candidates, (candidates * candidates).sum(dim=1, keepdim=True)], dim=1)
+            self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
+        self._candidates = candidates
+        self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
+        self._largest = _largest(candidates)
+
+    def begin(self, queries: torch.Tensor) -> None:
+        super().begin(queries)
+        width = self._candidates.shape[1] - (1 if self.similarity == "l2" else 0)
+        vectors = _check_vectors(
+            self.model.kgeval_query(queries, self.target), (queries.shape[0], width), "kgeval_query"
+        )
+        if self.similarity == "l2":
+            vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
+        self._vectors = vectors.to(self._candidates.dtype)
+        self.nan_free = self._bounded(_largest(self._vectors))
+        self._current: torch.Tensor | None = None  #: the kept scores of the current slice, when it has them
+
+    @property
+    def fusable(self) -> bool:
+        return self._candidates.dtype in FUSABLE_DTYPES
+
+    def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
+        return self._vectors, self._candidates
+
+    def _bounded(self, largest_query: float) -> bool:
+        """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
+        bound = self._vectors.shape[1] * largest_query * self._largest
+        return self._vectors.device.type == "cpu" and bound < FINITE_BOUND
+
+    def start_slice(self, start: int, stop: int) -> None:
+        super().start_slice(start, stop)
+        self._slice = self._candidates[start:stop]
+        self._current = self._take_kept(start, stop)
+
+    def keep_slice(self) -> None:
+        """Score every query of the batch against the slice once and keep the result: the first pass reads its true
+        scores from it and counting reads it again, so both see the same values and nothing is computed twice."""
+        if self._current is None and self._can_keep(self._vectors.shape[0] * (self._stop - self._start)):
+            self._current = self._scores(self._vectors).clone()  # its own memory, not the reused buffer
+            self._kept[self._start, self._stop] = self._current
+
+    def block(
+        self, query_start: int, query_stop: int, query_rows: torch.Tensor | None, workspace: Workspace
+    ) -> tuple[torch.Tensor, bool]:
+        """Repeated queries: recompute their rows when that is cheaper than scoring once and copying rows."""
+        if self._current is not None:  # kept scores: hand out views (never to be overwritten) or copies
+            tile = self._current[query_start:query_stop]
+            if query_rows is None:
+                return tile, False
+            copy = workspace.tile(query_rows.numel(), tile.shape[1], tile)
+            return torch.index_select(tile, 0, query_rows, out=copy), True
+        if query_rows is not None:
+            repeats = query_rows.numel() - (query_stop - query_start)
+            if repeats * self._vectors.shape[1] < query_rows.numel() * ROW_COPY_COST_IN_DIMS:
+                return self._scores(self._vectors[query_start:query_stop].index_select(0, query_rows)), True
+        return super().block(query_start, query_stop, query_rows, workspace)
+
+    def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
+        if self._current is not None:
+            return self._current[query_start:query_stop]
+        return self._scores(self._vectors[query_start:query_stop])
+
+    def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
+        size = vectors.shape[0] * (self._stop - self._start)
+        if self._buffer.numel() < size:
+            self._buffer = torch.empty(size, dtype=self._candidates.dtype, device=self._candidates.device)
+        out = self._buffer[:size].view(vectors.shape[0], self._stop - self._start)
+        return torch.matmul(vectors, self._slice.T, out=out)
+
+
+class L1Scorer(GemmScorer):
+    """Query/candidate models with ``"l1"`` similarity: -||q - c||_1 per tile by ``torch.cdist``.
+
+    cdist computes the pairwise distances directly, so no (B, E, d) temporary is ever built.
+    """
+
+    @property
+    def fusable(self) -> bool:
+        return False  # distances, not products
+
+    def _bounded(self, largest_query: float) -> bool:
+        bound = self._vectors.shape[1] * (largest_query + self._largest)
+        return self._vectors.device.type == "cpu" and bound < FINITE_BOUND
+
+    def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
+        return torch.cdist(vectors, self._slice, p=1).neg_()
+
+
+def query_candidate_form(model: Any) -> Any | None:
+    """The object exposing the query/candidate form for ``model`` (itself or an integration's view), or None."""
+    model = scoring_view(model)
+    if isinstance(model, QueryCandidateModel):
+        similarity = model.kgeval_similarity
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {similarity!r}")
+        return model
+    return None
+
+
+def _largest(vectors: torch.Tensor) -> float:
+    """max |v| over a matrix (inf for NaN / inf entries or on non-CPU devices, where it would synchronise)."""
+    if vectors.device.type != "cpu" or vectors.numel() == 0:
+        return math.inf if vectors.numel() else 0.0
+    largest = float(vectors.detach().abs().max())
+    return largest if math.isfinite(largest) else math.inf
+
+
+def _check_vectors(vectors: Any, shape: tuple[int, int | None], method: str) -> torch.Tensor:
+    """A query/candidate matrix: a floating tensor of ``shape`` (None: any width)."""
+    if not isinstance(vectors, torch.Tensor) or not vectors.dtype.is_floating_point or vectors.dim() != 2:
+        got = f"{vectors.dtype} {tuple(vectors.shape)}" if isinstance(vectors, torch.Tensor) else type(vectors)
+        raise TypeError(f"model.{method} must return a 2-d floating-point tensor, got {got}")
+    if vectors.shape[0] != shape[0] or (shape[1] is not None and vectors.shape[1] != shape[1]):
+        expected = (shape[0], "d" if shape[1] is None else shape[1])
+        raise ValueError(f"model.{method} returned shape {tuple(vectors.shape)}, expected {expected}")
+    if vectors.device.type == "meta":
+        raise ValueError(f"model.{method} returned a tensor on the meta device, which holds no values")
+    return vectors if vectors.dtype in RANKED_DTYPES else vectors.float()  # float8: widened exactly

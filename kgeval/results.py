@@ -20,6 +20,7 @@ import torch
 
 from kgeval import _display as display
 from kgeval._checks import check_ks
+from kgeval._documents import document_entries, metric_entry, null_model_entry
 from kgeval.accumulator import MetricAccumulator
 from kgeval.analysis import relations
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
@@ -27,10 +28,10 @@ from kgeval.analysis.stratified import stratified_metrics
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.keys import MetricKey, format_key, parse_key
 from kgeval.metrics.naming import close_matches
-from kgeval.metrics.registry import MetricInfo, ValueRange, lookup, null_model_table
+from kgeval.metrics.registry import lookup, null_model_table
 from kgeval.metrics.summary import nan_equal
 from kgeval.records import RankRecords
-from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, SIDES, TARGETS, RankType, Side
+from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, TARGETS, RankType, Side
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -288,8 +289,9 @@ class RankBasedMetricResults:
             ks = check_ks(document.get("ks"))
         except ValueError as error:
             raise ValueError(f"{where}: {error}") from error
-        data = dict(_metric_entry(entry, ks, where) for entry in _entries(document, "metrics", where))
-        null_model = dict(_null_model_entry(entry, ks, where) for entry in _entries(document, "null_model", where))
+        metrics, moments = (document_entries(document, name, where) for name in ("metrics", "null_model"))
+        data = dict(metric_entry(entry, ks, where) for entry in metrics)
+        null_model = dict(null_model_entry(entry, ks, where) for entry in moments)
         records = RankRecords.from_columns(document["records"], f"{where} records") if "records" in document else None
         raw = None
         if "raw" in document:
@@ -395,69 +397,6 @@ class RankBasedMetricResults:
         Needs the per-task records; see :func:`kgeval.analysis.stats.confidence_interval`.
         """
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
-
-
-def _entries(document: dict[str, Any], name: str, where: str) -> list[Any]:
-    entries = document.get(name, [])
-    if not isinstance(entries, list):
-        raise ValueError(f"{where}: {name!r} must be a list, got {type(entries).__name__}")
-    return entries
-
-
-def _number(value: Any, what: str) -> float:
-    """A JSON number as a float (NaN and infinities allowed); ValueError for anything else."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise ValueError(f"{what} must be a number, got {value!r}")
-    try:
-        return float(value)
-    except OverflowError as error:
-        raise ValueError(f"{what} is out of the float range: {value!r}") from error
-
-
-def _canonical_key(key: Any, ks: tuple[int, ...], what: str) -> MetricInfo:
-    """The metric of a stored canonical key reported for ``ks``."""
-    if not isinstance(key, str):
-        raise ValueError(f"{what}: metric key must be a string, got {key!r}")
-    try:
-        info, k = lookup(key)
-    except KeyError as error:
-        raise ValueError(f"{what}: {error.args[0]}") from error
-    if info.key(k) != key or (k is not None and k not in ks):
-        raise ValueError(f"{what}: {key!r} is not a canonical key reported for ks={ks}")
-    return info
-
-
-def _metric_entry(entry: Any, ks: tuple[int, ...], where: str) -> tuple[tuple[Side, RankType, str], float]:
-    """One ``[side, rank_type, key, value]`` entry, checked."""
-    what = f"metric entry in {where}: {entry!r}"
-    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES and entry[1] in RANK_TYPES):
-        raise ValueError(f"malformed {what}")
-    info = _canonical_key(entry[2], ks, what)
-    value = _number(entry[3], what)
-    if entry[1] not in info.rank_types:
-        raise ValueError(f"{what}: {entry[2]} is not defined for {entry[1]} ranks")
-    if not (math.isnan(value) or _in_range(value, info.value_range)):
-        raise ValueError(f"{what}: {value!r} lies outside the range {info.value_range} of {entry[2]}")
-    return (entry[0], entry[1], entry[2]), value
-
-
-def _null_model_entry(entry: Any, ks: tuple[int, ...], where: str) -> tuple[tuple[Side, str], tuple[float, float]]:
-    """One ``[side, key, expectation, variance]`` entry, checked."""
-    what = f"null_model entry in {where}: {entry!r}"
-    if not (isinstance(entry, list) and len(entry) == 4 and entry[0] in SIDES):
-        raise ValueError(f"malformed {what}")
-    _canonical_key(entry[1], ks, what)
-    expectation, variance = _number(entry[2], what), _number(entry[3], what)
-    if variance < 0:
-        raise ValueError(f"{what}: a variance must be >= 0")
-    return (entry[0], entry[1]), (expectation, variance)
-
-
-def _in_range(value: float, value_range: ValueRange) -> bool:
-    """``value`` inside the range, its bounds widened by float rounding (1e-9 relative)."""
-    slack = 1e-9 * max(1.0, abs(value))
-    widened = ValueRange(value_range.low - slack, value_range.high + slack, True, True)
-    return value in widened
 
 
 def _accumulators_of(records: RankRecords, ks: tuple[int, ...]) -> dict[str, MetricAccumulator]:

@@ -151,6 +151,8 @@ class RankBasedEvaluator:
         with a warning elsewhere): for the "dot" and "l2" fast paths in float16 / bfloat16 / float32, one kernel
         multiplies queries by candidates and counts without writing a score (IEEE float32 products, the true and
         filtered scores picked by the same arithmetic); for other models one program per task reads its row once;
+        it first passes a one-off probe on the device (exact counts, picked scores tying with the tiles'), or
+        kgeval counts eagerly with a warning;
         "auto" on a CPU counts eagerly and switches to numba once this evaluator has counted (or is about to
         count) 10**9 scores, or at once if numba is already loaded; on CUDA it uses "triton" when triton is
         installed and the kernel passed a one-off probe on the device, else eager. The ranks are the same with

@@ -82,14 +82,16 @@ class KernelChooser:
         self._triton_works = triton_works or triton_kernel_works
 
     def choose(self, device: torch.device, num_scores: int) -> kernels.Kernel:
-        """The kernel to count ``num_scores`` scores (tasks x candidates) with on ``device``. A requested numba
-        kernel falls back to the eager one with a warning where it cannot run (another device, numba unusable)."""
+        """The kernel to count ``num_scores`` scores (tasks x candidates) with on ``device``. A requested numba or
+        triton kernel falls back to the eager one with a warning where it cannot run (another device, the library
+        missing or failing its probe)."""
         if isinstance(self.requested, kernels.Kernel):
             return self.requested
         eager = kernels.eager_kernel(device)
         if self.requested == "triton":
             if triton_kernel_available(device):
-                return kernels.TRITON
+                # a kernel that fails its probe here (which warns) never counts: eager instead, never a wrong rank
+                return kernels.TRITON if self._triton_works(device) else eager
             warnings.warn(f"kgeval: the triton counting kernel needs triton and a CUDA device (or TRITON_INTERPRET=1 "
                           f"for CPU tensors); counting on {device} with the eager kernel", RuntimeWarning,
                           stacklevel=2)  # fmt: skip

@@ -156,6 +156,9 @@ def test_auto_picks_triton_on_cuda_only_when_the_probe_passes() -> None:
     cuda = torch.device("cuda")
     assert KernelChooser("auto", triton_works=lambda device: True).choose(cuda, 10) is TRITON
     assert KernelChooser("auto", triton_works=lambda device: False).choose(cuda, 10) is COMPARE
+    # a requested triton kernel that fails its probe counts eagerly too (the probe warns)
+    assert KernelChooser("triton", triton_works=lambda device: False).choose(cuda, 10) is COMPARE
+    assert KernelChooser("triton", triton_works=lambda device: True).choose(cuda, 10) is TRITON
     cpu = torch.device("cpu")
     assert KernelChooser("auto", triton_works=lambda device: True, numba_loaded=lambda: False).choose(cpu, 10) \
         is not TRITON  # fmt: skip

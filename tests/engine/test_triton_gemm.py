@@ -206,3 +206,23 @@ def test_relation_prediction_runs_through_the_fused_kernel(monkeypatch) -> None:
         order = np.argsort(records.task_index, kind="stable")
         np.testing.assert_array_equal(records.optimistic[order], expected["optimistic"])
         np.testing.assert_array_equal(records.pessimistic[order], expected["pessimistic"])
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the interpreter's numpy matmul
+@pytest.mark.parametrize("target_programs", [1, 2, 5])
+def test_programs_walking_several_candidate_tiles_count_them_all(monkeypatch, target_programs: int) -> None:
+    """With few programs per launch each walks several candidate tiles (the wide-graph case) and adds its counts
+    once; the counts are those of one tile per program."""
+    from kgeval._engine import triton_gemm
+
+    queries = integer_vectors(5, 70, 9, torch.float32)
+    candidates = integer_vectors(6, 333, 9, torch.float32, special=True)
+    rows = torch.arange(70, device=DEVICE)
+    answers = torch.arange(70, device=DEVICE) * 4
+    true = TRITON.pick_scores(queries, candidates, rows, answers)
+    expected = TRITON.fused_counts(queries, candidates, rows, true)
+    monkeypatch.setattr(triton_gemm, "TARGET_PROGRAMS", target_programs)
+    got = TRITON.fused_counts(queries, candidates, rows, true)
+    for a, b, reference in zip(got, expected, reference_counts(queries, candidates, rows, true), strict=True):
+        assert torch.equal(a, b)
+        assert a.tolist() == reference.tolist()

@@ -21,8 +21,8 @@ from kgeval._engine import (
     slice_bounds,
     triple_function,
 )
+from kgeval._modes import evaluation_mode
 from kgeval.constraints import TypeConstraints
-from kgeval.evaluator import evaluation_mode
 from kgeval.integrations import scoring_view
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
 

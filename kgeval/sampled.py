@@ -18,9 +18,9 @@ from kgeval._engine import (
     score_triple_block,
     triple_function,
 )
+from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
-from kgeval.evaluator import evaluation_mode
 from kgeval.integrations import scoring_view
 from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults

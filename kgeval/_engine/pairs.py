@@ -15,6 +15,14 @@ from kgeval._engine.filter_index import SideIndex, stable_argsort
 from kgeval._engine.kernels import codes_against, counts_from_code_sums
 
 
+def code_sums(rows: torch.Tensor, codes: torch.Tensor, size: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per task row of ``size``: (sum of the pairs' comparison codes, sum of their |codes|), exact integers in
+    float64, from each pair's row (P,) and code (P,)."""
+    zeros = torch.zeros(size, dtype=torch.float64, device=codes.device)
+    codes = codes.double()
+    return zeros.index_add(0, rows, codes), zeros.index_add(0, rows, codes.abs())
+
+
 @dataclass
 class BatchPairs:
     """The filtered pairs of one batch (all LongTensor)."""
@@ -26,9 +34,8 @@ class BatchPairs:
     def counts_against(self, values: torch.Tensor, true_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per task row: (#pairs whose score ``values`` (P,) lies above, #below the row's true score (B,)),
         LongTensors of shape (B,); NaN scores lie in neither."""
-        codes = codes_against(values, true_scores[self.rows], mark_nan=False).double()
-        zeros = torch.zeros(self.num_filtered.numel(), dtype=torch.float64, device=codes.device)
-        return counts_from_code_sums(zeros.index_add(0, self.rows, codes), zeros.index_add(0, self.rows, codes.abs()))
+        codes = codes_against(values, true_scores[self.rows], mark_nan=False)
+        return counts_from_code_sums(*code_sums(self.rows, codes, self.num_filtered.numel()))
 
     @classmethod
     def empty(cls, size: int, device: torch.device) -> BatchPairs:
@@ -146,9 +153,7 @@ class PairTiles:
 
     def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row: (sum of codes, sum of |codes|), exact integers in float64."""
-        zeros = torch.zeros(size, dtype=torch.float64, device=self.codes.device)
-        codes = self.codes.double()
-        return zeros.index_add(0, self._rows, codes), zeros.index_add(0, self._rows, codes.abs())
+        return code_sums(self._rows, self.codes, size)
 
 
 class SortedPairs(PairTiles):

@@ -172,14 +172,8 @@ def count_batch(
             less[rows] += below
             has_nan[rows] |= nan
         tile = None  # a view of the scorer's scores: let them go before it asks the model for the next slice
-    everything = torch.full((size,), scorer.num_candidates, dtype=torch.int64, device=device)
-    raw = BatchCounts.from_counts(greater, less, has_nan, everything)
-    if pairs is None or work.num_filtered is None:
-        return SideCounts(raw)
-    filtered_greater, filtered_less = pairs.counts(size)
-    candidates = everything - work.num_filtered
-    counts = BatchCounts.from_counts(greater - filtered_greater, less - filtered_less, has_nan, candidates)
-    return SideCounts(counts, raw if raw_too else None)
+    filtered = pairs.counts(size) if pairs is not None and work.num_filtered is not None else None
+    return _side_counts(greater, less, has_nan, scorer.num_candidates, filtered, work.num_filtered, raw_too)
 
 
 def _count_fused(
@@ -188,19 +182,33 @@ def _count_fused(
     """:func:`count_batch` by a kernel that multiplies the vectors itself: the true scores and the filtered pairs'
     scores are picked by the arithmetic of its counting tiles, the counts cover every candidate at once (no
     slices, no score written), and the filtered pairs' codes are subtracted as on the tile path."""
-    size = work.true_positions.numel()
     task_rows = _task_query_rows(work.blocks, work.true_positions.device)
     true_scores = kernel.pick_scores(queries, candidates, task_rows, work.true_positions)  # type: ignore[attr-defined]
     greater, less, has_nan = kernel.fused_counts(queries, candidates, task_rows, true_scores)  # type: ignore[attr-defined]
-    everything = torch.full((size,), candidates.shape[0], dtype=torch.int64, device=greater.device)
+    filtered = None
+    if work.pairs is not None and work.num_filtered is not None:
+        pairs = work.pairs.pairs
+        values = kernel.pick_scores(queries, candidates, task_rows[pairs.rows], pairs.positions)  # type: ignore[attr-defined]
+        filtered = pairs.counts_against(values, true_scores)
+    return _side_counts(greater, less, has_nan, candidates.shape[0], filtered, work.num_filtered, raw_too)
+
+
+def _side_counts(
+    greater: torch.Tensor,
+    less: torch.Tensor,
+    has_nan: torch.Tensor,
+    num_candidates: int,
+    filtered: tuple[torch.Tensor, torch.Tensor] | None,
+    num_filtered: torch.Tensor | None,
+    raw_too: bool,
+) -> SideCounts:
+    """A batch's counts from #above / #below its true scores among all ``num_candidates`` (raw), and, given the
+    filtered pairs' (#above, #below) and each task's number of filtered candidates, the filtered counts too."""
+    everything = torch.full_like(greater, num_candidates)
     raw = BatchCounts.from_counts(greater, less, has_nan, everything)
-    if work.pairs is None or work.num_filtered is None:
+    if filtered is None or num_filtered is None:
         return SideCounts(raw)
-    pairs = work.pairs.pairs
-    values = kernel.pick_scores(queries, candidates, task_rows[pairs.rows], pairs.positions)  # type: ignore[attr-defined]
-    filtered_greater, filtered_less = pairs.counts_against(values, true_scores)
-    candidates_left = everything - work.num_filtered
-    counts = BatchCounts.from_counts(greater - filtered_greater, less - filtered_less, has_nan, candidates_left)
+    counts = BatchCounts.from_counts(greater - filtered[0], less - filtered[1], has_nan, everything - num_filtered)
     return SideCounts(counts, raw if raw_too else None)
 
 

@@ -191,8 +191,8 @@ class SampledRankBasedEvaluator:
                 return given
             side = index.sides[target]
             queries = triples[:, QUERY_COLUMNS[target]]
+            # the index holds these triples, so a negative equal to the answer is a known triple too
             known = _known(side, queries.cpu(), given.cpu()).to(given.device)
-            known |= given == triples[:, ANSWER_COLUMN[target], None]
             return torch.where(known, -1, given)  # -1: no candidate (PyKEEN masks such scores as NaN)
         weights = torch.ones(num_entities, dtype=torch.float64)
         if self.sampling == "degree":

@@ -133,7 +133,7 @@ def count_batch(
     Returns the filtered counts with ``work.pairs`` (raw counts without), and the raw counts of the same pass as
     well when ``raw_too``.
     """
-    if kernel.fuses_gemm and scorer.fusable:
+    if runs_fused(kernel, scorer):
         scorer.begin(work.queries)
         return _count_fused(kernel, *scorer.fused_operands(), work, raw_too)
     workspace = workspace or Workspace()
@@ -174,6 +174,12 @@ def count_batch(
         tile = None  # a view of the scorer's scores: let them go before it asks the model for the next slice
     filtered = pairs.counts(size) if pairs is not None and work.num_filtered is not None else None
     return _side_counts(greater, less, has_nan, scorer.num_candidates, filtered, work.num_filtered, raw_too)
+
+
+def runs_fused(kernel: Kernel, scorer: CandidateScorer) -> bool:
+    """Whether ``kernel`` multiplies this scorer's vectors itself (then no tile is written and the filtered pairs are
+    scored as a list)."""
+    return kernel.fuses_gemm and scorer.fusable
 
 
 def _count_fused(

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import torch
 
 from kgeval._engine import sizes as batching
-from kgeval._engine.counting import BatchWork, SideCounts, count_batch, slice_bounds
+from kgeval._engine.counting import BatchWork, SideCounts, count_batch, runs_fused, slice_bounds
 from kgeval._engine.filter_index import FilterIndexCache, SideIndex
 from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
@@ -84,7 +84,7 @@ def rank_side(
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
     kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
     layout = state.settings.layout or default_layout(device)
-    if kernel.fuses_gemm and scorer.fusable:
+    if runs_fused(kernel, scorer):
         layout = "masked"  # a fused kernel scores the filtered pairs as a list: no query groups, no tile segments
     group_min_pairs = state.settings.group_min_pairs if layout == "sorted" else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)

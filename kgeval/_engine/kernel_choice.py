@@ -145,31 +145,44 @@ def triton_kernel_works(device: torch.device) -> bool:
     """Whether the "triton" kernel gives exact counts on ``device``: one probe (cached per device) checks its row
     counts against :func:`comparison_counts` (ties, +-inf, NaN), and its fused counts against counts of every
     score it picks -- with candidates repeated, so an answer's score must tie with its copies bit for bit, whatever
-    tile each falls in. If it fails (triton broken here), a warning says so and "auto" counts eagerly."""
-    inf, nan = float("inf"), float("nan")
+    tile each falls in. If it fails (triton broken here, or products that round by their place in a tile), a
+    warning says which check failed and what it means, and kgeval counts eagerly (exact ranks, only slower)."""
     try:
-        scores = torch.tensor([[1.0, 2.0, nan, 2.0, inf], [-inf, 0.0, 0.0, 3.0, 1.0]], device=device)
-        rows, true_scores = torch.tensor([0, 1, 1], device=device), torch.tensor([2.0, 0.0, -inf], device=device)
-        got = kernels.TRITON.counts(scores, rows, true_scores)
-        expected = kernels.comparison_counts(scores, rows, true_scores)
-        agree = all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, expected, strict=True))
-        generator = torch.Generator().manual_seed(0)
-        queries = torch.randn(70, 45, generator=generator).to(device)
-        candidates = torch.randn(100, 45, generator=generator).repeat(3, 1).to(device)  # 300 rows, each 3 times
-        task_rows = torch.arange(70, device=device)
-        answers = torch.randint(0, 300, (70,), generator=generator).to(device)
-        true = kernels.TRITON.pick_scores(queries, candidates, task_rows, answers)
-        greater, less, _nan = kernels.TRITON.fused_counts(queries, candidates, task_rows, true)
-        every = kernels.TRITON.pick_scores(queries, candidates, task_rows.repeat_interleave(300),
-                                   torch.arange(300, device=device).repeat(70)).view(70, 300)  # fmt: skip
-        agree &= torch.equal(greater, (every > true[:, None]).sum(dim=1))
-        agree &= torch.equal(less, (every < true[:, None]).sum(dim=1))
-        agree &= bool(((every == true[:, None]).sum(dim=1) == 3).all())
-        if agree:
-            return True
-        problem: object = "its counts differ from the PyTorch computation"
+        problem = _triton_probe_problem(device)
     except Exception as error:  # triton missing or failing to compile here: do not use it
-        problem = error
-    warnings.warn(f"kgeval: the triton kernel is not usable on {device} ({problem}); counting with the eager "
-                  "kernel", RuntimeWarning, stacklevel=2)  # fmt: skip
+        problem = f"running it raised {type(error).__name__}: {error}"
+    if problem is None:
+        return True
+    warnings.warn(f"kgeval: the triton kernel is not usable on {device}: {problem}. kgeval counts with the eager "
+                  "kernel instead; the ranks are exact, the evaluation only slower", RuntimeWarning,
+                  stacklevel=2)  # fmt: skip
     return False
+
+
+def _triton_probe_problem(device: torch.device) -> str | None:
+    """What the triton kernel got wrong on ``device``, in words, or None when every check passes."""
+    inf, nan = float("inf"), float("nan")
+    scores = torch.tensor([[1.0, 2.0, nan, 2.0, inf], [-inf, 0.0, 0.0, 3.0, 1.0]], device=device)
+    rows, true_scores = torch.tensor([0, 1, 1], device=device), torch.tensor([2.0, 0.0, -inf], device=device)
+    got = kernels.TRITON.counts(scores, rows, true_scores)
+    expected = kernels.comparison_counts(scores, rows, true_scores)
+    if not all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, expected, strict=True)):
+        return "its counts of a row of scores above and below a true score differ from PyTorch's comparisons"
+    generator = torch.Generator().manual_seed(0)
+    queries = torch.randn(70, 45, generator=generator).to(device)
+    candidates = torch.randn(100, 45, generator=generator).repeat(3, 1).to(device)  # 300 rows, each 3 times
+    task_rows = torch.arange(70, device=device)
+    answers = torch.randint(0, 300, (70,), generator=generator).to(device)
+    true = kernels.TRITON.pick_scores(queries, candidates, task_rows, answers)
+    greater, less, _nan = kernels.TRITON.fused_counts(queries, candidates, task_rows, true)
+    every = kernels.TRITON.pick_scores(queries, candidates, task_rows.repeat_interleave(300),
+                                       torch.arange(300, device=device).repeat(70)).view(70, 300)  # fmt: skip
+    if not bool(((every == true[:, None]).sum(dim=1) == 3).all()):
+        return ("its matrix products give the same (query, candidate) pair a different score depending on where the "
+                "candidate falls in a tile (a true answer's score did not equal that of an identical copy of the "
+                "answer), so an answer could be counted above or below itself; this comes from the device's "
+                "matrix units, or under Triton's interpreter from the host's BLAS library")  # fmt: skip
+    if not (torch.equal(greater, (every > true[:, None]).sum(dim=1))
+            and torch.equal(less, (every < true[:, None]).sum(dim=1))):  # fmt: skip
+        return "its counts over the candidate tiles differ from counts of the scores it computes for those pairs"
+    return None

@@ -45,10 +45,16 @@ def _tile_scores(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     """Scores (BLOCK_M, BLOCK_N) of query rows ``rows`` against candidate rows ``columns``: float32 products
     accumulated over the dimensions in steps of BLOCK_K (IEEE float32 for float32 inputs), rounded to SCORE. The
-    value of an element depends on its two vectors only, not on the rows and columns beside it."""
+    value of an element depends on its two vectors only, not on the rows and columns beside it.
+
+    Compiled, the step is ``tl.dot`` (whose position independence the kernel probe checks on each device).
+    Interpreted (INTERPRETED), ``tl.dot`` would be numpy's matmul, i.e. the host's BLAS, whose float32 kernels on
+    some CPUs (OpenBLAS on AVX2) round an element differently by its position in the tile; the step is then a
+    broadcast product summed over the dimensions, each element in the same order wherever it falls."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for start in range(0, dims, BLOCK_K):
         ks = start + tl.arange(0, BLOCK_K)
@@ -57,7 +63,10 @@ def _tile_scores(
                     mask=row_inside[:, None] & k_inside[None, :], other=0.0)  # fmt: skip
         b = tl.load(candidates + columns[None, :] * candidate_stride + ks[:, None],
                     mask=column_inside[None, :] & k_inside[:, None], other=0.0)  # fmt: skip
-        acc = tl.dot(a, b, acc, input_precision="ieee")
+        if INTERPRETED:
+            acc += tl.sum(a.to(tl.float32)[:, :, None] * b.to(tl.float32)[None, :, :], axis=1)
+        else:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
     return acc.to(SCORE)
 
 
@@ -80,6 +89,7 @@ def _count_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     tasks = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     task_inside = tasks < num_tasks
@@ -93,7 +103,8 @@ def _count_kernel(
         columns = start + tl.arange(0, BLOCK_N)
         column_inside = columns < num_candidates
         scores = _tile_scores(queries, query_stride, candidates, candidate_stride, rows, task_inside,
-                              columns.to(tl.int64), column_inside, dims, SCORE, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                              columns.to(tl.int64), column_inside, dims, SCORE, BLOCK_M, BLOCK_N, BLOCK_K,
+                              INTERPRETED)  # fmt: skip
         inside = task_inside[:, None] & column_inside[None, :]
         above += tl.sum(((scores > true[:, None]) & inside).to(tl.int32), axis=1)
         below += tl.sum(((scores < true[:, None]) & inside).to(tl.int32), axis=1)
@@ -118,13 +129,14 @@ def _pick_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    INTERPRETED: tl.constexpr,
 ):
     pairs = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     inside = pairs < num_pairs
     rows = tl.load(pair_rows + pairs, mask=inside, other=0).to(tl.int64)
     columns = tl.load(pair_columns + pairs, mask=inside, other=0).to(tl.int64)
     scores = _tile_scores(queries, query_stride, candidates, candidate_stride, rows, inside, columns, inside, dims,
-                          SCORE, BLOCK_M, BLOCK_N, BLOCK_K)  # fmt: skip
+                          SCORE, BLOCK_M, BLOCK_N, BLOCK_K, INTERPRETED)  # fmt: skip
     diagonal = tl.arange(0, BLOCK_M)[:, None] == tl.arange(0, BLOCK_N)[None, :]
     values = tl.sum(tl.where(diagonal, scores, tl.zeros_like(scores)), axis=1)  # x + 0 + ... + 0 == x exactly
     tl.store(picked + pairs, values.to(SCORE), mask=inside)
@@ -178,7 +190,7 @@ def fused_counts(
             queries, queries.stride(0), candidates, candidates.stride(0), task_rows.contiguous(),
             true_scores.to(dtype).contiguous(), counts[0], counts[1], counts[2], size, num_candidates,
             columns_per_program, queries.shape[1], SCORE=_TRITON_DTYPES[dtype], BLOCK_M=BLOCK_ROWS,
-            BLOCK_N=BLOCK_COLUMNS, BLOCK_K=BLOCK_DIMS,
+            BLOCK_N=BLOCK_COLUMNS, BLOCK_K=BLOCK_DIMS, INTERPRETED=_interpreted(queries),
         )  # fmt: skip
     return counts[0], counts[1], counts[2]
 
@@ -197,7 +209,7 @@ def pick_scores(
         _pick_kernel[(triton.cdiv(size, BLOCK_ROWS),)](
             queries, queries.stride(0), candidates, candidates.stride(0), rows.contiguous(), columns.contiguous(),
             picked, size, queries.shape[1], SCORE=_TRITON_DTYPES[dtype], BLOCK_M=BLOCK_ROWS, BLOCK_N=BLOCK_COLUMNS,
-            BLOCK_K=BLOCK_DIMS,
+            BLOCK_K=BLOCK_DIMS, INTERPRETED=_interpreted(queries),
         )  # fmt: skip
     return picked
 

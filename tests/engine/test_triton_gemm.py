@@ -83,14 +83,57 @@ def test_special_values_count_as_ordinary_scores_and_nan_is_flagged(dtype) -> No
 def test_copies_of_the_answer_tie_with_it_wherever_their_tiles_fall(dtype) -> None:
     """Random vectors (rounding everywhere): each candidate appears three times, in different tiles and at
     different columns of them; the answer's picked score must equal each copy's, so the counts see two ties."""
+    queries, candidates, rows, answers = _copied_candidates(dtype)
+    assert _copies_tie(TRITON.pick_scores(queries, candidates, rows, answers), queries, candidates, rows)
+
+
+def _copies_tie(true: torch.Tensor, queries: torch.Tensor, candidates: torch.Tensor, rows: torch.Tensor) -> bool:
+    """Whether every task counts exactly two candidates level with its true score (its answer's two copies)."""
+    greater, less, _nan = TRITON.fused_counts(queries, candidates, rows, true)
+    return bool(((candidates.shape[0] - 1 - greater - less) == 2).all())
+
+
+def _copied_candidates(dtype: torch.dtype) -> tuple[torch.Tensor, ...]:
+    """70 random queries, 43 random candidates each three times (129 rows), and the picked true scores."""
     generator = torch.Generator().manual_seed(3)
     queries = torch.randn(70, 45, generator=generator).to(dtype).to(DEVICE)
-    candidates = torch.randn(43, 45, generator=generator).to(dtype).repeat(3, 1).to(DEVICE)  # 129 rows
+    candidates = torch.randn(43, 45, generator=generator).to(dtype).repeat(3, 1).to(DEVICE)
     rows = torch.arange(70, device=DEVICE)
     answers = torch.randint(0, 129, (70,), generator=generator).to(DEVICE)
+    return queries, candidates, rows, answers
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the interpreter's tile product (CPU tensors)")
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_interpreted_tiles_do_not_depend_on_the_hosts_blas(dtype, monkeypatch) -> None:
+    """Under the interpreter, ``tl.dot`` is numpy's matmul: a BLAS whose float32 kernels round an element by its
+    place in the tile (OpenBLAS on AVX2 CPUs) broke the copies' ties. Here numpy's matmul is made to round every
+    odd column one step up; the kernel's scores must not change, so the copies still tie."""
+    from triton.runtime import interpreter
+
+    plain = np.matmul
+
+    def skewed(a, b, *args, **kwargs):
+        out = plain(a, b, *args, **kwargs)
+        out[..., 1::2] = np.nextafter(out[..., 1::2], np.inf)
+        return out
+
+    queries, candidates, rows, answers = _copied_candidates(dtype)
+    expected = TRITON.pick_scores(queries, candidates, rows, answers)
+    monkeypatch.setattr(interpreter.np, "matmul", skewed)
     true = TRITON.pick_scores(queries, candidates, rows, answers)
-    greater, less, _nan = TRITON.fused_counts(queries, candidates, rows, true)
-    assert ((129 - 1 - greater - less) == 2).all()  # equal: the two other copies and nothing else
+    assert torch.equal(true, expected)
+    assert _copies_tie(true, queries, candidates, rows)
+
+
+def test_true_scores_computed_another_way_break_the_ties() -> None:
+    """The ties above hold because the true scores are the tiles' own arithmetic: the same scores computed another
+    way (float64 products rounded to float32: the correctly rounded value, not the float32 sum) miss some copies,
+    so the check can fail."""
+    queries, candidates, rows, answers = _copied_candidates(torch.float32)
+    assert _copies_tie(TRITON.pick_scores(queries, candidates, rows, answers), queries, candidates, rows)
+    rounded = (queries.double() @ candidates.double().T)[rows, answers].float()
+    assert not _copies_tie(rounded, queries, candidates, rows)
 
 
 def _integer_model(model, seed: int, dtype: torch.dtype = torch.float32):
@@ -149,6 +192,23 @@ def test_the_probe_passes_here_and_catches_a_wrong_kernel(monkeypatch) -> None:
     monkeypatch.setattr(TRITON, "pick_scores", wrong)
     with pytest.warns(RuntimeWarning, match="the triton kernel is not usable on"):
         assert not kernel_choice.triton_kernel_works(DEVICE)
+    kernel_choice.triton_kernel_works.cache_clear()
+
+
+def test_the_probes_warning_says_why_when_products_round_by_place(monkeypatch) -> None:
+    """A device whose products round a pair by its place in the tile (simulated: scores of candidates past the
+    first hundred one step up) is refused with a warning that says so, not a bare "differ"."""
+    plain = TRITON.pick_scores
+
+    def by_place(queries, candidates, rows, columns):
+        scores = plain(queries, candidates, rows, columns)
+        return torch.where(columns >= 100, torch.nextafter(scores, torch.full_like(scores, np.inf)), scores)
+
+    kernel_choice.triton_kernel_works.cache_clear()
+    monkeypatch.setattr(TRITON, "pick_scores", by_place)
+    with pytest.warns(RuntimeWarning, match="depending on where the candidate falls in a tile") as caught:
+        assert not kernel_choice.triton_kernel_works(DEVICE)
+    assert "the ranks are exact, the evaluation only slower" in str(caught[0].message)
     kernel_choice.triton_kernel_works.cache_clear()
 
 

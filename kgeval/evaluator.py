@@ -15,10 +15,12 @@ from tqdm.auto import tqdm
 from kgeval import _checks
 from kgeval._engine import (
     MATMUL_PRECISIONS,
+    PROBE_QUERIES,
     SCORE_METHOD,
     CollectiveCheck,
     EngineState,
     FilterIndex,
+    FormChecks,
     KernelChoice,
     KernelChooser,
     MatmulPrecision,
@@ -108,7 +110,15 @@ class RankBasedEvaluator:
     keep_records : bool, default=True
         Keep one record per ranking task in the results (rank export, median, per-relation views, ...).
     fast_path : bool, default=True
-        Use a model's query/candidate GEMM form when it has one.
+        Use a model's query/candidate GEMM form when it has one -- only where it computes the scores of the model's
+        own methods: a subclass that redefines its scoring method (``score_t`` / ``score_h`` / ``score_r``, else
+        ``score_hrt`` / ``forward``) below the class declaring the form is scored through that method, and so is
+        a model whose form disagrees with it on a one-off probe (``check_fast_path``); a FastPathWarning says so.
+    check_fast_path : bool, default=True
+        Before using a form, score a few of the evaluation's queries against a few candidates with the form and
+        with the model's own method, once per evaluation and side: where they order a pair of candidates
+        differently beyond float rounding (or give NaN apart), warn and use the model's own method. False skips
+        the probe, for benchmarks of a model known to be right (the class check stays).
     kernel : {"auto", "eager", "numba", "triton"}, default="auto"
         How score tiles are counted: "eager" with PyTorch operations; "numba" in one parallel pass compiled by numba
         (CPU only; a one-off cost per process to load it; falls back to eager with a warning where it cannot run);
@@ -147,6 +157,7 @@ class RankBasedEvaluator:
         fast_path: bool = True,
         kernel: KernelChoice = "auto",
         matmul_precision: MatmulPrecision = "exact",
+        check_fast_path: bool = True,
     ) -> None:
         if filtered not in (True, False, "both"):
             raise ValueError(f"filtered must be True, False or 'both', got {filtered!r}")
@@ -156,6 +167,7 @@ class RankBasedEvaluator:
         self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
         self.keep_records = bool(keep_records)
         self.fast_path = bool(fast_path)
+        self.check_fast_path = bool(check_fast_path)
         if matmul_precision not in MATMUL_PRECISIONS:
             raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
         self.matmul_precision: MatmulPrecision = matmul_precision
@@ -386,14 +398,21 @@ class RankBasedEvaluator:
     ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
         """Rank this process's tasks (``inputs.task_index``) on every target side."""
         accumulators = {}
+        checks = FormChecks(probe=self.check_fast_path)  # this evaluation's fast-path verdicts and warnings
         with tqdm(**{"total": len(inputs.targets) * inputs.task_index.numel(), **progress_settings}) as progress:
             for target in inputs.targets:
                 side_index = index.side(target) if index is not None else None
-                accumulators[target] = self._rank_target(model, inputs, target, side_index, progress)
+                accumulators[target] = self._rank_target(model, inputs, target, side_index, progress, checks)
         return accumulators
 
     def _rank_target(
-        self, model: Any, inputs: EvaluationInputs, target: Target, side_index: SideIndex | None, progress: tqdm
+        self,
+        model: Any,
+        inputs: EvaluationInputs,
+        target: Target,
+        side_index: SideIndex | None,
+        progress: tqdm,
+        checks: FormChecks,
     ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
         """Rank every task of one side, one candidate set at a time (one set without type constraints, else one per
         constrained relation); the accumulators of the filtered (or raw) ranks and, for "both", raw."""
@@ -406,6 +425,7 @@ class RankBasedEvaluator:
         parts = []
         id_space = inputs.num_relations if target == "relation" else inputs.num_entities
         for rows, candidate_ids in candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints):
+            group = triples if rows is None else triples[rows]
             scorer = make_scorer(
                 model,
                 target,
@@ -413,9 +433,10 @@ class RankBasedEvaluator:
                 candidate_ids,
                 fast_path=self.fast_path,
                 score_fn=inputs.score_fn,  # type: ignore[arg-type]
+                probe_queries=group[:PROBE_QUERIES, QUERY_COLUMNS[target]],
+                checks=checks,
             )
             position_of = candidate_positions(candidate_ids, id_space, triples.device)  # type: ignore[arg-type]
-            group = triples if rows is None else triples[rows]
             answers = group[:, ANSWER_COLUMN[target]]
             tasks = SideTasks(
                 queries=group[:, QUERY_COLUMNS[target]],

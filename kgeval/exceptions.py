@@ -11,5 +11,11 @@ class UnseenLabelsWarning(UserWarning):
     """Valid / test triples use entities or relations that never occur in the training triples."""
 
 
+class FastPathWarning(UserWarning):
+    """A model's query/candidate fast path was not used because it would not compute the scores of the model's own
+    scoring methods (a subclass overrides one, or a one-off probe saw the two disagree): the model is scored through
+    its own methods instead, with the ranks those give."""
+
+
 class DistributedEvaluationError(RuntimeError):
     """Raised on every other rank when distributed evaluation failed on some rank (which raises its own error)."""

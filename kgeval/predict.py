@@ -10,8 +10,10 @@ import torch
 
 from kgeval import _checks
 from kgeval._engine import (
+    PROBE_QUERIES,
     SCORE_METHOD,
     FilterIndex,
+    FormChecks,
     candidate_positions,
     choose_sizes,
     exact_matmul,
@@ -45,6 +47,7 @@ def predict_top_k(
     slice_size: int | None = None,
     fast_path: bool = True,
     type_constraints: TypeConstraints | None = None,
+    check_fast_path: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The k highest-scoring candidates of each query, known triples removed.
 
@@ -68,10 +71,14 @@ def predict_top_k(
         Queries per batch and candidates per tile; chosen from the memory budget by default.
     fast_path : bool, default=True
         Use a model's query/candidate GEMM form when it has one ("dot" and "l1"; an "l2" model is scored through
-        its own methods, since its GEMM form computes a transform of the scores).
+        its own methods, since its GEMM form computes a transform of the scores), where it computes the model's
+        own scores (as in :class:`kgeval.RankBasedEvaluator`: a subclass redefining its scoring method, or a form
+        that disagrees with it on a one-off probe, is scored through its own method, with a FastPathWarning).
     type_constraints : kgeval.TypeConstraints, optional
         Each query's candidates are its relation's allowed entities on this side (intersected with
         ``restrict_entities_to``).
+    check_fast_path : bool, default=True
+        Probe the form against the model's own method first (see :class:`kgeval.RankBasedEvaluator`).
 
     Returns
     -------
@@ -107,9 +114,10 @@ def predict_top_k(
             raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(type_constraints).__name__}")
         type_constraints.check(num_entities)
     options = (k, batch_size, slice_size, fast_path)
+    checks = FormChecks(probe=bool(check_fast_path))
     with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
         parts = [
-            (rows, *_predict(view, queries[rows], target, num_entities, group_ids, side_index, options))
+            (rows, *_predict(view, queries[rows], target, num_entities, group_ids, side_index, options, checks))
             for rows, group_ids in _candidate_sets(queries, target, candidate_ids, type_constraints)
         ]
     ids = torch.empty((queries.shape[0], k), dtype=torch.int64, device=device)
@@ -136,6 +144,7 @@ def _predict(
     candidate_ids: torch.Tensor | None,
     side_index: Any,
     options: tuple[int, int | None, int | None, bool],
+    checks: FormChecks,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids (n, k), scores (n, k)) of queries sharing one candidate set; -1 / NaN where fewer than k remain."""
     k, batch_size, slice_size, fast_path = options
@@ -145,7 +154,8 @@ def _predict(
         return torch.full(shape, -1, device=device), torch.full(shape, torch.nan, device=device)
     form = query_candidate_form(view) if fast_path else None
     model_scored = form is None or form.kgeval_similarity != "l2"  # the L2 GEMM ranks a transform of the scores
-    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path and model_scored)
+    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path and model_scored,
+                         probe_queries=queries[:PROBE_QUERIES], checks=checks)  # fmt: skip
     sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
     position_of = candidate_positions(candidate_ids, num_entities, device)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)

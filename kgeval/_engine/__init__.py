@@ -7,6 +7,7 @@ API (docs/design.md).
 from kgeval._engine.counting import SideCounts, slice_bounds
 from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex, pack_pairs
+from kgeval._engine.form_check import PROBE_QUERIES, FormChecks
 from kgeval._engine.gemm_scoring import query_candidate_form
 from kgeval._engine.kernel_choice import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
@@ -18,11 +19,13 @@ from kgeval._engine.triple_scoring import score_triple_block, triple_function
 
 __all__ = [
     "MATMUL_PRECISIONS",
+    "PROBE_QUERIES",
     "SCORE_METHOD",
     "CandidateScorer",
     "CollectiveCheck",
     "EngineState",
     "FilterIndex",
+    "FormChecks",
     "KernelChoice",
     "KernelChooser",
     "MatmulPrecision",

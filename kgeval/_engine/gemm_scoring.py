@@ -90,6 +90,32 @@ class GemmScorer(CandidateScorer):
     def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._vectors, self._candidates
 
+    @property
+    def probe_dims(self) -> int:
+        """The width d of the form's query and candidate vectors (without the "l2" expansion's extra column)."""
+        return self._candidates.shape[1] - (1 if self.similarity == "l2" else 0)
+
+    def probe_scores(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """The form's scores of the current batch's queries against candidate positions [start, stop), computed in
+        float64 from the vectors (dot: q . c; l2: -||q - c||^2; l1: -||q - c||_1), and a bound on how far a float
+        computation of the model's own scores in the vectors' dtype may stray from them: 2 (d + 2) eps times the
+        sum of the absolute terms, plus 2 (d + 2) times the smallest normal number (underflow). Both DoubleTensors
+        of shape (U, stop - start); for the form check (kgeval._engine.form_check), apart from the tiles the loop
+        counts."""
+        dims = self.probe_dims
+        queries, candidates = self._vectors[:, :dims].double(), self._candidates[start:stop, :dims].double()
+        info = torch.finfo(self._candidates.dtype)
+        scale, underflow = 2 * (dims + 2) * info.eps, 2 * (dims + 2) * info.tiny  # relative, and absolute (subnormals)
+        if self.similarity == "dot":
+            return queries @ candidates.T, scale * (queries.abs() @ candidates.abs().T) + underflow
+        if self.similarity == "l2":
+            queries = queries / 2  # the GEMM form holds 2q
+            terms = (queries * queries).sum(dim=1, keepdim=True) + 2 * queries.abs() @ candidates.abs().T
+            terms = terms + (candidates * candidates).sum(dim=1)
+            return -torch.cdist(queries, candidates, p=2.0).square(), scale * terms + underflow
+        terms = queries.abs().sum(dim=1, keepdim=True) + candidates.abs().sum(dim=1)
+        return -torch.cdist(queries, candidates, p=1.0), scale * terms + underflow
+
     def _bounded(self, largest_query: float) -> bool:
         """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
         bound = self._vectors.shape[1] * largest_query * self._largest

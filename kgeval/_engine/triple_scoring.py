@@ -88,7 +88,11 @@ def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple
     score_hrt = getattr(model, "score_hrt", None)
     if callable(score_hrt):
         return (lambda h, r, t: score_hrt(torch.stack([h, r, t], dim=1))), "score_hrt"
-    if isinstance(model, torch.nn.Module) and _takes_three_positional(model.forward):
+    if (
+        isinstance(model, torch.nn.Module)
+        and type(model).forward is not torch.nn.Module.forward  # torch's stub, which raises when called
+        and _takes_three_positional(model.forward)
+    ):
         return (lambda h, r, t: model(h, r, t)), "forward"
     return None
 

@@ -32,3 +32,4 @@ def scoring_view(model: Any) -> Any:
 
         return torchkge_view(model)
     return model
+

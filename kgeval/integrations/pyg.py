@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 
+from kgeval.integrations.overrides import foreign_override
 from kgeval.typing import Target
 
 
@@ -28,21 +29,27 @@ def pyg_view(model: KGEModel) -> PyGScoring:
     RotatE     h ∘ e^{iθ} as [re, im]              t ∘ e^{-iθ} as [re, im]             l2
     =========  ==================================  ==================================  ==========
 
-    Ranks equal those of the model's ``forward`` except where two scores differ by float rounding only.
+    Ranks equal those of the model's ``forward`` except where two scores differ by float rounding only. A subclass
+    gets the fast path of the shipped model it derives from unless it redefines ``forward``: then its own
+    ``forward`` scores it.
     """
-    for kind, view in ((DistMult, PyGDistMult), (ComplEx, PyGComplEx), (TransE, PyGTransE), (RotatE, PyGRotatE)):
-        if type(model) is kind:  # a subclass may score differently: it keeps its own forward
-            if kind is TransE and model.p_norm not in (1, 2):
-                return PyGScoring(model)
-            return view(model)
-    return PyGScoring(model)
+    views = {DistMult: PyGDistMult, ComplEx: PyGComplEx, TransE: PyGTransE, RotatE: PyGRotatE}
+    kind = next((cls for cls in type(model).__mro__ if cls in views), None)  # the shipped model it derives from
+    if kind is None or (kind is TransE and model.p_norm not in (1, 2)):
+        return PyGScoring(model)
+    overridden = foreign_override(model, ("forward", "__call__"), "torch_geometric")
+    if overridden is not None:  # a subclass that scores differently keeps its own forward
+        return PyGScoring(model, refusal=f"{overridden} redefines PyG's {kind.__name__} scoring")
+    return views[kind](model)
 
 
 class PyGScoring:
-    """A PyG KGE model's triple scores for kgeval (its ``forward``), with PyG's entity and relation counts."""
+    """A PyG KGE model's triple scores for kgeval (its ``forward``), with PyG's entity and relation counts;
+    ``kgeval_form_refused`` says why a shipped model's fast path is not used (None: it is, or there is none)."""
 
-    def __init__(self, model: KGEModel) -> None:
+    def __init__(self, model: KGEModel, refusal: str | None = None) -> None:
         self.model = model
+        self.kgeval_form_refused = refusal
         self.num_entities = model.num_nodes
         self.num_relations = model.num_relations
 

@@ -11,7 +11,7 @@ from pykeen.evaluation import Evaluator
 from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricResults
 
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
-from kgeval.integrations.pykeen_scoring import PyKEENQueryCandidate, PyKEENScoring, pykeen_view
+from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 
 
 class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
@@ -44,4 +44,6 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
         raise NotImplementedError("kgeval ranks inside evaluate(), which returns the results")
 
 
-__all__: Collection[str] = ("PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator", "pykeen_view")
+__all__: Collection[str] = (
+    "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator", "pykeen_view",
+)  # fmt: skip

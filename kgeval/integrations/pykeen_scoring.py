@@ -9,7 +9,17 @@ from collections.abc import Collection
 import torch
 from pykeen.models import ERModel, Model
 
+from kgeval.integrations.overrides import foreign_override
 from kgeval.typing import Target
+
+#: the methods through which a PyKEEN model computes its scores: a subclass that redefines one may score otherwise
+#: than its interaction's GEMM form, so it is scored through its own methods
+SCORING_METHODS: tuple[str, ...] = (
+    "score_hrt", "score_t", "score_h", "score_r", "score_hrt_inverse", "score_t_inverse", "score_h_inverse",
+    "forward", "_get_representations", "_prepare_batch", "_prepare_inverse_batch",
+)  # fmt: skip
+#: the methods PyKEEN's own evaluator calls: a subclass that redefines one is scored through them, as PyKEEN does
+PREDICT_METHODS: tuple[str, ...] = ("predict", "predict_t", "predict_h", "predict_r")
 
 #: PyKEEN interaction class name -> similarity (None: it depends on the interaction's p)
 SUPPORTED: dict[str, str | None] = {
@@ -59,8 +69,12 @@ def pykeen_view(model: Model) -> PyKEENScoring:
             "validation, testing inference graphs); kgeval does not evaluate inductive models"
         )
     form = _query_candidate_form(model)
-    if form is None:
-        return PyKEENScoring(model)
+    predicting = foreign_override(model, PREDICT_METHODS, "pykeen")
+    if predicting is not None:
+        return PyKEENPredicting(model, refusal=f"{predicting} redefines PyKEEN's prediction" if form else None)
+    overridden = foreign_override(model, SCORING_METHODS, "pykeen")
+    if form is None or overridden is not None:
+        return PyKEENScoring(model, refusal=f"{overridden} redefines PyKEEN's scoring" if form else None)
     return PyKEENQueryCandidate(model, *form)
 
 
@@ -76,9 +90,10 @@ def _query_candidate_form(model: Model) -> tuple[str, str] | None:
         return None
     if len(model.entity_representations) != 1 or len(model.relation_representations) != 1:
         return None
-    kind = type(model.interaction).__name__
-    if kind not in SUPPORTED:
-        return None
+    interaction = type(model.interaction)
+    kind = interaction.__name__
+    if kind not in SUPPORTED or not (interaction.__module__ or "").startswith("pykeen."):
+        return None  # an interaction of PyKEEN's own, not a user's class of the same name
     similarity = SUPPORTED[kind]
     if kind == "TransEInteraction":
         similarity = {1: "l1", 2: "l2"}.get(model.interaction.p)
@@ -96,10 +111,13 @@ class PyKEENScoring:
     num_entities : int
     num_relations : int
         The relations of the data (``model.num_real_relations``: without the inverse ones).
+    kgeval_form_refused : str or None
+        Why the model's interaction form is not used (a subclass redefines a scoring method), for kgeval's warning.
     """
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, refusal: str | None = None) -> None:
         self.model = model
+        self.kgeval_form_refused = refusal
         self.num_entities = model.num_entities
         self.num_relations = model.num_real_relations
         self.inverse = bool(model.use_inverse_triples)
@@ -130,11 +148,35 @@ class PyKEENScoring:
         """(B, |relations|) scores of (h, r, t) for candidate relations r (default: every relation of the data):
         PyKEEN's ``score_r``. A model trained with inverse triples is asked for the stored ids of the real relations
         only (PyKEEN's ``predict_r`` also returns the inverse ones)."""
+        return self.model.score_r(ht_batch, relations=self._stored_relations(ht_batch, relations))
+
+    def _stored_relations(self, ht_batch: torch.Tensor, relations: torch.Tensor | None) -> torch.Tensor | None:
+        """Candidate relation ids as the model stores them (unchanged, None for all, without inverse triples)."""
         if not self.inverse:
-            return self.model.score_r(ht_batch, relations=relations)
+            return relations
         ids = torch.arange(self.num_relations, device=ht_batch.device) if relations is None else relations
-        stored = self.model.relation_inverter.map(batch=ids.reshape(-1, 1), index=0).reshape(ids.shape)
-        return self.model.score_r(ht_batch, relations=stored)
+        return self.model.relation_inverter.map(batch=ids.reshape(-1, 1), index=0).reshape(ids.shape)
+
+
+class PyKEENPredicting(PyKEENScoring):
+    """A PyKEEN model whose subclass redefines ``predict`` or ``predict_*``: scored through ``model.predict``, as
+    PyKEEN's own evaluator scores it (relation ids as given: ``predict`` maps them itself)."""
+
+    def _predict(self, batch: torch.Tensor, target: str, ids: torch.Tensor | None) -> torch.Tensor:
+        return self.model.predict(batch, target=target, full_batch=False, ids=ids)
+
+    def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |tails|) scores of (h, r, e): ``model.predict(hr_batch, target="tail")``."""
+        return self._predict(hr_batch, "tail", tails)
+
+    def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |heads|) scores of (e, r, t): ``model.predict(rt_batch, target="head")``."""
+        return self._predict(rt_batch, "head", heads)
+
+    def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |relations|) scores of (h, r, t) (default: every relation of the data): ``model.predict``, asked for
+        the stored ids of the real relations of a model trained with inverse triples (as :class:`PyKEENScoring`)."""
+        return self._predict(ht_batch, "relation", self._stored_relations(ht_batch, relations))
 
 
 class PyKEENQueryCandidate(PyKEENScoring):
@@ -211,4 +253,4 @@ _QUERIES = {
 }
 
 
-__all__: Collection[str] = ("PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")
+__all__: Collection[str] = ("PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")

@@ -10,7 +10,15 @@ from torchkge.models import DistMultModel, TransEModel
 from torchkge.models.interfaces import Model
 from torchkge.utils.dissimilarities import l1_dissimilarity, l2_dissimilarity
 
+from kgeval.integrations.overrides import foreign_override
 from kgeval.typing import Target
+
+#: the methods through which a TorchKGE model scores (kgeval's own path and TorchKGE's evaluator): a subclass that
+#: redefines one may score otherwise than the fast path's formula, so it keeps its own scoring_function
+SCORING_METHODS: tuple[str, ...] = (
+    "scoring_function", "forward", "normalize_parameters", "get_embeddings", "inference_prepare_candidates",
+    "inference_scoring_function",
+)  # fmt: skip
 
 
 def torchkge_view(model: Model) -> TorchKGEScoring:
@@ -27,20 +35,28 @@ def torchkge_view(model: Model) -> TorchKGEScoring:
     =========  =====================  =====================  ==========
 
     TorchKGE's ``LinkPredictionEvaluator`` ranks by #(scores >= the true score), kgeval's pessimistic rank, and
-    filters the facts of the graph it evaluates: with the same filter triples the two agree.
+    filters the facts of the graph it evaluates: with the same filter triples the two agree. A subclass of TransE or
+    DistMult gets the fast path unless it redefines a scoring method (:data:`SCORING_METHODS`).
     """
-    if type(model) is TransEModel and model.dissimilarity in (l1_dissimilarity, l2_dissimilarity):
-        return TorchKGETransE(model)
-    if type(model) is DistMultModel:
-        return TorchKGEDistMult(model)
-    return TorchKGEScoring(model)
+    if isinstance(model, TransEModel) and model.dissimilarity in (l1_dissimilarity, l2_dissimilarity):
+        view: type[TorchKGEScoring] = TorchKGETransE
+    elif isinstance(model, DistMultModel):
+        view = TorchKGEDistMult
+    else:
+        return TorchKGEScoring(model)
+    overridden = foreign_override(model, SCORING_METHODS, "torchkge")
+    if overridden is not None:  # a subclass that scores differently keeps its own scoring_function
+        return TorchKGEScoring(model, refusal=f"{overridden} redefines TorchKGE's scoring")
+    return view(model)
 
 
 class TorchKGEScoring:
-    """A TorchKGE model's triple scores for kgeval (its ``scoring_function``), with its entity / relation counts."""
+    """A TorchKGE model's triple scores for kgeval (its ``scoring_function``), with its entity / relation counts;
+    ``kgeval_form_refused`` says why a fast path is not used (None: it is, or there is none)."""
 
-    def __init__(self, model: Model) -> None:
+    def __init__(self, model: Model, refusal: str | None = None) -> None:
         self.model = model
+        self.kgeval_form_refused = refusal
         self.num_entities = model.n_ent
         self.num_relations = model.n_rel
 

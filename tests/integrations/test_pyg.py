@@ -6,6 +6,8 @@ own forward; PyG's KGEModel.test() is compared where its definitions coincide (t
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -16,6 +18,7 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
+from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pyg import PyGScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
@@ -86,15 +89,35 @@ def test_the_fast_path_is_recognised(name: str) -> None:
     assert isinstance(make_scorer(model, "head", E, None, fast_path=False), TripleScorer)
 
 
-def test_a_subclass_keeps_its_own_forward() -> None:
-    class Shifted(kge.DistMult):
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_a_subclass_redefining_forward_keeps_it(name: str) -> None:
+    cls = CONFIGS[name][0]
+
+    class Shifted(cls):
         def forward(self, head_index, rel_type, tail_index):
-            return -super().forward(head_index, rel_type, tail_index)
+            return -super().forward(head_index, rel_type, tail_index) + 0.1 * tail_index
 
     torch.manual_seed(0)
-    model = Shifted(E, R, 6)
-    assert isinstance(make_scorer(model, "tail", E, None), TripleScorer)
-    assert_ranks_match(evaluate(model), reference_ranks(table_of(model), GRAPH.triples, GRAPH.filter_triples))
+    model = Shifted(E, R, 6, **CONFIGS[name][1])
+    with pytest.warns(FastPathWarning, match=rf"Shifted.forward redefines PyG's {cls.__name__} scoring"):
+        results = evaluate(model)
+    with pytest.warns(FastPathWarning):
+        scorer = make_scorer(model, "tail", E, None)
+    assert isinstance(scorer, TripleScorer)
+    assert_ranks_match(results, reference_ranks(table_of(model), GRAPH.triples, GRAPH.filter_triples))
+
+
+@pytest.mark.parametrize("name", list(CONFIGS))
+def test_an_unmodified_subclass_keeps_the_fast_path(name: str) -> None:
+    cls = CONFIGS[name][0]
+    plain = type(f"Plain{cls.__name__}", (cls,), {"describe": lambda self: "mine"})
+    torch.manual_seed(0)
+    model = plain(E, R, 6, **CONFIGS[name][1])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        assert isinstance(make_scorer(model, "tail", E, None), GemmScorer | L1Scorer)
+        results = evaluate(model)
+    assert_ranks_match(results, reference_ranks(table_of(model), GRAPH.triples, GRAPH.filter_triples))
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

@@ -25,8 +25,9 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer  # noqa: E402
+from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
-from kgeval.integrations.pykeen import PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
+from kgeval.integrations.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
@@ -290,3 +291,88 @@ def test_sampled_ranks_equal_pykeens_sampled_evaluator() -> None:
         np.testing.assert_array_equal(records.pessimistic[chosen], np.concatenate(theirs.ranks[side, "pessimistic"]))
         np.testing.assert_array_equal(records.num_candidates[chosen], np.concatenate(theirs.num_candidates[side]))
     assert (records.num_candidates < 11).any()  # some negatives were known triples, left out by both
+
+
+def _negated_scoring(base: type) -> type:
+    """A user's subclass of a PyKEEN model class whose score_t / score_h return the negated scores."""
+
+    class Negated(base):
+        def score_t(self, hr_batch, **kwargs):
+            return -super().score_t(hr_batch, **kwargs)
+
+        def score_h(self, rt_batch, **kwargs):
+            return -super().score_h(rt_batch, **kwargs)
+
+    return Negated
+
+
+def _subclassed(dataset: Nations, name: str, cls: type) -> pykeen_models.Model:
+    _pykeen_class, kwargs, _similarity = CONFIGS[name]
+    return cls(triples_factory=dataset.training, embedding_dim=8, random_seed=0, **kwargs)
+
+
+@pytest.mark.parametrize("name", ["DistMult", "ComplEx", "TransE-L1", "TransE-L2", "RotatE"])
+def test_a_subclass_overriding_scoring_is_ranked_as_pykeen_ranks_it(dataset: Nations, name: str) -> None:
+    """The issue's defect: a subclass of PyKEEN's DistMult negating score_t / score_h was ranked through the
+    interaction's form (MRR 0.41 where PyKEEN's evaluator gives 0.38); now through its own methods, like PyKEEN."""
+    model = _subclassed(dataset, name, _negated_scoring(getattr(pykeen_models, CONFIGS[name][0])))
+    assert type(scoring_view(model)) is PyKEENScoring
+    theirs = pykeen_ranks(model, dataset)
+    with pytest.warns(FastPathWarning, match=r"Negated\.score_[th] redefines PyKEEN's scoring"):
+        ours = kgeval_ranks(model, dataset)
+    for target in TARGETS:
+        for got, expected in zip(ours[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_a_subclass_overriding_predict_is_scored_through_predict(dataset: Nations) -> None:
+    """PyKEEN's evaluator calls model.predict: a subclass redefining predict_t / predict_h is scored through them."""
+
+    class Reversed(pykeen_models.DistMult):
+        def predict_t(self, hr_batch, **kwargs):
+            return -super().predict_t(hr_batch, **kwargs)
+
+        def predict_h(self, rt_batch, **kwargs):
+            return -super().predict_h(rt_batch, **kwargs)
+
+    model = _subclassed(dataset, "DistMult", Reversed)
+    assert type(scoring_view(model)) is PyKEENPredicting
+    theirs = pykeen_ranks(model, dataset)
+    with pytest.warns(FastPathWarning, match=r"Reversed\.predict"):
+        ours = kgeval_ranks(model, dataset)
+    for target in TARGETS:
+        for got, expected in zip(ours[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
+def test_an_unmodified_subclass_keeps_the_fast_path(dataset: Nations) -> None:
+    class Mine(pykeen_models.DistMult):
+        """A user's subclass that changes nothing PyKEEN scores with."""
+
+        def describe(self) -> str:
+            return "mine"
+
+    model = _subclassed(dataset, "DistMult", Mine)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        assert isinstance(scoring_view(model), PyKEENQueryCandidate)
+        assert type(make_scorer(model, "tail", dataset.num_entities, None)) is GemmScorer
+
+
+def test_a_users_interaction_of_the_same_name_gets_no_form() -> None:
+    """The form is chosen by PyKEEN's own interaction class, not by a class name a user's interaction may share."""
+    from pykeen.nn.modules import DistMultInteraction as PyKEENDistMultInteraction
+
+    class DistMultInteraction(PyKEENDistMultInteraction):
+        def forward(self, h, r, t):
+            return -super().forward(h, r, t)
+
+    dataset = Nations()
+    model = build(dataset, "DistMult")
+    model.interaction = DistMultInteraction()
+    assert type(scoring_view(model)) is PyKEENScoring
+    theirs = pykeen_ranks(model, dataset)
+    ours = kgeval_ranks(model, dataset)
+    for target in TARGETS:
+        for got, expected in zip(ours[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(got, expected)

@@ -7,6 +7,8 @@ the knowledge graph it evaluates, so kgeval filters the same triples).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -21,6 +23,7 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
+from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.torchkge import TorchKGEScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
@@ -68,6 +71,37 @@ def test_ranks_equal_the_models_own_scoring(name: str) -> None:
         assert_ranks_match(results, expected)
     assert isinstance(scoring_view(model), TorchKGEScoring)
     assert type(make_scorer(model, "tail", E, None)) is CONFIGS[name][1]
+
+
+@pytest.mark.parametrize("name", ["TransE-L1", "TransE-L2", "DistMult"])
+def test_a_subclass_redefining_its_scoring_function_keeps_it(name: str) -> None:
+    base = type(build(name))
+
+    class Negated(base):
+        def scoring_function(self, h_idx, t_idx, r_idx):
+            return -super().scoring_function(h_idx, t_idx, r_idx)
+
+    model = build(name)
+    model.__class__ = Negated
+    with pytest.warns(FastPathWarning, match="Negated.scoring_function redefines TorchKGE's scoring"):
+        results = RankBasedEvaluator().evaluate(model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples,
+                                                use_tqdm=False)  # fmt: skip
+    with pytest.warns(FastPathWarning):
+        scorer = make_scorer(model, "tail", E, None)
+    assert isinstance(scorer, TripleScorer)
+    assert_ranks_match(results, reference_ranks(table_of(model), GRAPH.triples, GRAPH.filter_triples))
+
+
+@pytest.mark.parametrize("name", ["TransE-L1", "TransE-L2", "DistMult"])
+def test_an_unmodified_subclass_keeps_the_fast_path(name: str) -> None:
+    model = build(name)
+    model.__class__ = type(f"Plain{type(model).__name__}", (type(model),), {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        assert type(make_scorer(model, "tail", E, None)) is CONFIGS[name][1]
+        results = RankBasedEvaluator().evaluate(model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples,
+                                                use_tqdm=False)  # fmt: skip
+    assert_ranks_match(results, reference_ranks(table_of(model), GRAPH.triples, GRAPH.filter_triples))
 
 
 @pytest.mark.parametrize("name", list(CONFIGS))

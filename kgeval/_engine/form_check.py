@@ -1,0 +1,138 @@
+"""Whether a model's query/candidate form computes the model's own scores (the fast path optimises the model's
+scores, never replaces them): the class check (:func:`method_below_form`) and a one-off probe of a few queries
+against a few candidates (:func:`probe_disagreement`); :class:`FormChecks` holds one evaluation's verdicts and
+warns once per model class and reason (:class:`kgeval.exceptions.FastPathWarning`).
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any
+
+import torch
+
+from kgeval.exceptions import FastPathWarning
+from kgeval.typing import Target
+
+#: the attributes of the query/candidate form: the class that defines the last of them owns the form
+FORM_ATTRIBUTES: tuple[str, ...] = ("kgeval_query", "kgeval_candidates", "kgeval_similarity", "kgeval_targets")
+#: distinct queries the probe scores (the first of the evaluation's)
+PROBE_QUERIES = 4
+#: candidates per probe window; the probe reads the first and the last window of the candidates
+PROBE_WINDOW = 32
+
+
+def method_below_form(form: Any, method: str) -> str | None:
+    """``"Class.method"`` when ``form``'s class (or the instance) defines the scoring ``method`` below the class
+    that declares its query/candidate form (a subclass overriding ``score_t`` of a model with a form), else None.
+
+    The form owner is the most derived class in the MRO that defines any of :data:`FORM_ATTRIBUTES`; a subclass
+    that declares its own form (one of them) owns it, and its methods are then its form's concern.
+    """
+    if method in getattr(form, "__dict__", {}):
+        return f"{type(form).__name__} (instance attribute).{method}"
+    mro = type(form).__mro__
+    owner = next((i for i, cls in enumerate(mro) if any(name in vars(cls) for name in FORM_ATTRIBUTES)), None)
+    definer = next((i for i, cls in enumerate(mro) if method in vars(cls)), None)
+    if owner is None or definer is None or definer >= owner:
+        return None
+    return f"{mro[definer].__name__}.{method}"
+
+
+def probe_disagreement(form_scorer: Any, own_scorer: Any, queries: torch.Tensor, method: str) -> str | None:
+    """What the form gets wrong about the model's own scores, in words, or None when they agree.
+
+    Scores the first :data:`PROBE_QUERIES` of ``queries`` (a (B, 2) batch of the evaluation's queries) against the
+    first and the last :data:`PROBE_WINDOW` candidates with both scorers. Only the order of scores matters (an "l2"
+    form ranks a transform of the distance), so the check is on pairs of candidates of one query: the form says one
+    scores above the other by more than its rounding bound (:meth:`GemmScorer.probe_scores`) while the model's own
+    scores put it below by more than their rounding, or level with it; or one of the two gives NaN, the other not.
+    """
+    queries = queries[:PROBE_QUERIES]
+    size = form_scorer.num_candidates
+    windows = [(0, min(size, PROBE_WINDOW))]
+    if size > PROBE_WINDOW:
+        windows.append((size - PROBE_WINDOW, size))  # the last candidates (may overlap the first window)
+    own_scorer.begin(queries)
+    form_scorer.begin(queries)
+    for start, stop in windows:
+        own_scorer.start_slice(start, stop)
+        tile = own_scorer.query_tile(0, queries.shape[0])
+        own = tile.double()
+        form, bound = form_scorer.probe_scores(start, stop)
+        nan_mismatch = torch.isnan(form) != torch.isnan(own)
+        if bool(nan_mismatch.any()):
+            row, column = (int(v) for v in nan_mismatch.nonzero()[0])
+            return (f"for query {queries[row].tolist()} and candidate {_id(form_scorer, start + column)}, one of the "
+                    f"fast path and {method} gives NaN and the other does not")  # fmt: skip
+        pair = _inverted_pair(form, bound, own, form_scorer.probe_dims, tile.dtype)
+        if pair is not None:
+            row, first, second = pair
+            return (f"for query {queries[row].tolist()} the fast path scores candidate "
+                    f"{_id(form_scorer, start + first)} above {_id(form_scorer, start + second)}, while {method} "
+                    f"gives them {float(own[row, first]):.6g} and {float(own[row, second]):.6g}")  # fmt: skip
+    return None
+
+
+def _inverted_pair(
+    form: torch.Tensor, bound: torch.Tensor, own: torch.Tensor, dims: int, own_dtype: torch.dtype
+) -> tuple[int, int, int] | None:
+    """(row, i, j) of a pair the form orders i above j beyond rounding while the model's scores order it j above i
+    beyond their rounding, or level; None when there is none.
+
+    form, bound, own : DoubleTensor of shape (q, w): form scores, their rounding bound, the model's scores.
+    dims : int
+        The form's vector width (the model's rounding is taken as that of a sum of ``dims + 2`` terms).
+    """
+    above = (form[:, :, None] - form[:, None, :]) > (bound[:, :, None] + bound[:, None, :])
+    finite = torch.where(torch.isfinite(own), own.abs(), torch.zeros_like(own))
+    tolerance = 2 * (dims + 2) * torch.finfo(own_dtype).eps * finite.amax(dim=1)
+    own_gap = own[:, :, None] - own[:, None, :]
+    wrong = above & ((own_gap < -tolerance[:, None, None]) | (own_gap == 0))
+    if not bool(wrong.any()):
+        return None
+    row, first, second = (int(v) for v in wrong.nonzero()[0])
+    return row, first, second
+
+
+def _id(scorer: Any, position: int) -> int:
+    """The id of the candidate at ``position`` of the scorer's candidates."""
+    return position if scorer.candidate_ids is None else int(scorer.candidate_ids[position])
+
+
+class FormChecks:
+    """One evaluation's checks of the models' query/candidate forms: each target probed once, each warning given
+    once.
+
+    Parameters
+    ----------
+    probe : bool, default=True
+        Run the agreement probe (the class check always runs).
+    """
+
+    def __init__(self, probe: bool = True) -> None:
+        self.probe = probe
+        self._verdicts: dict[tuple[int, Target], str | None] = {}
+        self._warned: set[str] = set()
+
+    def verdict(self, model: Any, target: Target) -> tuple[bool, str | None]:
+        """(known, problem): whether the probe of ``model`` (the object passed to evaluate, alive throughout the
+        evaluation) on ``target`` has run in this evaluation, and what it found."""
+        key = (id(model), target)
+        return key in self._verdicts, self._verdicts.get(key)
+
+    def record(self, model: Any, target: Target, problem: str | None) -> None:
+        self._verdicts[(id(model), target)] = problem
+
+    def warn(self, message: str) -> None:
+        """Warn ``message`` (a FastPathWarning), once per evaluation."""
+        if message not in self._warned:
+            self._warned.add(message)
+            warnings.warn(message, FastPathWarning, stacklevel=4)
+
+
+def model_name(view: Any) -> str:
+    """The class name of the user's model behind ``view`` (an integration's view holds it as ``model``)."""
+    if hasattr(view, "kgeval_form_refused") and hasattr(view, "model"):
+        return type(view.model).__name__
+    return type(view).__name__

@@ -202,12 +202,17 @@ def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = Fa
     (``scores_triples``: a ``score_fn``, ``score_hrt`` or ``forward(h, r, t)``)."""
     if scores_triples:
         return
+    methods = {"tail": "score_t", "head": "score_h", "relation": "score_r"}
+    served = tuple(target for target, method in methods.items() if callable(getattr(model, method, None)))
     for target in targets:
-        method = {"tail": "score_t", "head": "score_h", "relation": "score_r"}[target]
-        if not callable(getattr(model, method, None)):
+        if target not in served:
+            hint = ""
+            if served:
+                have = ", ".join(methods[side] for side in served)
+                hint = f"; it has {have}: pass targets={served!r} to rank only those sides"
             raise TypeError(
-                f"the model must have a callable {method}(batch) to rank {target}s, or score whole triples "
-                "(score_hrt(hrt_batch), forward(h, r, t), or evaluate(..., score_fn=...))"
+                f"{type(model).__name__} has no {methods[target]}(batch) to rank {target}s with, and does not score "
+                "whole triples (score_hrt(hrt_batch), forward(h, r, t), or evaluate(..., score_fn=...))" + hint
             )
 
 

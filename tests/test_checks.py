@@ -104,6 +104,20 @@ def test_unknown_targets(targets) -> None:
         evaluate(targets=targets)
 
 
+def test_a_module_with_score_t_only_is_told_which_method_is_missing() -> None:
+    """An nn.Module has torch's forward stub, which raises "missing the required forward function" when called: it
+    is no triple scorer, so the message names the missing score_h and the targets that would work."""
+
+    class TailsOnly(torch.nn.Module):
+        num_entities = 8
+
+        def score_t(self, batch):
+            return torch.zeros(batch.shape[0], 8)
+
+    with pytest.raises(TypeError, match=r"^TailsOnly has no score_h\(batch\) .* pass targets=\('tail',\)"):
+        evaluate(model=TailsOnly())
+
+
 def test_model_without_scoring_method() -> None:
     class NoHead:
         num_entities = 8
@@ -113,8 +127,9 @@ def test_model_without_scoring_method() -> None:
 
     with raises(
         TypeError,
-        "the model must have a callable score_h(batch) to rank heads, or score whole triples (score_hrt(hrt_batch), "
-        "forward(h, r, t), or evaluate(..., score_fn=...))",
+        "NoHead has no score_h(batch) to rank heads with, and does not score whole triples (score_hrt(hrt_batch), "
+        "forward(h, r, t), or evaluate(..., score_fn=...)); it has score_t: pass targets=('tail',) to rank only "
+        "those sides",
     ):
         evaluate(model=NoHead())
     # all scores tie: every tail task has pessimistic rank C and optimistic rank 1

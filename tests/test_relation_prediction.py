@@ -132,7 +132,7 @@ def test_a_model_without_score_r_or_triples_is_refused() -> None:
 
         score_h = score_t
 
-    with pytest.raises(TypeError, match=r"^the model must have a callable score_r\(batch\) to rank relations"):
+    with pytest.raises(TypeError, match=r"^LinksOnly has no score_r\(batch\) to rank relations"):
         RankBasedEvaluator().evaluate(LinksOnly(), GRAPH.triples, targets=("relation",), use_tqdm=False)
 
 

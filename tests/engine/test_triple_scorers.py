@@ -99,7 +99,7 @@ def test_same_ranks_as_the_score_t_path_of_a_model_with_both() -> None:
 
 
 def test_a_model_with_no_way_to_score() -> None:
-    with pytest.raises(TypeError, match=r"must have a callable score_h\(batch\).*score_fn"):
+    with pytest.raises(TypeError, match=r"Nothing has no score_h\(batch\).*score_fn"):
         RankBasedEvaluator().evaluate(Nothing(torch.zeros(4, 1, 4)), torch.tensor([[0, 0, 1]]), use_tqdm=False)
     with pytest.raises(TypeError, match="score_fn must be callable"):
         RankBasedEvaluator().evaluate(

@@ -19,7 +19,7 @@ import torch
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_writable_file
 from kgeval.analysis import stratified
-from kgeval.datasets import load_dataset
+from kgeval.datasets import TriplesDataset, load_dataset
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import load_checkpoint, save_checkpoint
 from kgeval.models.training import train_model
@@ -91,9 +91,20 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     add("--full", action="store_true", help="print every metric after the headline")
 
 
+def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...], why: str) -> None:
+    """A ValueError naming the file of the first of ``splits`` that holds no triple (before any work is done)."""
+    for split in splits:
+        if len(getattr(dataset, split)) == 0:
+            where = dataset.sources.get(split)
+            source = f" ({where} holds no triple)" if where else ""
+            raise ValueError(f"the {split} split of {dataset.name} is empty{source}; {why}")
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult, evaluate valid and test in the filtered setting, print the result tables."""
     dataset = load_dataset(args.dataset)
+    _check_splits_hold_triples(dataset, ("train", "valid", "test"),
+                               "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
         check_writable_file(args.save_checkpoint, "--save-checkpoint")
 

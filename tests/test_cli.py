@@ -51,6 +51,22 @@ def test_demo_on_a_folder_with_zero_epochs(tmp_path: Path, capsys: pytest.Captur
     assert "== test: 1 triples" in out
 
 
+@pytest.mark.parametrize("empty", ["train", "valid", "test"])
+def test_demo_reports_an_empty_split_before_training(
+    tmp_path: Path, empty: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rows = {"train": ["a\tr\tb", "b\tr\tc", "c\ts\ta"], "valid": ["a\ts\tc"], "test": ["b\ts\ta"]}
+    rows[empty] = ["# nothing but a comment"]
+    for split, lines in rows.items():
+        (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setattr(kgeval.cli, "train_model", lambda *args, **kwargs: pytest.fail("trained on bad data"))
+    assert main(["demo", "--dataset", str(tmp_path), "--epochs", "1", "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == (f"kgeval demo: error: the {empty} split of {tmp_path.name} is empty ({tmp_path}/{empty}.tsv "
+                            "holds no triple); the demo trains on train and evaluates valid and test\n")  # fmt: skip
+    assert "Trained" not in captured.out
+
+
 class _RecordingEvaluator:
     """Stands in for kgeval.RankBasedEvaluator: records the calls, returns a printable result."""
 

@@ -19,7 +19,14 @@ from typing import Any, Literal
 import torch
 
 from kgeval.datasets import scenarios
-from kgeval.datasets.labelled import LabelledSplit, Unseen, is_header, map_splits, split_from_table
+from kgeval.datasets.labelled import (
+    LabelledSplit,
+    Unseen,
+    drop_unmatched_first_rows,
+    is_header,
+    map_splits,
+    split_from_table,
+)
 
 __all__ = [
     "SHIPPED_DATASETS",
@@ -77,6 +84,8 @@ class TriplesDataset:
     entity_to_id: dict[str, int] = field(repr=False)
     #: relation label -> id, ids 0 .. num_relations - 1.
     relation_to_id: dict[str, int] = field(repr=False)
+    #: split -> the file it was read from (empty for datasets built in memory), for messages.
+    sources: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         for split in SPLITS:
@@ -147,14 +156,17 @@ def load_tsv_dataset(
     path : str or path-like
         Folder holding one file per split, each named ``<split>.txt``, ``<split>.txt.gz``, ``<split>.tsv`` or
         ``<split>.tsv.gz`` (``.gz`` files are gzip-compressed). Every non-empty line is
-        ``head<sep>relation<sep>tail``; empty lines are skipped.
+        ``head<sep>relation<sep>tail``; empty lines and lines starting with ``#`` (comments) are skipped, and
+        spaces and carriage returns around a label are no part of it.
     name : str, default=None
         Dataset name; defaults to the folder name.
     sep : str, default="\t"
         The field separator.
     header : bool or "auto", default="auto"
         Whether each file's first line is a header. "auto" skips a first line that reads like one
-        (``head relation tail``, ``subject predicate object``, ``h r t``, ... in any case).
+        (``head relation tail``, ``subject predicate object``, ``h r t``, ``e1 rel e2``, ``src rel dst``, ... in
+        any case), and, with a warning, a first line none of whose three labels occurs anywhere else in the
+        dataset (a header of another form: it is never silently read as a triple). False reads every line.
     unseen : {"warn", "keep", "drop"}, default="warn"
         Valid / test triples whose entities or relations never occur in train: kept with an
         :class:`~kgeval.datasets.labelled.UnseenLabelsWarning` counting
@@ -190,6 +202,7 @@ def load_tsv_dataset(
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
     options = _ReadOptions(sep, header)
     splits = {split: _read_split(folder, split, str(folder), options) for split in SPLITS}
+    drop_unmatched_first_rows(splits)
     return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id)
 
 
@@ -233,6 +246,7 @@ def _dataset(
         test=mapped["test"],
         entity_to_id=entity_ids,
         relation_to_id=relation_ids,
+        sources={split: labels.source for split, labels in splits.items() if labels.source},
     )
 
 
@@ -322,6 +336,7 @@ def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
 def _load_folder(folder: Path | Traversable, display: str, name: str) -> TriplesDataset:
     """Read the three splits of a shipped dataset (a package resource) and map labels to ids."""
     splits = {split: _read_split(folder, split, display, _ReadOptions()) for split in SPLITS}
+    drop_unmatched_first_rows(splits)
     return _dataset(splits, name, "warn", None, None)
 
 
@@ -341,16 +356,18 @@ def _read_split(folder: Path | Traversable, split: str, display: str, options: _
         raise ValueError(f"more than one {split} file in {display!r}: {', '.join(found)}; keep one")
     file_name = found[0]
     where = f"{display}/{file_name}"
-    labels = LabelledSplit([], [], [], [])
+    labels = LabelledSplit([], [], [], [], source=where)
     first = True
     for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
-        line = line.rstrip("\r\n")
-        if not line:
+        line = line.rstrip("\r\n").strip(" \r")  # spaces and carriage returns are no part of a label
+        if not line or line.startswith("#"):  # blank lines and comments
             continue
-        fields = line.split(options.sep)
+        fields = [field.strip() for field in line.split(options.sep)]
         if first and (options.header is True or (options.header == "auto" and len(fields) == 3 and is_header(fields))):
             first = False
             continue
+        if first:
+            labels.first_row_may_be_header = options.header == "auto"
         first = False
         if len(fields) != 3:
             separated = "tab-separated" if options.sep == "\t" else f"{options.sep!r}-separated"

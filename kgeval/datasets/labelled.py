@@ -29,6 +29,20 @@ KNOWN_HEADERS: frozenset[tuple[str, str, str]] = frozenset(
         ("source", "relation", "target"),
         ("head_label", "relation_label", "tail_label"),
         ("head", "rel", "tail"),
+        ("head_id", "relation_id", "tail_id"),
+        ("h_id", "r_id", "t_id"),
+        ("e1", "rel", "e2"),
+        ("e1", "r", "e2"),
+        ("e1", "relation", "e2"),
+        ("entity1", "relation", "entity2"),
+        ("src", "rel", "dst"),
+        ("src", "relation", "dst"),
+        ("src", "edge", "dst"),
+        ("source", "edge", "target"),
+        ("from", "edge", "to"),
+        ("from", "relation", "to"),
+        ("subject", "relation", "object"),
+        ("s", "p", "o"),
     }
 )
 
@@ -41,6 +55,37 @@ class LabelledSplit:
     relations: list[str]
     tails: list[str]
     origins: list[str]  #: e.g. "data/valid.txt line 7" or "valid row 3"
+    #: the first row is a file's first line that is no known header: kept only if one of its labels occurs again
+    first_row_may_be_header: bool = False
+    #: where the split was read from (a file's path), for messages
+    source: str = ""
+
+
+def drop_unmatched_first_rows(splits: Mapping[str, LabelledSplit]) -> None:
+    """Drop, with a warning, each file's first row (``first_row_may_be_header``) none of whose three labels occurs
+    in any other row of the dataset: a header line of a form kgeval does not know (``e1 rel e2``, ``from edge
+    to``, ...), never silently read as a triple of three new labels."""
+    entities: set[str] = set()
+    relations: set[str] = set()
+    for split in splits.values():
+        start = 1 if split.first_row_may_be_header else 0
+        entities.update(split.heads[start:], split.tails[start:])
+        relations.update(split.relations[start:])
+    for split in splits.values():
+        if not split.first_row_may_be_header or not split.heads:
+            continue
+        head, relation, tail = split.heads[0], split.relations[0], split.tails[0]
+        if head in entities or tail in entities or relation in relations:
+            continue
+        warnings.warn(
+            f"{split.origins[0]} ({head!r}, {relation!r}, {tail!r}) is read as a header line: none of its labels "
+            "occurs anywhere else in the dataset. Pass header=False to read it as a triple (header=True skips "
+            "every file's first line)",
+            UserWarning,
+            stacklevel=3,
+        )
+        for column in (split.heads, split.relations, split.tails, split.origins):
+            del column[0]
 
 
 def is_header(fields: Sequence[str]) -> bool:

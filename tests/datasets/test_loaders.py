@@ -46,6 +46,66 @@ def test_header_can_be_forced_either_way(tmp_path: Path) -> None:
     assert labelled(load_tsv_dataset(folder, header=False, unseen="keep"), "train") == [["x", "y", "z"], *TRAIN]
 
 
+def nations_folder(folder: Path, first_lines: str = "", line_end: str = "\n") -> Path:
+    """The shipped Nations splits as plain files, each preceded by ``first_lines`` and ended by ``line_end``."""
+    import gzip
+    from importlib import resources
+
+    folder.mkdir()
+    shipped = resources.files("kgeval.datasets") / "data" / "nations"
+    for split in ("train", "valid", "test"):
+        lines = gzip.decompress((shipped / f"{split}.txt.gz").read_bytes()).decode().splitlines()
+        (folder / f"{split}.txt").write_text(first_lines + "".join(line + line_end for line in lines), newline="")
+    return folder
+
+
+@pytest.mark.parametrize(
+    "first_lines",
+    ["e1\trel\te2\n", "head_id\trelation_id\ttail_id\n", "src\trel\tdst\n", "from\tedge\tto\n",
+     "# head\trelation\ttail\n", "#\n# Nations, by the ConvE authors\n"],
+)  # fmt: skip
+def test_headers_of_other_forms_and_comments_are_not_triples(tmp_path: Path, first_lines: str) -> None:
+    """The reported cases: such a header was read as a triple (16 entities instead of Nations' 14)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # known forms and comments: skipped without a word
+        dataset = load_tsv_dataset(nations_folder(tmp_path / "d", first_lines))
+    assert (dataset.num_entities, dataset.num_relations) == (14, 55)
+    assert (len(dataset.train), len(dataset.valid), len(dataset.test)) == (1592, 199, 201)
+
+
+def test_an_unknown_first_line_of_new_labels_is_a_header_with_a_warning(tmp_path: Path) -> None:
+    """A first line none of whose labels occurs anywhere else is never silently data: it is skipped, with a warning
+    naming the file and line and how to keep it; header=False keeps it."""
+    folder = nations_folder(tmp_path / "d", "col_a\tcol_b\tcol_c\n")
+    with pytest.warns(UserWarning, match=r"train.txt line 1 \('col_a', 'col_b', 'col_c'\) is read as a header") as rec:
+        dataset = load_tsv_dataset(folder)
+    assert rec[0].filename == __file__
+    assert (dataset.num_entities, len(dataset.train)) == (14, 1592)
+    kept = load_tsv_dataset(folder, header=False, unseen="keep")
+    assert (kept.num_entities, kept.num_relations, len(kept.train)) == (16, 56, 1593)
+
+
+def test_a_first_triple_whose_labels_recur_is_data(tmp_path: Path) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        dataset = load_tsv_dataset(write(tmp_path / "d"), unseen="keep")
+    assert labelled(dataset, "train") == TRAIN and labelled(dataset, "test") == TEST
+
+
+@pytest.mark.parametrize("line_end", [" \n", "\r\n", " \r\n", "  \r \r\n", "\r\r\n"])
+def test_trailing_spaces_and_carriage_returns_are_no_part_of_a_label(tmp_path: Path, line_end: str) -> None:
+    """The reported case: trailing spaces or carriage returns made a second copy of every tail (28 entities)."""
+    dataset = load_tsv_dataset(nations_folder(tmp_path / "d", line_end=line_end))
+    assert (dataset.num_entities, dataset.num_relations, len(dataset.train)) == (14, 55, 1592)
+    assert all(label == label.strip() for label in dataset.entity_to_id)
+
+
+def test_a_trailing_separator_is_refused_naming_the_line(tmp_path: Path) -> None:
+    """A trailing tab is a fourth (empty) field, not whitespace: refused, never guessed."""
+    with pytest.raises(ValueError, match=r"train.txt line 1: expected 3 tab-separated fields .* got 4"):
+        load_tsv_dataset(nations_folder(tmp_path / "d", line_end="\t\n"))
+
+
 def test_another_separator(tmp_path: Path) -> None:
     dataset = load_tsv_dataset(write(tmp_path / "d", sep=","), sep=",", unseen="keep")
     assert labelled(dataset, "test") == TEST

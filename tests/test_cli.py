@@ -62,8 +62,9 @@ def test_demo_reports_an_empty_split_before_training(
     monkeypatch.setattr(kgeval.cli, "train_model", lambda *args, **kwargs: pytest.fail("trained on bad data"))
     assert main(["demo", "--dataset", str(tmp_path), "--epochs", "1", "--no-progress"]) == 2
     captured = capsys.readouterr()
-    assert captured.err == (f"kgeval demo: error: the {empty} split of {tmp_path.name} is empty ({tmp_path}/{empty}.tsv "
-                            "holds no triple); the demo trains on train and evaluates valid and test\n")  # fmt: skip
+    source = f"{tmp_path}/{empty}.tsv"
+    assert captured.err == (f"kgeval demo: error: the {empty} split of {tmp_path.name} is empty ({source} holds no "
+                            "triple); the demo trains on train and evaluates valid and test\n")  # fmt: skip
     assert "Trained" not in captured.out
 
 

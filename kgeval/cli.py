@@ -10,6 +10,7 @@ import argparse
 import json
 import sys
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -20,6 +21,7 @@ from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_writable_file
 from kgeval.analysis import stratified
 from kgeval.datasets import TriplesDataset, load_dataset
+from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import load_checkpoint, save_checkpoint
 from kgeval.models.training import train_model
@@ -200,12 +202,18 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
 
 
 def _evaluate_checkpoint(
-    args: argparse.Namespace, ks: Sequence[int], use_tqdm: bool, targets: Sequence[str] = ("head", "tail")
+    args: argparse.Namespace,
+    ks: Sequence[int],
+    use_tqdm: bool,
+    targets: Sequence[str] = ("head", "tail"),
+    about: dict[str, Any] | None = None,
 ) -> tuple[Any, Any]:
     """(results, dataset): the checkpoint evaluated on the split for ``targets``, filtered by every triple known to
-    it (valid: train + valid; test: train + valid + test)."""
+    it (valid: train + valid; test: train + valid + test). ``about``, if given, receives the model's class name."""
     dataset = load_dataset(args.dataset)
     model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
+    if about is not None:
+        about["model"] = type(model).__name__
     evaluator = RankBasedEvaluator(ks=tuple(ks))
     kwargs = dataset.evaluation_kwargs(args.split)
     return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
@@ -288,23 +296,50 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
-    if args.ranks:
-        records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
-        if "num_candidates" not in records:
-            raise ValueError(f"rank table {args.ranks} needs a num_candidates column to compute every metric")
-        results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
-        title = f"== ranks of {args.ranks} =="
-    else:
-        use_tqdm = not args.no_progress and not args.json
-        results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm, args.targets)
-        known = "train + valid" if args.split == "valid" else "train + valid + test"
-        title = f"== {dataset.name} {args.split}, filtered by {known} =="
+    about: dict[str, Any] = {"kgeval_version": _version()}
+    with warnings.catch_warnings(record=True) as undefined:
+        warnings.simplefilter("always", UndefinedMetricWarning)  # collected: one line (text) or nulls (JSON)
+        if args.ranks:
+            records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
+            if "num_candidates" not in records:
+                raise ValueError(f"rank table {args.ranks} needs a num_candidates column to compute every metric")
+            results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
+            title = f"== ranks of {args.ranks} =="
+            about["source"] = {"ranks": args.ranks}
+        else:
+            use_tqdm = not args.no_progress and not args.json
+            results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm, args.targets, about)
+            known = ["train", "valid"] if args.split == "valid" else ["train", "valid", "test"]
+            title = f"== {dataset.name} {args.split}, filtered by {' + '.join(known)} =="
+            about["source"] = {"checkpoint": args.checkpoint, "model": about.pop("model"), "dataset": dataset.name,
+                               "split": args.split, "filtered_by": known, "targets": list(args.targets)}  # fmt: skip
+    for caught in undefined:  # anything else caught is shown as it would have been
+        if not issubclass(caught.category, UndefinedMetricWarning):
+            warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
     if args.json:
-        print(json.dumps(results.to_flat_dict()))
-    else:
-        print(title)
-        _print_results(results, args.full)
+        print(json.dumps(_json_document(results, about, args.ks), allow_nan=False))
+        return 0
+    print(title)
+    _print_results(results, args.full)
+    names = sorted({str(caught.message).split(" ", 1)[0] for caught in undefined
+                    if issubclass(caught.category, UndefinedMetricWarning)})  # fmt: skip
+    if names:
+        print(f"kgeval evaluate: {len(names)} metric(s) undefined on these ranks, reported as NaN: "
+              f"{', '.join(names)}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> dict[str, Any]:
+    """One strict JSON object: how the numbers were made (kgeval version, source, protocol) and every
+    metric as ``"side.rank_type.metric"``, undefined ones as null."""
+    protocol = {
+        "setting": "filtered" if "checkpoint" in about["source"] else "as in the rank table",
+        "rank_types": {"optimistic": "1 + #(score > true)", "pessimistic": "1 + #(score >= true)",
+                       "realistic": "(optimistic + pessimistic) / 2"},
+        "ks": list(ks),
+    }  # fmt: skip
+    metrics = {key: (None if value != value else value) for key, value in results.to_flat_dict().items()}
+    return {**about, "protocol": protocol, "metrics": metrics}
 
 
 #: The sub-commands, by name.

@@ -298,7 +298,7 @@ def _dataset(folder: Path, train: str = "a\tr\tb\nb\tr\tc\n", valid: str = "a\tr
     ("case", "expected"),
     [
         ("corrupt gzip", "corrupt or truncated gzip data"),
-        ("empty split", "mapped_triples is empty"),
+        ("empty split", "the valid split of data is empty"),
         ("unwritable checkpoint", "cannot write"),
     ],
 )

@@ -16,7 +16,7 @@ import kgeval.cli
 from kgeval import RankBasedEvaluator
 from kgeval.cli import COMMANDS, build_parser, main
 from kgeval.datasets import load_shipped_dataset
-from kgeval.models import DistMult
+from kgeval.models import DistMult, TransE
 from kgeval.models.checkpoint import save_checkpoint
 
 needs_evaluator = pytest.mark.skipif(
@@ -211,7 +211,7 @@ def test_evaluate_a_checkpoint_prints_the_headline(saved, capsys: pytest.Capture
 def test_evaluate_a_rank_table_gives_the_same_numbers(saved, capsys: pytest.CaptureFixture[str]) -> None:
     folder, results = saved
     assert main(["evaluate", "--ranks", str(folder / "ranks.csv"), "--json"]) == 0
-    flat = json.loads(capsys.readouterr().out)
+    flat = json.loads(capsys.readouterr().out)["metrics"]
     expected = results.to_flat_dict()
     assert flat.keys() == expected.keys()
     assert all(flat[key] == pytest.approx(value, rel=1e-12, nan_ok=True) for key, value in expected.items())
@@ -248,6 +248,56 @@ def test_evaluate_ranks_relations_on_request(saved, capsys: pytest.CaptureFixtur
     argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(folder / "model.pt"), "--json", "--targets",
             "relation", "tail", "head"]  # fmt: skip
     assert main(argv) == 0
-    flat = json.loads(capsys.readouterr().out)
+    flat = json.loads(capsys.readouterr().out)["metrics"]
     assert flat["relation.realistic.inverse_harmonic_mean_rank"] == expected.get_metric("relation.mrr")
     assert flat["both.realistic.count"] == expected.get_metric("both.count") == 2 * len(data.test)
+
+
+def _strict(text: str) -> dict:
+    """JSON parsed the way a strict reader parses it: NaN / Infinity are errors."""
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not JSON: {constant}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.fixture(scope="module")
+def tiny_checkpoint(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A three-entity dataset (so adjusted and z hits@k are undefined: every candidate is within k) and a TransE."""
+    folder = tmp_path_factory.mktemp("tiny")
+    rows = {"train": ["a\tr\tb", "b\tr\tc", "c\ts\ta"], "valid": ["a\ts\tc"], "test": ["b\ts\ta"]}
+    for split, lines in rows.items():
+        (folder / f"{split}.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    save_checkpoint(TransE(3, 2, dim=4, p=1, seed=0), folder / "transe.pt")
+    return folder, folder / "transe.pt"
+
+
+def test_evaluate_json_is_strict_and_says_how_the_numbers_were_made(
+    tiny_checkpoint, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The reported case: NaN in the output (not JSON), no metadata, one stderr warning per undefined metric."""
+    folder, checkpoint = tiny_checkpoint
+    argv = ["evaluate", "--dataset", str(folder), "--checkpoint", str(checkpoint), "--split", "valid", "--json"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    document = _strict(captured.out)
+    assert captured.err == ""
+    assert document["kgeval_version"] == kgeval.cli._version()
+    assert document["source"] == {"checkpoint": str(checkpoint), "model": "TransE", "dataset": folder.name,
+                                  "split": "valid", "filtered_by": ["train", "valid"],
+                                  "targets": ["head", "tail"]}  # fmt: skip
+    assert document["protocol"]["setting"] == "filtered" and document["protocol"]["ks"] == [1, 3, 5, 10]
+    metrics = document["metrics"]
+    assert metrics["both.realistic.adjusted_hits_at_10"] is None  # undefined: null
+    assert isinstance(metrics["both.realistic.inverse_harmonic_mean_rank"], float)
+
+
+def test_evaluate_text_collects_undefined_metrics_in_one_line(
+    tiny_checkpoint, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder, checkpoint = tiny_checkpoint
+    assert main(["evaluate", "--dataset", str(folder), "--checkpoint", str(checkpoint), "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("kgeval evaluate: 6 metric(s) undefined on these ranks, reported as NaN: adjusted_hits_at_10")

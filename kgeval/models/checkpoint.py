@@ -7,31 +7,48 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 from typing import Any
 
 import torch
 from torch import nn
 
-from kgeval.models import DistMult
+from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 
 __all__ = ["BUILTIN_MODELS", "CHECKPOINT_FORMAT", "load_checkpoint", "save_checkpoint"]
 
 CHECKPOINT_FORMAT = "kgeval.models.checkpoint/1"
 
 #: The models a checkpoint can name, by class name.
-BUILTIN_MODELS: dict[str, type[nn.Module]] = {"DistMult": DistMult}
+BUILTIN_MODELS: dict[str, type[nn.Module]] = {
+    cls.__name__: cls for cls in (DistMult, ComplEx, RESCAL, TransE, RotatE)
+}
+#: constructor options beyond the sizes, per model, with their allowed values (absent from a file: the default)
+MODEL_OPTIONS: dict[str, dict[str, tuple[Any, ...]]] = {"TransE": {"p": (1, 2)}}
+
+_ACCEPTED = ", ".join(f"kgeval.models.{name}" for name in BUILTIN_MODELS)
 
 
 def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
     """Write ``model`` (a built-in model, see :data:`BUILTIN_MODELS`) and its sizes to ``path``.
 
     The file holds ``{"format": "kgeval.models.checkpoint/1", "model": "DistMult", "num_entities": int,
-    "num_relations": int, "dim": int, "state_dict": {name: tensor}}``.
+    "num_relations": int, "dim": int, "options": {...}, "state_dict": {name: tensor}}``; ``options`` holds the
+    constructor options beyond the sizes (TransE's ``p``).
+
+    Raises
+    ------
+    TypeError
+        For any other model, a subclass of a built-in one included (the file stores no code, so only the
+        built-in classes can be rebuilt from it).
     """
-    name = type(model).__name__
-    if BUILTIN_MODELS.get(name) is not type(model):
-        raise TypeError(f"save_checkpoint takes a built-in model ({', '.join(BUILTIN_MODELS)}), got {name}")
-    state = {name: tensor.detach().cpu() for name, tensor in model.state_dict().items()}
+    cls = type(model)
+    name = cls.__name__
+    if BUILTIN_MODELS.get(name) is not cls:
+        raise TypeError(f"save_checkpoint takes one of kgeval's built-in models ({_ACCEPTED}), got "
+                        f"{cls.__module__}.{cls.__qualname__}: a checkpoint stores no code, so only those classes "
+                        "can be rebuilt from it")  # fmt: skip
+    state = {key: tensor.detach().cpu() for key, tensor in model.state_dict().items()}
     torch.save(
         {
             "format": CHECKPOINT_FORMAT,
@@ -39,6 +56,7 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
             "num_entities": model.num_entities,
             "num_relations": model.num_relations,
             "dim": model.dim,
+            "options": {option: getattr(model, option) for option in MODEL_OPTIONS.get(name, {})},
             "state_dict": state,
         },
         path,
@@ -102,26 +120,58 @@ def load_checkpoint(
     except (RuntimeError, pickle.UnpicklingError, EOFError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        reason = (str(error).strip().splitlines() or [type(error).__name__])[0]
-        raise ValueError(
-            f"{where} is not a kgeval checkpoint: {reason} (kgeval loads the files of save_checkpoint, e.g. "
-            "'kgeval demo --save-checkpoint PATH')"
-        ) from error
+        raise ValueError(f"{where} is not a kgeval checkpoint: {_load_failure(error)}. {_READS}") from error
     if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{where} is not a kgeval checkpoint (expected format {CHECKPOINT_FORMAT!r})")
+        raise ValueError(f"{where} is not a kgeval checkpoint (no format {CHECKPOINT_FORMAT!r} entry). {_READS}")
     model_class = BUILTIN_MODELS.get(document.get("model"))
     if model_class is None:
-        raise ValueError(f"checkpoint model must be one of {sorted(BUILTIN_MODELS)}, got {document.get('model')!r}")
+        raise ValueError(f"{where}: the checkpoint's model {document.get('model')!r} is none of kgeval's built-in "
+                         f"models ({', '.join(BUILTIN_MODELS)})")  # fmt: skip
     sizes = _header_sizes(document, where)
+    options = _header_options(document, where)
     expected = {"num_entities": num_entities, "num_relations": num_relations}
     for name, value in expected.items():
         if value is not None and sizes[name] != value:
             raise ValueError(f"the checkpoint has {name}={sizes[name]}, the dataset {value}")
     with torch.device("meta"):  # the shapes the header implies, without allocating them
-        model = model_class(sizes["num_entities"], sizes["num_relations"], dim=sizes["dim"])
+        model = model_class(sizes["num_entities"], sizes["num_relations"], dim=sizes["dim"], **options)
     _check_tensors(document.get("state_dict"), model.state_dict(), where)
     model.load_state_dict(document["state_dict"], assign=True)
     return model.to(map_location).eval()
+
+
+#: what kgeval reads, for the messages of files it does not
+_READS = ("kgeval reads the files of kgeval.models.checkpoint.save_checkpoint (e.g. 'kgeval demo --save-checkpoint "
+          "PATH'), which hold plain tensors; a pickled model object is not read, since loading it would run code "
+          "from the file")  # fmt: skip
+#: terminal escape sequences (PyTorch's messages bold some words)
+_ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def _load_failure(error: Exception) -> str:
+    """Why torch.load refused a file, in one plain sentence (no escape codes, none of PyTorch's advice on loading
+    untrusted files anyway)."""
+    text = _ESCAPES.sub("", str(error))
+    unsupported = re.search(r"Unsupported global: GLOBAL ([\w.]+)", text)
+    if unsupported:
+        return f"it holds a Python object ({unsupported.group(1)}) rather than plain tensors"
+    if "Weights only load failed" in text:
+        return "it holds Python objects rather than plain tensors"
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(error).__name__)
+    return first.rstrip(".")
+
+
+def _header_options(document: dict[str, Any], where: str) -> dict[str, Any]:
+    """The model's constructor options (``MODEL_OPTIONS``) as stored; absent: the constructor's defaults."""
+    stored = document.get("options", {})
+    allowed = MODEL_OPTIONS.get(document["model"], {})
+    if not isinstance(stored, dict) or not set(stored) <= set(allowed):
+        raise ValueError(f"{where}: checkpoint options must be a dict with keys among {sorted(allowed)}, "
+                         f"got {stored!r}")  # fmt: skip
+    for option, value in stored.items():
+        if isinstance(value, bool) or value not in allowed[option]:
+            raise ValueError(f"{where}: checkpoint option {option} must be one of {allowed[option]}, got {value!r}")
+    return dict(stored)
 
 
 def _header_sizes(document: dict[str, Any], where: str) -> dict[str, int]:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kgeval.models import DistMult
+from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 from kgeval.models.checkpoint import CHECKPOINT_FORMAT, load_checkpoint, save_checkpoint, weights_only_loader_is_safe
 
 
@@ -23,6 +23,7 @@ def test_round_trip(tmp_path: Path) -> None:
         "num_entities": 7,
         "num_relations": 3,
         "dim": 5,
+        "options": {},
     }
     loaded = load_checkpoint(path, num_entities=7, num_relations=3)
     assert isinstance(loaded, DistMult)
@@ -32,16 +33,60 @@ def test_round_trip(tmp_path: Path) -> None:
     assert torch.equal(loaded.score_h(rt_batch), model.score_h(rt_batch))
 
 
+@pytest.mark.parametrize(
+    "model",
+    [ComplEx(7, 3, dim=4, seed=1), RESCAL(7, 3, dim=4, seed=1), TransE(7, 3, dim=5, p=1, seed=1),
+     TransE(7, 3, dim=5, p=2, seed=1), RotatE(7, 3, dim=4, seed=1)],
+    ids=["ComplEx", "RESCAL", "TransE-L1", "TransE-L2", "RotatE"],
+)  # fmt: skip
+def test_every_built_in_model_round_trips(tmp_path: Path, model: torch.nn.Module) -> None:
+    """The reported case: save_checkpoint(TransE) failed with "takes a built-in model (DistMult), got TransE"."""
+    save_checkpoint(model, tmp_path / "model.pt")
+    loaded = load_checkpoint(tmp_path / "model.pt", num_entities=7, num_relations=3)
+    assert type(loaded) is type(model) and getattr(loaded, "p", None) == getattr(model, "p", None)
+    batch = torch.tensor([[0, 1], [6, 2]])
+    assert torch.equal(loaded.score_t(batch), model.score_t(batch))
+    assert torch.equal(loaded.score_h(batch.flip(1)), model.score_h(batch.flip(1)))
+
+
 def test_error_on_a_foreign_model(tmp_path: Path) -> None:
-    with pytest.raises(TypeError, match=r"^save_checkpoint takes a built-in model \(DistMult\), got Linear$"):
+    accepted = ("kgeval.models.DistMult, kgeval.models.ComplEx, kgeval.models.RESCAL, kgeval.models.TransE, "
+                "kgeval.models.RotatE")  # fmt: skip
+    expected = rf"^save_checkpoint takes one of kgeval's built-in models \({accepted}\), got torch.nn.modules.linear."
+    with pytest.raises(TypeError, match=expected + r"Linear: a checkpoint stores no code"):
         save_checkpoint(torch.nn.Linear(2, 2), tmp_path / "x.pt")
+
+
+def test_a_subclass_of_a_built_in_model_is_named_apart_from_it(tmp_path: Path) -> None:
+    """Never "takes DistMult, got DistMult": the refused class is named with its module."""
+
+    class DistMult(torch.nn.Module):  # a user's class of the same name
+        pass
+
+    with pytest.raises(TypeError, match=r"got tests\.models\.test_checkpoint\..*DistMult: a checkpoint"):
+        save_checkpoint(DistMult(), tmp_path / "x.pt")
+
+
+@pytest.mark.parametrize("content", ["object", "module"])
+def test_a_pickled_object_is_refused_in_plain_words(tmp_path: Path, content: str) -> None:
+    """The reported case: torch's message came through with terminal escape codes and, cut at its first line, a
+    promise of "two options" it did not list."""
+    path = tmp_path / "foreign.pt"
+    torch.save(DistMult(3, 2, dim=4) if content == "module" else {"model": Path("x")}, path)
+    with pytest.raises(ValueError) as caught:
+        load_checkpoint(path)
+    message = str(caught.value)
+    assert "\x1b" not in message and "two options" not in message
+    start = f"{path!s}' is not a kgeval checkpoint: it holds a Python object ("
+    assert message.startswith("'" + start)
+    assert "rather than plain tensors. kgeval reads the files of kgeval.models.checkpoint.save_checkpoint" in message
 
 
 def test_error_on_a_file_that_is_no_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "other.pt"
     torch.save({"weights": torch.zeros(2)}, path)
-    message = f"{str(path)!r} is not a kgeval checkpoint (expected format 'kgeval.models.checkpoint/1')"
-    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+    message = f"{str(path)!r} is not a kgeval checkpoint (no format 'kgeval.models.checkpoint/1' entry). kgeval reads"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}"):
         load_checkpoint(path)
 
 
@@ -54,8 +99,8 @@ def test_error_on_a_file_torch_cannot_read(tmp_path: Path) -> None:
 
 def test_error_on_an_unknown_model_name(tmp_path: Path) -> None:
     path = tmp_path / "model.pt"
-    torch.save({"format": CHECKPOINT_FORMAT, "model": "TransE"}, path)
-    with pytest.raises(ValueError, match=r"^checkpoint model must be one of \['DistMult'\], got 'TransE'$"):
+    torch.save({"format": CHECKPOINT_FORMAT, "model": "TransH"}, path)
+    with pytest.raises(ValueError, match=r"the checkpoint's model 'TransH' is none of kgeval's built-in models \("):
         load_checkpoint(path)
 
 

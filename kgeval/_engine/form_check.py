@@ -9,6 +9,7 @@ from __future__ import annotations
 import warnings
 from typing import Any
 
+import numpy as np
 import torch
 
 from kgeval.exceptions import FastPathWarning
@@ -58,11 +59,11 @@ def probe_disagreement(form_scorer: Any, own_scorer: Any, queries: torch.Tensor,
     for start, stop in windows:
         own_scorer.start_slice(start, stop)
         tile = own_scorer.query_tile(0, queries.shape[0])
-        own = tile.double()
-        form, bound = form_scorer.probe_scores(start, stop)
-        nan_mismatch = torch.isnan(form) != torch.isnan(own)
-        if bool(nan_mismatch.any()):
-            row, column = (int(v) for v in nan_mismatch.nonzero()[0])
+        own = tile.detach().double().cpu().numpy()  # the probe's few scores are compared on the host, in numpy
+        form, bound = (values.detach().cpu().numpy() for values in form_scorer.probe_scores(start, stop))
+        nan_mismatch = np.isnan(form) != np.isnan(own)
+        if nan_mismatch.any():
+            row, column = (int(v) for v in np.argwhere(nan_mismatch)[0])
             return (f"for query {queries[row].tolist()} and candidate {_id(form_scorer, start + column)}, one of the "
                     f"fast path and {method} gives NaN and the other does not")  # fmt: skip
         pair = _inverted_pair(form, bound, own, form_scorer.probe_dims, tile.dtype)
@@ -70,28 +71,29 @@ def probe_disagreement(form_scorer: Any, own_scorer: Any, queries: torch.Tensor,
             row, first, second = pair
             return (f"for query {queries[row].tolist()} the fast path scores candidate "
                     f"{_id(form_scorer, start + first)} above {_id(form_scorer, start + second)}, while {method} "
-                    f"gives them {float(own[row, first]):.6g} and {float(own[row, second]):.6g}")  # fmt: skip
+                    f"gives them {own[row, first]:.6g} and {own[row, second]:.6g}")  # fmt: skip
     return None
 
 
 def _inverted_pair(
-    form: torch.Tensor, bound: torch.Tensor, own: torch.Tensor, dims: int, own_dtype: torch.dtype
+    form: np.ndarray, bound: np.ndarray, own: np.ndarray, dims: int, own_dtype: torch.dtype
 ) -> tuple[int, int, int] | None:
     """(row, i, j) of a pair the form orders i above j beyond rounding while the model's scores order it j above i
     beyond their rounding, or level; None when there is none.
 
-    form, bound, own : DoubleTensor of shape (q, w): form scores, their rounding bound, the model's scores.
+    form, bound, own : float64 arrays of shape (q, w): form scores, their rounding bound, the model's scores.
     dims : int
         The form's vector width (the model's rounding is taken as that of a sum of ``dims + 2`` terms).
     """
-    above = (form[:, :, None] - form[:, None, :]) > (bound[:, :, None] + bound[:, None, :])
-    finite = torch.where(torch.isfinite(own), own.abs(), torch.zeros_like(own))
-    tolerance = 2 * (dims + 2) * torch.finfo(own_dtype).eps * finite.amax(dim=1)
-    own_gap = own[:, :, None] - own[:, None, :]
-    wrong = above & ((own_gap < -tolerance[:, None, None]) | (own_gap == 0))
-    if not bool(wrong.any()):
+    with np.errstate(invalid="ignore"):  # inf - inf: NaN, which compares False (no verdict on that pair)
+        above = (form[:, :, None] - form[:, None, :]) > (bound[:, :, None] + bound[:, None, :])
+        largest = np.where(np.isfinite(own), np.abs(own), 0.0).max(axis=1)
+        tolerance = 2 * (dims + 2) * torch.finfo(own_dtype).eps * largest
+        own_gap = own[:, :, None] - own[:, None, :]
+        wrong = above & ((own_gap < -tolerance[:, None, None]) | (own_gap == 0))
+    if not wrong.any():
         return None
-    row, first, second = (int(v) for v in wrong.nonzero()[0])
+    row, first, second = (int(v) for v in np.argwhere(wrong)[0])
     return row, first, second
 
 

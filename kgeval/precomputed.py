@@ -84,6 +84,15 @@ def ranks_among(
     return 1 + above.sum(dim=1), 1 + tied_or_above.sum(dim=1)
 
 
+def ranks_in_full_rows(true: torch.Tensor, scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(optimistic, pessimistic, num_candidates) of each true score (B,) in its row of every candidate's score
+    (B, C) that includes the true one itself, NaN marking a candidate that is not ranked (a filtered one):
+    1 + #{scores > true}, #{scores >= true} (the true one counted once, as itself), #{scores not NaN}."""
+    valid = ~torch.isnan(scores)
+    optimistic, tied_or_above = ranks_among(true, scores, valid)
+    return optimistic, tied_or_above - 1, valid.sum(dim=1)
+
+
 def _checked(positive: Any, negative: Any) -> tuple[torch.Tensor, torch.Tensor]:
     """(n,) and (n, K) floating tensors on one device, n >= 1, no NaN; both widened (exactly) to one dtype."""
     for name, value, dims in (("positive_scores", positive, 1), ("negative_scores", negative, 2)):

@@ -4,14 +4,20 @@ predicts (:mod:`kgeval.integrations.pykeen_scoring`, which kgeval also uses for 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
+import numpy as np
+import torch
 from pykeen.evaluation import Evaluator
 from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricResults
 
+from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
 from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
+from kgeval.precomputed import ranks_in_full_rows
+from kgeval.records import RankRecords
+from kgeval.results import RankBasedMetricResults
 
 
 class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
@@ -23,25 +29,129 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
         pipeline(..., evaluator=RankBasedEvaluator, stopper="early")
 
     The class itself, an instance, or ``evaluator_kwargs`` (``filtered``, ``ks``, ``batch_size``, ...) all work;
-    ``evaluate`` is kgeval's (it accepts PyKEEN's keyword arguments). PyKEEN's streaming interface
-    (``process_scores_`` / ``finalize``) is not offered: kgeval ranks inside ``evaluate``.
+    ``evaluate`` is kgeval's (it accepts PyKEEN's keyword arguments). PyKEEN's streaming interface, which its
+    evaluation loops (``LCWAEvaluationLoop``, the ``evaluation-loop`` training callback) drive, works too:
+    :meth:`process_scores_` takes batches of scores and :meth:`finalize` returns the metrics of the ranks seen
+    since the last :meth:`clear` (``finalize_multi`` / ``finalize_with_confidence`` bootstrap them).
+
+    Parameters
+    ----------
+    filtered, **kwargs
+        Those of :class:`kgeval.RankBasedEvaluator`.
+    clear_on_finalize : bool, default=True
+        PyKEEN's: forget the streamed ranks once :meth:`finalize` has reported them.
     """
 
     metric_result_cls = PyKEENRankBasedMetricResults  # PyKEEN's HPO normalises metric keys with it
 
-    def __init__(self, filtered: bool | str = True, **kwargs: Any) -> None:
+    def __init__(self, filtered: bool | str = True, clear_on_finalize: bool = True, **kwargs: Any) -> None:
         KGEvalRankBasedEvaluator.__init__(self, filtered=filtered, **kwargs)  # type: ignore[arg-type]
         self.requires_positive_mask = False
         self.mode = None  # transductive: PyKEEN's inductive mode does not apply
+        self.clear_on_finalize = bool(clear_on_finalize)
+        self.num_entities: int | None = None  # PyKEEN's: the width of the last score batch
+        self._streamed: dict[str, MetricAccumulator] = {}
 
-    def process_scores_(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("kgeval ranks inside evaluate(); it does not take PyKEEN's score batches")
+    def process_scores_(
+        self,
+        hrt_batch: torch.Tensor,
+        target: str,
+        scores: torch.Tensor,
+        true_scores: torch.Tensor | None = None,
+        dense_positive_mask: torch.Tensor | None = None,
+    ) -> None:
+        """Rank one batch of tasks from their scores, as PyKEEN's ``RankBasedEvaluator`` does.
+
+        Parameters
+        ----------
+        hrt_batch : LongTensor of shape (B, 3)
+            The evaluated triples.
+        target : {"head", "relation", "tail"}
+        scores : FloatTensor of shape (B, C)
+            Every candidate's score, the true answer's included; NaN marks a candidate that is not ranked (PyKEEN's
+            evaluation loops set the filtered ones to NaN).
+        true_scores : FloatTensor of shape (B, 1) or (B,)
+            The true answers' scores (required).
+        dense_positive_mask : ignored
+            PyKEEN's rank-based evaluator does not use it either (``requires_positive_mask`` is False).
+
+        Raises
+        ------
+        ValueError
+            Without true scores, for mismatched shapes, or for a NaN true score (naming its triple).
+
+        Notes
+        -----
+        optimistic = 1 + #(scores > true), pessimistic = #(scores >= true), num_candidates = #(scores not NaN):
+        PyKEEN's ranks task for task. One difference: PyKEEN counts only finite scores as candidates, so a +-inf
+        score makes its num_candidates (and adjusted metrics) differ; kgeval counts +-inf scores as the ordinary
+        values they are (METRICS.md), so a rank never exceeds its number of candidates.
+        """
+        if true_scores is None:
+            raise ValueError(f"{type(self).__name__}.process_scores_ needs the true scores (true_scores=...)")
+        if target not in ("head", "relation", "tail"):
+            raise ValueError(f"target must be 'head', 'relation' or 'tail', got {target!r}")
+        if scores.dim() != 2 or true_scores.numel() != scores.shape[0] or hrt_batch.shape != (scores.shape[0], 3):
+            shapes = f"{tuple(hrt_batch.shape)}, {tuple(scores.shape)} and {tuple(true_scores.shape)}"
+            raise ValueError(f"expected hrt_batch (B, 3), scores (B, C) and true_scores (B, 1) for one B, got {shapes}")
+        true = true_scores.reshape(-1).to(scores.dtype)
+        nan_true = torch.isnan(true)
+        if bool(nan_true.any()):
+            row = int(nan_true.nonzero()[0, 0])
+            raise ValueError(f"the true score of the {target} task of triple {hrt_batch[row].tolist()} is NaN")
+        optimistic, pessimistic, num_candidates = ranks_in_full_rows(true, scores.detach())
+        accumulator = self._streamed.get(target)
+        if accumulator is None:
+            accumulator = self._streamed[target] = MetricAccumulator(ks=self.ks, keep_records=True)
+        accumulator.update(optimistic, pessimistic, num_candidates, triples=hrt_batch)
+        self.num_entities = scores.shape[1]
 
     def clear(self) -> None:
-        """Nothing to clear: kgeval keeps no state between evaluations."""
+        """Forget the ranks streamed through :meth:`process_scores_` (``evaluate`` keeps no state)."""
+        self._streamed = {}
 
-    def finalize(self) -> Any:
-        raise NotImplementedError("kgeval ranks inside evaluate(), which returns the results")
+    def finalize(self) -> RankBasedMetricResults:
+        """The metrics of the ranks streamed since the last :meth:`clear` (then cleared, with
+        ``clear_on_finalize``); a ValueError when there are none."""
+        results = self._streamed_results()
+        if self.clear_on_finalize:
+            self.clear()
+        return results
+
+    def finalize_multi(self, n_boot: int = 1_000, seed: int = 42) -> dict[str, list[float]]:
+        """Every flat metric key -> its values over ``n_boot`` bootstrap resamples of the streamed tasks (each side's
+        tasks drawn with replacement, resample i seeded by ``seed + i``); the ranks are kept."""
+        records = self._streamed_results().records
+        assert records is not None
+        columns = {name: np.asarray(records[name]) for name in RankRecords.column_names() if name in records}
+        sides = [np.flatnonzero(columns["side"] == code) for code in np.unique(columns["side"])]
+        values: dict[str, list[float]] = {}
+        for i in range(n_boot):
+            rng = np.random.default_rng(seed + i)
+            drawn = np.concatenate([rows[rng.integers(0, rows.size, rows.size)] for rows in sides])
+            resampled = {name: column[drawn] for name, column in columns.items()}
+            for key, value in RankBasedMetricResults.from_records(resampled, ks=self.ks).to_flat_dict().items():
+                values.setdefault(key, []).append(value)
+        return values
+
+    def finalize_with_confidence(
+        self,
+        estimator: str | Callable[[Sequence[float]], float] = np.median,
+        ci: int | str | Callable[[Sequence[float]], float] = 90,
+        n_boot: int = 1_000,
+        seed: int = 42,
+    ) -> dict[str, tuple[float, float]]:
+        """Every flat metric key -> (central tendency, confidence) over :meth:`finalize_multi`'s resamples, summarised
+        by PyKEEN's own ``summarize_values`` (``ci`` an int: the inter-percentile range of that width)."""
+        from pykeen.evaluation.rank_based_evaluator import summarize_values
+
+        return {key: summarize_values(values, estimator=estimator, ci=ci)
+                for key, values in self.finalize_multi(n_boot=n_boot, seed=seed).items()}  # fmt: skip
+
+    def _streamed_results(self) -> RankBasedMetricResults:
+        if not self._streamed:
+            raise ValueError("no ranks to finalize: process_scores_ has not been called since the last clear()")
+        return RankBasedMetricResults.from_accumulators(self._streamed, self.ks)
 
 
 __all__: Collection[str] = (

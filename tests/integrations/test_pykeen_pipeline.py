@@ -82,7 +82,7 @@ def test_the_integration_class_is_a_pykeen_evaluator() -> None:
     assert issubclass(RankBasedEvaluator, Evaluator)
     assert isinstance(evaluator_resolver.make(RankBasedEvaluator), RankBasedEvaluator)
     assert RankBasedEvaluator.metric_result_cls.key_to_string("hits@k") == "both.realistic.hits_at_10"  # HPO
-    with pytest.raises(NotImplementedError, match="ranks inside evaluate"):
+    with pytest.raises(ValueError, match="no ranks to finalize"):  # the streaming interface, with nothing streamed
         RankBasedEvaluator().finalize()
 
 

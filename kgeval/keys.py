@@ -22,11 +22,19 @@ RANK_TYPE_SYNONYMS: dict[str, RankType] = {
 
 
 class MetricKey(NamedTuple):
-    """A fully resolved metric key: side, rank type and canonical metric name (k included)."""
+    """A fully resolved metric key: side, rank type and canonical metric name (k included).
+
+    A tuple, so ``("both", "realistic", "hits_at_10")`` finds the same entry; ``metric`` is PyKEEN's name of the
+    third field (``RankBasedMetricKey.metric``)."""
 
     side: Side
     rank_type: RankType
     name: str
+
+    @property
+    def metric(self) -> str:
+        """The canonical metric name, under the attribute name PyKEEN's ``RankBasedMetricKey`` gives it."""
+        return self.name
 
 
 def parse_key(key: str) -> MetricKey:

@@ -45,7 +45,9 @@ class RankBasedMetricResults:
     Parameters
     ----------
     data : mapping of (side, rank_type, key) -> float
-        Every reported number; keys are canonical (``hits_at_10``, ``inverse_harmonic_mean_rank``).
+        Every reported number; keys are canonical (``hits_at_10``, ``inverse_harmonic_mean_rank``) and stored as
+        :class:`kgeval.keys.MetricKey` tuples (``key.side``, ``key.rank_type``, ``key.name`` or PyKEEN's
+        ``key.metric``), so plain (side, rank_type, key) tuples find them too.
     ks : tuple of int
         The k of the hits@k metrics.
     records : mapping of column -> ndarray, optional
@@ -66,6 +68,8 @@ class RankBasedMetricResults:
     def __post_init__(self) -> None:
         if self.records is not None:
             object.__setattr__(self, "records", RankRecords.from_columns(self.records))
+        if not all(isinstance(key, MetricKey) for key in self.data):  # keys with attributes, as PyKEEN's have
+            object.__setattr__(self, "data", {MetricKey(*key): value for key, value in self.data.items()})
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, RankBasedMetricResults):
@@ -117,7 +121,7 @@ class RankBasedMetricResults:
         for side, accumulator in sides.items():
             for rank_type in RANK_TYPES:
                 for key, value in accumulator.compute(rank_type).items():
-                    data[(side, rank_type, key)] = value
+                    data[MetricKey(side, rank_type, key)] = value  # type: ignore[arg-type]
             moments = null_model_table(accumulator.summary("realistic"), accumulator.ks, accumulator.keep_records)
             null_model.update({(side, key): value for key, value in moments.items()})
         records = None
@@ -150,6 +154,19 @@ class RankBasedMetricResults:
             extra = f"; reported names close to it: {', '.join(hint)}" if hint else ""
             raise KeyError(f"{format_key(parsed)} was not reported by this evaluation{extra}")
         return parsed
+
+    @classmethod
+    def key_from_string(cls, s: str | None) -> MetricKey:
+        """PyKEEN's ``RankBasedMetricResults.key_from_string``: the key a string names (``[side.][rank_type.]name[.k]``,
+        defaults ``both`` and ``realistic``; None: ``both.realistic.inverse_harmonic_mean_rank``), whether or not an
+        evaluation reported it. Its fields are ``side``, ``rank_type`` and ``name`` (also as ``metric``).
+
+        Raises
+        ------
+        KeyError
+            For a string that names no metric, with close matches.
+        """
+        return parse_key(_key_string(s))
 
     def get_metric(self, name: str | tuple[str, str, str] | None = None) -> float:
         """The value of a metric key such as ``"both.realistic.hits_at_10"``, ``"mrr"`` or ``"tail.best.mr"``.

@@ -14,10 +14,12 @@ from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricRes
 
 from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
+from kgeval.integrations import scoring_view
 from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.precomputed import ranks_in_full_rows
 from kgeval.records import RankRecords
 from kgeval.results import RankBasedMetricResults
+from kgeval.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
 
 
 class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
@@ -154,6 +156,75 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
         return RankBasedMetricResults.from_accumulators(self._streamed, self.ks)
 
 
+class SampledRankBasedEvaluator(KGEvalSampledRankBasedEvaluator, Evaluator):
+    """kgeval's sampled-negatives evaluator as a ``pykeen.evaluation.Evaluator``, for PyKEEN's pipeline and
+    stopper (``pipeline(evaluator=SampledRankBasedEvaluator, evaluator_kwargs={"evaluation_factory": ...})``).
+
+    Construction is :class:`kgeval.SampledRankBasedEvaluator`'s (PyKEEN's ``evaluation_factory`` first);
+    :meth:`evaluate` takes PyKEEN's keyword arguments as well (see its docstring).
+    """
+
+    metric_result_cls = PyKEENRankBasedMetricResults
+
+    def __init__(self, evaluation_factory: Any = None, **kwargs: Any) -> None:
+        KGEvalSampledRankBasedEvaluator.__init__(self, evaluation_factory, **kwargs)
+        self.requires_positive_mask = False
+        self.mode = None
+        self.clear_on_finalize = True
+        self.batch_size: int | None = None  # PyKEEN's pipeline reads these of any evaluator
+        self.slice_size: int | None = None
+
+    def evaluate(  # type: ignore[override]
+        self,
+        model: Any,
+        mapped_triples: torch.Tensor,
+        batch_size: int | None = None,
+        slice_size: int | None = None,
+        device: Any = None,
+        use_tqdm: bool = False,
+        tqdm_kwargs: Any = None,
+        restrict_entities_to: Any = None,
+        restrict_relations_to: Any = None,
+        do_time_consuming_checks: bool = True,
+        additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
+        pre_filtered_triples: bool = True,
+        targets: Sequence[str] = ("head", "tail"),
+        **kwargs: Any,
+    ) -> RankBasedMetricResults:
+        """:meth:`kgeval.SampledRankBasedEvaluator.evaluate` with PyKEEN's signature: ``batch_size`` (None: 256),
+        ``additional_filter_triples`` and ``targets`` as there; ``slice_size``, ``tqdm_kwargs``,
+        ``do_time_consuming_checks``, ``pre_filtered_triples`` and PyKEEN's ``mode`` are accepted and have nothing
+        to do (each task scores its K + 1 candidates at once); ``device`` must be the model's (kgeval never moves a
+        model); ``restrict_entities_to`` / ``restrict_relations_to`` are refused (the negatives define the
+        candidates)."""
+        unknown = set(kwargs) - {"mode"}
+        if unknown:
+            raise TypeError(f"evaluate() got unexpected keyword arguments {sorted(unknown)}")
+        if restrict_entities_to is not None or restrict_relations_to is not None:
+            raise ValueError("restrict_entities_to / restrict_relations_to do not apply to sampled negatives (the "
+                             "negatives are the candidates); evaluate with RankBasedEvaluator to restrict")  # fmt: skip
+        where = getattr(scoring_view(model), "device", None)
+        if device is not None and where is not None and torch.device(device) != torch.device(where):
+            raise ValueError(f"device={device!r} is not the model's device ({where}): kgeval evaluates a model where "
+                             "it lives and never moves it")  # fmt: skip
+        del slice_size, tqdm_kwargs, do_time_consuming_checks, pre_filtered_triples  # nothing to do (docstring)
+        return KGEvalSampledRankBasedEvaluator.evaluate(
+            self, model, mapped_triples, additional_filter_triples=additional_filter_triples,
+            targets=tuple(targets), batch_size=256 if batch_size is None else batch_size, use_tqdm=use_tqdm,
+        )  # type: ignore[arg-type]  # fmt: skip
+
+    def process_scores_(self, *args: Any, **kwargs: Any) -> None:
+        raise NotImplementedError("kgeval's sampled evaluator scores its negatives inside evaluate(); stream full "
+                                  "score batches to kgeval.integrations.pykeen.RankBasedEvaluator instead")  # fmt: skip
+
+    def clear(self) -> None:
+        """Nothing to clear: the sampled evaluator keeps no state between evaluations."""
+
+    def finalize(self) -> Any:
+        raise NotImplementedError("kgeval's sampled evaluator returns its results from evaluate()")
+
+
 __all__: Collection[str] = (
-    "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator", "pykeen_view",
+    "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator", "SampledRankBasedEvaluator",
+    "pykeen_view",
 )  # fmt: skip

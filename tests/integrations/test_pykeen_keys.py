@@ -161,3 +161,32 @@ def test_every_key_pykeens_evaluator_reports_is_exported_with_its_value(results:
     assert missing == []
     different = [key for key, value in theirs.items() if ours[key] != pytest.approx(value, rel=1e-9, abs=1e-12)]
     assert different == []
+
+
+def test_key_from_string_resolves_every_key_pykeen_accepts_as_pykeen_does() -> None:
+    """PyKEEN code calls ``RankBasedMetricResults.key_from_string`` and reads ``key.side`` / ``.rank_type`` /
+    ``.metric``: kgeval's gives the same fields, the metric name canonical with its k where PyKEEN's key drops it
+    (adjusted and z hits@k: PyKEEN's ``adjusted_hits_at_k`` is kgeval's ``adjusted_hits_at_10``)."""
+    checked = 0
+    for key in pykeen_key_strings():
+        try:
+            theirs = pykeen_rank_based.RankBasedMetricResults.key_from_string(key)
+        except (ValueError, KeyError, AssertionError):
+            continue
+        ours = RankBasedMetricResults.key_from_string(key)
+        assert (ours.side, ours.rank_type) == (theirs.side, theirs.rank_type), key
+        assert ours.metric == ours.name
+        assert ours.metric == theirs.metric or (theirs.metric.endswith("_at_k") and
+                                                ours.metric.startswith(theirs.metric[:-1])), key  # fmt: skip
+        checked += 1
+    assert checked > 1000
+    default = RankBasedMetricResults.key_from_string(None)
+    assert tuple(default) == tuple(pykeen_rank_based.RankBasedMetricResults.key_from_string(None))
+
+
+def test_results_data_keys_have_pykeens_attributes(results: RankBasedMetricResults) -> None:
+    key = next(iter(results.data))
+    assert (key.side, key.rank_type, key.metric) == tuple(key)
+    assert results.data[("both", "realistic", "hits_at_10")] == results.data[
+        RankBasedMetricResults.key_from_string("hits@10")
+    ]

@@ -146,3 +146,31 @@ def test_pre_filtered_triples(nations: Nations, model: DistMult) -> None:
     assert dropped.get_metric("count") == 2 * int(inside.sum())
     with pytest.raises(ValueError, match="outside restrict_entities_to"):
         evaluator.evaluate(model, triples, restrict_entities_to=allowed, use_tqdm=False)
+
+
+def test_the_sampled_evaluator_runs_in_pykeens_pipeline(nations: Nations) -> None:
+    """The reported case: pipeline(evaluator=SampledRankBasedEvaluator) failed with "Not subclass of Evaluator"."""
+    from pykeen.evaluation import Evaluator
+
+    from kgeval.integrations.pykeen import SampledRankBasedEvaluator
+
+    assert issubclass(SampledRankBasedEvaluator, Evaluator)
+    known = [nations.training.mapped_triples, nations.validation.mapped_triples]
+    options = {"evaluation_factory": nations.testing, "additional_filter_triples": known, "num_negatives": 7}
+    logging.getLogger("pykeen").setLevel(logging.ERROR)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        result = pipeline(
+            training=nations.training, validation=nations.validation, testing=nations.testing, model="DistMult",
+            model_kwargs={"embedding_dim": 8}, training_kwargs={"num_epochs": 2, "use_tqdm": False}, random_seed=2,
+            evaluator=SampledRankBasedEvaluator, evaluator_kwargs=options, evaluation_kwargs={"use_tqdm": False},
+        )  # fmt: skip
+    direct = SampledRankBasedEvaluator(**options).evaluate(result.model, nations.testing.mapped_triples,
+                                                           additional_filter_triples=known)  # fmt: skip
+    flat, expected = result.metric_results.to_flat_dict(), direct.to_flat_dict()
+    assert flat.keys() == expected.keys()
+    assert all(flat[key] == pytest.approx(value, nan_ok=True) for key, value in expected.items())
+    assert direct.get_metric("both.count") == 2 * nations.testing.num_triples
+    with pytest.raises(ValueError, match="do not apply to sampled negatives"):
+        SampledRankBasedEvaluator(**options).evaluate(result.model, nations.testing.mapped_triples,
+                                                      restrict_entities_to=[0, 1])  # fmt: skip

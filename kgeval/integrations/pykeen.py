@@ -40,14 +40,32 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
     ----------
     filtered, **kwargs
         Those of :class:`kgeval.RankBasedEvaluator`.
+    metrics, metrics_kwargs : optional
+        PyKEEN's way of choosing metrics (names, classes or instances, and their keyword arguments), resolved by
+        PyKEEN's own resolver: an unknown metric is PyKEEN's error, and the k of each requested hits@k joins
+        ``ks``. kgeval reports every metric anyway (they come from the same ranks at no extra cost), so the
+        results hold the requested ones and more; ``add_defaults=False`` does not shrink them.
+    add_defaults : bool, default=True
+        Accepted for PyKEEN's signature (see ``metrics``).
     clear_on_finalize : bool, default=True
         PyKEEN's: forget the streamed ranks once :meth:`finalize` has reported them.
     """
 
     metric_result_cls = PyKEENRankBasedMetricResults  # PyKEEN's HPO normalises metric keys with it
 
-    def __init__(self, filtered: bool | str = True, clear_on_finalize: bool = True, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        filtered: bool | str = True,
+        metrics: Any = None,
+        metrics_kwargs: Any = None,
+        add_defaults: bool = True,
+        clear_on_finalize: bool = True,
+        **kwargs: Any,
+    ) -> None:
+        if metrics is not None:
+            kwargs["ks"] = _ks_with_requested_hits(kwargs.get("ks", (1, 3, 5, 10)), metrics, metrics_kwargs)
         KGEvalRankBasedEvaluator.__init__(self, filtered=filtered, **kwargs)  # type: ignore[arg-type]
+        self.add_defaults = bool(add_defaults)
         self.requires_positive_mask = False
         self.mode = None  # transductive: PyKEEN's inductive mode does not apply
         self.clear_on_finalize = bool(clear_on_finalize)
@@ -154,6 +172,20 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
         if not self._streamed:
             raise ValueError("no ranks to finalize: process_scores_ has not been called since the last clear()")
         return RankBasedMetricResults.from_accumulators(self._streamed, self.ks)
+
+
+def _ks_with_requested_hits(ks: Sequence[int], metrics: Any, metrics_kwargs: Any) -> tuple[int, ...]:
+    """``ks`` with the k of every hits@k-family metric among PyKEEN's ``metrics`` / ``metrics_kwargs`` (resolved by
+    PyKEEN's own metric resolver, which raises for names it does not know)."""
+    from pykeen.metrics.ranking import rank_based_metric_resolver
+
+    requested = rank_based_metric_resolver.make_many(metrics, metrics_kwargs)
+    extra = []
+    for metric in requested:
+        hits = getattr(metric, "base", metric)  # adjusted / z hits@k wrap a HitsAtK
+        if isinstance(getattr(hits, "k", None), int):
+            extra.append(int(hits.k))
+    return tuple(sorted({*ks, *extra}))
 
 
 class SampledRankBasedEvaluator(KGEvalSampledRankBasedEvaluator, Evaluator):

@@ -174,3 +174,14 @@ def test_the_sampled_evaluator_runs_in_pykeens_pipeline(nations: Nations) -> Non
     with pytest.raises(ValueError, match="do not apply to sampled negatives"):
         SampledRankBasedEvaluator(**options).evaluate(result.model, nations.testing.mapped_triples,
                                                       restrict_entities_to=[0, 1])  # fmt: skip
+
+
+def test_pykeens_metrics_arguments_are_taken() -> None:
+    """The reported case: metrics= / metrics_kwargs= raised a TypeError. PyKEEN's resolver reads them (its errors
+    for unknown names), requested hits@k add their k, and every metric is still reported."""
+    requested = {"metrics": ["hits@k", "mrr", "adjustedhitsatk"], "metrics_kwargs": [{"k": 7}, None, {"k": 2}]}
+    evaluator = RankBasedEvaluator(**requested)
+    assert evaluator.ks == (1, 2, 3, 5, 7, 10)
+    assert RankBasedEvaluator(metrics="mrr", add_defaults=False).ks == (1, 3, 5, 10)
+    with pytest.raises(KeyError, match="Invalid RankBasedMetric name: nonsense"):
+        RankBasedEvaluator(metrics=["nonsense"])

@@ -123,3 +123,30 @@ def _width(title: str) -> int:
 
 def _frames_equal(a: Any, b: Any) -> bool:
     return all(nan_equal(float(x), float(y)) for x, y in zip(a, b, strict=True))
+
+
+def headline_values(
+    data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...], rank_type: str, prefix: str | None
+) -> dict[str, float]:
+    """The headline as a flat dict for a logger: ``[prefix/][side/]metric`` -> value, ``metric`` one of ``mrr``,
+    ``hits@k`` per k and ``mr``, the pooled side first and without a side part (``val/mrr``, ``val/head/mrr``)."""
+    sides = [side for side in HEADLINE_SIDES if (side, rank_type, "count") in data]
+    labels = {"inverse_harmonic_mean_rank": "mrr", "arithmetic_mean_rank": "mr"}
+    out = {}
+    for index, side in enumerate(sides):
+        for _label, key in headline_rows(ks):
+            if (side, rank_type, key) in data:
+                name = labels.get(key) or key.replace("hits_at_", "hits@")
+                parts = [prefix] if prefix else []
+                parts += [name] if index == 0 else [side, name]
+                out["/".join(parts)] = float(data[(side, rank_type, key)])
+    return out
+
+
+def headline_frame(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...], rank_type: str) -> pd.DataFrame:
+    """The headline as a table: one row per metric (MRR, Hits@k, MR), one column per side."""
+    sides = [side for side in HEADLINE_SIDES if (side, rank_type, "count") in data]
+    rows = {label: [data.get((side, rank_type, key), math.nan) for side in sides] for label, key in headline_rows(ks)}
+    frame = pd.DataFrame.from_dict(rows, orient="index", columns=sides)
+    frame.index.name = "metric"
+    return frame

@@ -360,6 +360,36 @@ class RankBasedMetricResults:
         (the optimistic / pessimistic columns only where ties make them differ), in at most 80 columns."""
         return display.headline(self.data, self.ks)
 
+    def headline(self, prefix: str | None = None, rank_type: RankType = "realistic") -> dict[str, float]:
+        """The numbers a paper reports as a flat dict ready for any logger (TensorBoard, MLflow, W&B, Lightning):
+        MRR, Hits@k for every k and MR, the pooled side first, then each side.
+
+        Parameters
+        ----------
+        prefix : str, optional
+            Put in front of every key (``"val"``: ``val/mrr``, ``val/hits@10``, ``val/head/mrr``, ...).
+        rank_type : {"realistic", "optimistic", "pessimistic"}, default="realistic"
+
+        Examples
+        --------
+        >>> results.headline("val")  # doctest: +SKIP
+        {'val/mrr': 0.68, 'val/hits@1': 0.55, ..., 'val/mr': 3.1, 'val/head/mrr': 0.66, ..., 'val/tail/mr': 2.9}
+        """
+        return display.headline_values(self.data, self.ks, rank_type, prefix)
+
+    def headline_table(self, rank_type: RankType = "realistic") -> pd.DataFrame:
+        """The headline as a DataFrame (rows MRR, Hits@k, MR; a column per side), for ``to_markdown`` /
+        ``to_latex`` or any other pandas writer."""
+        return display.headline_frame(self.data, self.ks, rank_type)
+
+    def to_markdown(self, rank_type: RankType = "realistic", floatfmt: str = ".4f") -> str:
+        """The headline table in Markdown (pandas' writer; needs ``tabulate``: ``pip install "kgeval[tables]"``)."""
+        return self.headline_table(rank_type).to_markdown(floatfmt=floatfmt)
+
+    def to_latex(self, rank_type: RankType = "realistic", float_format: str = "{:.4f}") -> str:
+        """The headline table as a LaTeX ``tabular`` (pandas' writer; needs ``jinja2``: ``kgeval[tables]``)."""
+        return self.headline_table(rank_type).to_latex(float_format=float_format.format)
+
     def table(self, rank_types: str | tuple[str, ...] = "all") -> pd.DataFrame:
         """Every metric: one row per metric, one column per (side, rank type).
 

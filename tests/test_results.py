@@ -158,3 +158,44 @@ def test_views_raise_without_records(view, call):
     message = f"{view} needs the per-task rank records; evaluate with keep_records=True"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         call(results)
+
+
+def _hand_made_results() -> RankBasedMetricResults:
+    """Two head and three tail tasks with ties: realistic ranks head (1, 2.5), tail (3, 1, 4.5)."""
+    records = {
+        "side": np.array([0, 0, 1, 1, 1]),
+        "optimistic": np.array([1, 2, 3, 1, 4]),
+        "pessimistic": np.array([1, 3, 3, 1, 5]),
+        "num_candidates": np.array([10, 10, 10, 10, 10]),
+        **{column: np.array([0, 1, 2, 3, 4]) for column in ("head", "relation", "tail")},
+    }
+    return RankBasedMetricResults.from_records(records, ks=(1, 3))
+
+
+def test_headline_is_a_flat_dict_for_loggers() -> None:
+    """Expected values by hand from METRICS.md's definitions on the realistic ranks."""
+    results = _hand_made_results()
+    head, tail = np.array([1, 2.5]), np.array([3, 1, 4.5])
+    both = np.concatenate([head, tail])
+    expected = {}
+    for side, ranks in (("", both), ("head/", head), ("tail/", tail)):
+        expected.update({f"val/{side}mrr": np.mean(1 / ranks), f"val/{side}hits@1": np.mean(ranks <= 1),
+                         f"val/{side}hits@3": np.mean(ranks <= 3), f"val/{side}mr": np.mean(ranks)})  # fmt: skip
+    got = results.headline("val")
+    assert list(got) == list(expected)
+    assert got == pytest.approx(expected)
+    assert all(type(value) is float for value in got.values())
+    assert results.headline()["mrr"] == got["val/mrr"]
+    assert results.headline(rank_type="optimistic")["head/mr"] == pytest.approx(1.5)
+
+
+def test_headline_tables_in_markdown_and_latex() -> None:
+    pytest.importorskip("tabulate")
+    pytest.importorskip("jinja2")
+    results = _hand_made_results()
+    table = results.headline_table()
+    assert list(table.columns) == ["both", "head", "tail"] and list(table.index) == ["MRR", "Hits@1", "Hits@3", "MR"]
+    markdown = results.to_markdown()
+    assert "| MR       | 2.4000 | 1.7500 | 2.8333 |" in markdown
+    latex = results.to_latex()
+    assert latex.startswith("\\begin{tabular}") and "MR & 2.4000 & 1.7500 & 2.8333 \\\\" in latex

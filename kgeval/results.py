@@ -22,7 +22,7 @@ from kgeval import _display as display
 from kgeval._checks import check_ks
 from kgeval._documents import document_entries, metric_entry, null_model_entry
 from kgeval.accumulator import MetricAccumulator
-from kgeval.analysis import relations
+from kgeval.analysis import plot, relations
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
 from kgeval.exceptions import UndefinedMetricWarning
@@ -337,6 +337,21 @@ class RankBasedMetricResults:
         """One row per evaluated relation: count and each metric per side; see
         :func:`kgeval.analysis.relations.per_relation_frame`."""
         return relations.per_relation_frame(self._require_records("per_relation"), keys, self.ks, relation_labels)
+
+    def plot_ranks(self, rank_type: RankType = "realistic", path: str | None = None, title: str | None = None) -> Any:
+        """The distribution of ranks per side, a matplotlib Figure (log rank axis; ``kgeval[plot]``); see
+        :func:`kgeval.analysis.plot.draw_rank_histogram`."""
+        return plot.draw_rank_histogram(self._require_records("plot_ranks"), rank_type, path, title)
+
+    def plot_per_relation(
+        self, key: str = "both.mrr", *, top: int = 20, relation_labels: Any = None, path: str | None = None,
+        title: str | None = None,
+    ) -> Any:  # fmt: skip
+        """A bar per relation of one metric (the ``top`` relations with the most evaluation triples), a matplotlib
+        Figure (``kgeval[plot]``); see :func:`kgeval.analysis.plot.draw_per_relation`."""
+        frame = self.per_relation(keys=key, relation_labels=relation_labels)
+        column = next(name for name in frame.columns if name not in ("count", "relation_label"))
+        return plot.draw_per_relation(frame, column, top, path, title)
 
     def macro_average(self, key: str) -> float:
         """The unweighted mean of a metric over the evaluated relations (METRICS.md, Macro averaging)."""

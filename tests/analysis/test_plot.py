@@ -7,9 +7,10 @@ import sys
 from pathlib import Path
 
 import matplotlib
+import numpy as np
 import pytest
 
-from kgeval import RankBasedMetricResults
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval.analysis.plot import draw_curve
 from kgeval.analysis.stratified import plot_strat_curve, strat_curve
 from tests.helpers.rank_records import random_popularity, random_records
@@ -79,6 +80,41 @@ def test_error_on_unknown_metric() -> None:
 def test_error_without_matplotlib(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     results = _one()
-    message = 'plotting stratified curves needs matplotlib: pip install "kgeval[plot]" (or matplotlib)'
+    message = 'plotting needs matplotlib: pip install "kgeval[plot]" (or matplotlib)'
     with pytest.raises(ImportError, match=f"^{re.escape(message)}$"):
         plot_strat_curve(results, random_popularity(0, results.records), betas=[0.0])
+
+
+def test_rank_histogram_counts_every_rank_once() -> None:
+    from kgeval.analysis.plot import rank_histogram
+
+    rng = np.random.default_rng(0)
+    ranks = np.concatenate([rng.integers(1, 5000, 300), rng.integers(1, 4, 50) + 0.5, [1.0, 4999.5]])
+    counts, edges = rank_histogram(ranks)
+    assert counts.sum() == ranks.size
+    assert edges[0] == 1 and edges[-1] > ranks.max() and np.all(np.diff(edges) >= 1)
+    assert np.all(edges == np.round(edges))
+    for low, high, count in zip(edges[:-1], edges[1:], counts, strict=True):  # independent count per bin
+        assert count == np.sum((ranks >= low) & (ranks < high))
+
+
+def test_results_draw_their_rank_distribution_and_per_relation_bars(tmp_path) -> None:
+    from kgeval.datasets import load_shipped_dataset
+    from kgeval.models import DistMult
+
+    data = load_shipped_dataset("nations")
+    results = RankBasedEvaluator().evaluate(DistMult(14, 55, dim=8, seed=0), **data.evaluation_kwargs("test"),
+                                            use_tqdm=False)  # fmt: skip
+    figure = results.plot_ranks(path=str(tmp_path / "ranks.png"), title="Nations")
+    (ax,) = figure.axes
+    steps = [patch for patch in ax.patches if patch.get_label().startswith(("head", "tail"))]
+    assert [patch.get_data().values.sum() for patch in steps] == [201, 201]
+    assert ax.get_xscale() == "log" and (tmp_path / "ranks.png").stat().st_size > 0
+    bars = results.plot_per_relation("tail.mrr", top=5, relation_labels=data.relation_to_id)
+    (ax,) = bars.axes
+    frame = results.per_relation(keys="tail.mrr").sort_values("count", ascending=False, kind="stable").head(5)
+    heights = sorted(patch.get_width() for patch in ax.patches)
+    assert heights == pytest.approx(sorted(frame["tail.mrr"]))
+    assert all("(" in label.get_text() for label in ax.get_yticklabels())  # label (count)
+    with pytest.raises(ValueError, match="rank_type must be"):
+        results.plot_ranks(rank_type="best")

@@ -80,11 +80,7 @@ def draw_curve(
         ax.axvline(0.0, color="0.8", linewidth=0.8, zorder=0)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize="small")
-    if title:
-        figure.suptitle(title)
-    if path is not None:
-        figure.savefig(path, dpi=120)
-    return figure
+    return _finished(figure, title, path)
 
 
 def rank_histogram(ranks: np.ndarray, bins_per_decade: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -132,11 +128,7 @@ def draw_rank_histogram(
     ax.set_ylabel("tasks")
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize="small")
-    if title:
-        figure.suptitle(title)
-    if path is not None:
-        figure.savefig(path, dpi=120)
-    return figure
+    return _finished(figure, title, path)
 
 
 def draw_per_relation(
@@ -165,6 +157,11 @@ def draw_per_relation(
     ax.set_xlabel(column)
     ax.grid(True, axis="x", alpha=0.3)
     ax.tick_params(axis="y", labelsize="small")
+    return _finished(figure, title, path)
+
+
+def _finished(figure: Figure, title: str | None, path: str | None) -> Figure:
+    """The figure with its title, saved to ``path`` (format from the suffix) when one is given."""
     if title:
         figure.suptitle(title)
     if path is not None:

@@ -293,6 +293,13 @@ def test_sampled_ranks_equal_pykeens_sampled_evaluator() -> None:
     assert (records.num_candidates < 11).any()  # some negatives were known triples, left out by both
 
 
+def assert_same_target_ranks(ours: dict, theirs: dict) -> None:
+    """Optimistic, pessimistic ranks and num_candidates equal per target, task for task."""
+    for target in TARGETS:
+        for got, expected in zip(ours[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(got, expected)
+
+
 def _negated_scoring(base: type) -> type:
     """A user's subclass of a PyKEEN model class whose score_t / score_h return the negated scores."""
 
@@ -320,9 +327,7 @@ def test_a_subclass_overriding_scoring_is_ranked_as_pykeen_ranks_it(dataset: Nat
     theirs = pykeen_ranks(model, dataset)
     with pytest.warns(FastPathWarning, match=r"Negated\.score_[th] redefines PyKEEN's scoring"):
         ours = kgeval_ranks(model, dataset)
-    for target in TARGETS:
-        for got, expected in zip(ours[target], theirs[target], strict=True):
-            np.testing.assert_array_equal(got, expected)
+    assert_same_target_ranks(ours, theirs)
 
 
 def test_a_subclass_overriding_predict_is_scored_through_predict(dataset: Nations) -> None:
@@ -340,9 +345,7 @@ def test_a_subclass_overriding_predict_is_scored_through_predict(dataset: Nation
     theirs = pykeen_ranks(model, dataset)
     with pytest.warns(FastPathWarning, match=r"Reversed\.predict"):
         ours = kgeval_ranks(model, dataset)
-    for target in TARGETS:
-        for got, expected in zip(ours[target], theirs[target], strict=True):
-            np.testing.assert_array_equal(got, expected)
+    assert_same_target_ranks(ours, theirs)
 
 
 def test_an_unmodified_subclass_keeps_the_fast_path(dataset: Nations) -> None:
@@ -373,6 +376,4 @@ def test_a_users_interaction_of_the_same_name_gets_no_form() -> None:
     assert type(scoring_view(model)) is PyKEENScoring
     theirs = pykeen_ranks(model, dataset)
     ours = kgeval_ranks(model, dataset)
-    for target in TARGETS:
-        for got, expected in zip(ours[target], theirs[target], strict=True):
-            np.testing.assert_array_equal(got, expected)
+    assert_same_target_ranks(ours, theirs)

@@ -18,12 +18,13 @@ import pandas as pd
 import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
-from kgeval._checks import check_writable_file
+from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval.analysis import stratified
 from kgeval.datasets import TriplesDataset, load_dataset
 from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.integrations import scoring_view
 from kgeval.models import DistMult
-from kgeval.models.checkpoint import load_checkpoint, save_checkpoint
+from kgeval.models.checkpoint import load_model_file, save_checkpoint
 from kgeval.models.training import train_model
 from kgeval.records import RankRecords, read_ranks
 
@@ -189,7 +190,12 @@ _POPULARITY: dict[str, tuple[str, ...] | None] = {
 def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None:
     """--checkpoint PATH or --ranks PATH (one is needed: the command says so), --dataset and --split."""
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--checkpoint", metavar="PATH", help="a model saved by 'kgeval demo --save-checkpoint'")
+    source.add_argument(
+        "--checkpoint",
+        metavar="PATH",
+        help="a model saved by 'kgeval demo --save-checkpoint' (save_checkpoint); with --trust-checkpoint also a "
+        "model saved by torch.save (PyKEEN, PyG, TorchKGE) or a PyKEEN results folder",
+    )
     source.add_argument(
         "--ranks",
         metavar="PATH",
@@ -199,6 +205,12 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
     add = parser.add_argument
     add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset of the ids (default: %(default)s)")
     add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
+    add(
+        "--trust-checkpoint",
+        action="store_true",
+        help="read a pickled model (torch.save of a model object, a PyKEEN trained_model.pkl): unpickling runs code "
+        "from the file, so only for files you made or trust",
+    )
 
 
 def _evaluate_checkpoint(
@@ -210,13 +222,31 @@ def _evaluate_checkpoint(
 ) -> tuple[Any, Any]:
     """(results, dataset): the checkpoint evaluated on the split for ``targets``, filtered by every triple known to
     it (valid: train + valid; test: train + valid + test). ``about``, if given, receives the model's class name."""
-    dataset = load_dataset(args.dataset)
-    model = load_checkpoint(args.checkpoint, "cpu", dataset.num_entities, dataset.num_relations)
+    loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
+    dataset = load_dataset(args.dataset, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id)
+    model = loaded.model
+    _check_model_fits(model, dataset)
     if about is not None:
         about["model"] = type(model).__name__
     evaluator = RankBasedEvaluator(ks=tuple(ks))
     kwargs = dataset.evaluation_kwargs(args.split)
     return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
+
+
+def _check_model_fits(model: Any, dataset: TriplesDataset) -> None:
+    """The model scores exactly the dataset's entities and relations (as its library counts them), or a
+    ValueError naming both counts: a model of another dataset would be ranked against the wrong candidates."""
+    view = scoring_view(model)
+    expected = {"entities": dataset.num_entities, "relations": dataset.num_relations}
+    try:
+        entities: int | None = check_num_entities(view, None)
+    except (TypeError, ValueError):  # the model declares no count: nothing to compare
+        entities = None
+    found = {"entities": entities, "relations": model_num_relations(view)}
+    for name, count in found.items():
+        if count is not None and count != expected[name]:
+            raise ValueError(f"the checkpoint's model has {count} {name}, the dataset {dataset.name} "
+                             f"{expected[name]}: it was trained on other data")  # fmt: skip
 
 
 def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import ClassVar
 
+import numpy as np
 import pytest
 import torch
 
@@ -301,3 +302,57 @@ def test_evaluate_text_collects_undefined_metrics_in_one_line(
     err = capsys.readouterr().err
     assert err.count("\n") == 1
     assert err.startswith("kgeval evaluate: 6 metric(s) undefined on these ranks, reported as NaN: adjusted_hits_at_10")
+
+
+def _flat_metrics(capsys: pytest.CaptureFixture[str]) -> dict:
+    return _strict(capsys.readouterr().out)["metrics"]
+
+
+def test_evaluate_reads_a_pickled_pyg_model_only_when_trusted(tmp_path: Path, capsys) -> None:
+    """The reported case: only kgeval's own checkpoints were read. A model saved whole (torch.save) runs code when
+    loaded: refused without --trust-checkpoint, evaluated with it, with the numbers of an in-process evaluation."""
+    kge = pytest.importorskip("torch_geometric.nn.kge")
+    data = load_shipped_dataset("nations")
+    torch.manual_seed(0)
+    model = kge.DistMult(data.num_entities, data.num_relations, 8)
+    torch.save(model, tmp_path / "pyg.pt")
+    argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(tmp_path / "pyg.pt"), "--json"]
+    assert main(argv) == 2
+    assert "is not a kgeval checkpoint but a pickled object" in capsys.readouterr().err
+    assert main([*argv, "--trust-checkpoint"]) == 0
+    expected = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
+    got = _flat_metrics(capsys)
+    assert got["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(expected.get_metric("mrr"), rel=1e-12)
+    other = kge.DistMult(data.num_entities + 1, data.num_relations, 8)
+    torch.save(other, tmp_path / "other.pt")
+    assert main(["evaluate", "--dataset", "nations", "--checkpoint", str(tmp_path / "other.pt"),
+                 "--trust-checkpoint"]) == 2  # fmt: skip
+    assert "the checkpoint's model has 15 entities, the dataset nations 14" in capsys.readouterr().err
+
+
+def test_evaluate_reads_a_pykeen_results_folder(tmp_path: Path, capsys) -> None:
+    """A PyKEEN pipeline's saved folder: trained_model.pkl, and the ids of training_triples line the dataset up
+    (here PyKEEN's ids are reversed against kgeval's sorted ones, so an unaligned read would rank wrong)."""
+    pytest.importorskip("pykeen")
+    from pykeen.models import DistMult as PyKEENDistMult
+    from pykeen.triples import TriplesFactory
+
+    data = load_shipped_dataset("nations")
+    entities = {label: data.num_entities - 1 - i for label, i in data.entity_to_id.items()}
+    relations = {label: data.num_relations - 1 - i for label, i in data.relation_to_id.items()}
+    labels = ({i: label for label, i in data.entity_to_id.items()},
+              {i: label for label, i in data.relation_to_id.items()})  # fmt: skip
+    train = np.array([[labels[0][h], labels[1][r], labels[0][t]] for h, r, t in data.train.tolist()])
+    factory = TriplesFactory.from_labeled_triples(train, entity_to_id=entities, relation_to_id=relations)
+    model = PyKEENDistMult(triples_factory=factory, embedding_dim=8, random_seed=0)
+    folder = tmp_path / "run"
+    (folder / "training_triples").mkdir(parents=True)
+    torch.save(model, folder / "trained_model.pkl")
+    factory.to_path_binary(folder / "training_triples")
+    assert main(["evaluate", "--dataset", "nations", "--checkpoint", str(folder), "--trust-checkpoint", "--json"]) == 0
+    got = _flat_metrics(capsys)
+    aligned = load_shipped_dataset("nations", entity_to_id=entities, relation_to_id=relations)
+    expected = RankBasedEvaluator().evaluate(model, **aligned.evaluation_kwargs("test"), use_tqdm=False)
+    assert got["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(expected.get_metric("mrr"), rel=1e-12)
+    unaligned = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
+    assert unaligned.get_metric("mrr") != pytest.approx(expected.get_metric("mrr"))  # the alignment matters here

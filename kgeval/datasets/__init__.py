@@ -250,7 +250,12 @@ def _dataset(
     )
 
 
-def load_shipped_dataset(name: str = "umls") -> TriplesDataset:
+def load_shipped_dataset(
+    name: str = "umls",
+    *,
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+) -> TriplesDataset:
     """Load one of the datasets packaged with kgeval.
 
     Parameters
@@ -277,7 +282,8 @@ def load_shipped_dataset(name: str = "umls") -> TriplesDataset:
     if key not in SHIPPED_DATASETS:
         raise ValueError(f"unknown shipped dataset {name!r}; choose one of {', '.join(SHIPPED_DATASETS)}")
     folder = importlib.resources.files("kgeval.datasets").joinpath("data", key)
-    return _load_folder(folder, display=f"kgeval/datasets/data/{key}", name=key)
+    return _load_folder(folder, display=f"kgeval/datasets/data/{key}", name=key, entity_to_id=entity_to_id,
+                        relation_to_id=relation_to_id)  # fmt: skip
 
 
 def shared_data_dir() -> Path | None:
@@ -300,7 +306,12 @@ def shared_data_dir() -> Path | None:
     return None
 
 
-def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
+def load_dataset(
+    name_or_path: str | os.PathLike[str],
+    *,
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+) -> TriplesDataset:
     """Load a dataset by shipped name, by path, or by name in the shared data folder.
 
     Parameters
@@ -308,6 +319,8 @@ def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
     name_or_path : str or path-like
         Resolved in this order: a shipped dataset name (:data:`SHIPPED_DATASETS`, case-insensitive); an
         existing folder of TSV files; a sub-folder of :func:`shared_data_dir` (e.g. ``"FB15k-237"``).
+    entity_to_id, relation_to_id : mapping of str to int, optional
+        Use these ids (as :func:`load_tsv_dataset`), e.g. those a PyKEEN model was trained with.
 
     Returns
     -------
@@ -319,13 +332,14 @@ def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
         If none of the three resolves.
     """
     text = os.fspath(name_or_path)
+    ids = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
     if text.lower() in SHIPPED_DATASETS:
-        return load_shipped_dataset(text)
+        return load_shipped_dataset(text, **ids)
     if Path(text).is_dir():
-        return load_tsv_dataset(text)
+        return load_tsv_dataset(text, **ids)
     shared = shared_data_dir()
     if shared is not None and (shared / text).is_dir():
-        return load_tsv_dataset(shared / text)
+        return load_tsv_dataset(shared / text, **ids)
     where = f"the shared data folder {str(shared)!r}" if shared is not None else "a shared data folder (none found)"
     raise FileNotFoundError(
         f"dataset {text!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}), an existing folder, "
@@ -333,11 +347,18 @@ def load_dataset(name_or_path: str | os.PathLike[str]) -> TriplesDataset:
     )
 
 
-def _load_folder(folder: Path | Traversable, display: str, name: str) -> TriplesDataset:
-    """Read the three splits of a shipped dataset (a package resource) and map labels to ids."""
+def _load_folder(
+    folder: Path | Traversable,
+    display: str,
+    name: str,
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+) -> TriplesDataset:
+    """Read the three splits of a shipped dataset (a package resource) and map labels to ids (given ones, or by
+    sorted label)."""
     splits = {split: _read_split(folder, split, display, _ReadOptions()) for split in SPLITS}
     drop_unmatched_first_rows(splits)
-    return _dataset(splits, name, "warn", None, None)
+    return _dataset(splits, name, "warn", entity_to_id, relation_to_id)
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 import pickle
 import re
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -15,7 +17,9 @@ from torch import nn
 
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 
-__all__ = ["BUILTIN_MODELS", "CHECKPOINT_FORMAT", "load_checkpoint", "save_checkpoint"]
+__all__ = [
+    "BUILTIN_MODELS", "CHECKPOINT_FORMAT", "LoadedModel", "load_checkpoint", "load_model_file", "save_checkpoint",
+]  # fmt: skip
 
 CHECKPOINT_FORMAT = "kgeval.models.checkpoint/1"
 
@@ -197,3 +201,77 @@ def _check_tensors(stored: Any, expected: dict[str, torch.Tensor], where: str) -
                 f"{where}: checkpoint tensor {name} has shape {tuple(stored[name].shape)} ({stored[name].dtype}); "
                 f"its header implies {tuple(tensor.shape)} (floating point)"
             )
+
+
+#: the model file of a PyKEEN results folder (``PipelineResult.save_to_directory``)
+PYKEEN_MODEL_FILE = "trained_model.pkl"
+#: the label-to-id files of a PyKEEN results folder's ``training_triples`` (``TriplesFactory.to_path_binary``)
+PYKEEN_ID_FILES = {"entity_to_id": "entity_to_id.tsv.gz", "relation_to_id": "relation_to_id.tsv.gz"}
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    """A model read by :func:`load_model_file`, and the label-to-id maps it was trained with where the file says
+    (a PyKEEN results folder's ``training_triples``; else None)."""
+
+    model: Any
+    entity_to_id: dict[str, int] | None = None
+    relation_to_id: dict[str, int] | None = None
+
+
+def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> LoadedModel:
+    """A model from a kgeval checkpoint, or -- with ``trust`` -- from a file or folder of another library.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A kgeval checkpoint (:func:`save_checkpoint`; read as :func:`load_checkpoint` reads it); a model object
+        saved with ``torch.save(model, path)`` (a PyKEEN, PyTorch Geometric or TorchKGE model, or any model
+        kgeval can score); or a PyKEEN results folder (``PipelineResult.save_to_directory``), whose
+        ``trained_model.pkl`` is read and whose ``training_triples`` label-to-id files, when present, are returned
+        so that the dataset's ids line up with the model's.
+    trust : bool, default=False
+        Read a pickled model object. Unpickling runs code from the file: pass it only for files you made or whose
+        source you trust. Without it such a file is a ValueError that says so.
+
+    Raises
+    ------
+    ValueError
+        For a pickled model without ``trust``, a folder without ``trained_model.pkl``, or a file that is no model.
+    """
+    location = Path(os.fspath(path))
+    entity_to_id = relation_to_id = None
+    if location.is_dir():
+        model_file = location / PYKEEN_MODEL_FILE
+        if not model_file.is_file():
+            raise ValueError(f"{str(location)!r} is a folder without {PYKEEN_MODEL_FILE} (a PyKEEN results folder "
+                             "holds one); give a checkpoint file or a PyKEEN results folder")  # fmt: skip
+        entity_to_id, relation_to_id = (_pykeen_ids(location / "training_triples" / PYKEEN_ID_FILES[name])
+                                        for name in ("entity_to_id", "relation_to_id"))  # fmt: skip
+        location = model_file
+    try:
+        return LoadedModel(load_checkpoint(location), entity_to_id, relation_to_id)
+    except ValueError as error:
+        if "rather than plain tensors" not in str(error):
+            raise
+        if not trust:
+            raise ValueError(f"{str(location)!r} is not a kgeval checkpoint but a pickled object; loading it runs "
+                             "code from the file. If you made it or trust its source, pass --trust-checkpoint "
+                             "(trust=True in Python)") from error  # fmt: skip
+    model = torch.load(location, map_location="cpu", weights_only=False)
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"{str(location)!r} holds a {type(model).__name__}, not a model (an nn.Module)")
+    return LoadedModel(model.eval(), entity_to_id, relation_to_id)
+
+
+def _pykeen_ids(path: Path) -> dict[str, int] | None:
+    """label -> id from a PyKEEN ``*_to_id.tsv.gz`` file (columns id, label), or None when there is none."""
+    if not path.is_file():
+        return None
+    import pandas as pd
+
+    table = pd.read_csv(path, sep="\t", dtype={"label": str}, keep_default_na=False)
+    if list(table.columns) != ["id", "label"]:
+        raise ValueError(f"{path}: expected the columns id and label (PyKEEN's to_path_binary), "
+                         f"got {list(table.columns)}")  # fmt: skip
+    return dict(zip(table["label"], table["id"].astype(int), strict=True))

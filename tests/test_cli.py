@@ -356,3 +356,17 @@ def test_evaluate_reads_a_pykeen_results_folder(tmp_path: Path, capsys) -> None:
     assert got["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(expected.get_metric("mrr"), rel=1e-12)
     unaligned = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
     assert unaligned.get_metric("mrr") != pytest.approx(expected.get_metric("mrr"))  # the alignment matters here
+
+
+def test_evaluate_reads_a_pickled_torchkge_model_when_trusted(tmp_path: Path, capsys) -> None:
+    models = pytest.importorskip("torchkge.models")
+    data = load_shipped_dataset("nations")
+    torch.manual_seed(0)
+    model = models.TransEModel(8, data.num_entities, data.num_relations, dissimilarity_type="L2").eval()
+    torch.save(model, tmp_path / "torchkge.pt")
+    argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(tmp_path / "torchkge.pt"), "--json"]
+    assert main([*argv, "--trust-checkpoint"]) == 0
+    expected = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
+    assert _flat_metrics(capsys)["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(
+        expected.get_metric("mrr"), rel=1e-12
+    )

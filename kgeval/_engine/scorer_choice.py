@@ -8,16 +8,13 @@ from typing import Any
 
 import torch
 
-from kgeval._checks import accepts_keyword
+from kgeval._checks import accepts_keyword, check_model
 from kgeval._engine.form_check import FormChecks, method_below_form, model_name, probe_disagreement
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, query_candidate_form
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
 from kgeval._engine.triple_scoring import TripleFunction, TripleScorer, triple_function
 from kgeval.integrations import scoring_view
 from kgeval.typing import Target
-
-#: the target side each scoring method ranks
-TARGET_OF_METHOD: dict[str, Target] = {"score_t": "tail", "score_h": "head", "score_r": "relation"}
 
 
 def make_scorer(
@@ -63,6 +60,8 @@ def make_scorer(
     if own_name is None or probe_queries is None or not checks.probe:
         return scorer
     known, problem = checks.verdict(model, target)
+    if known and problem is None:
+        return scorer
     own = _own_scorer(view, target, num_entities, candidate_ids)
     if not known:
         try:
@@ -99,17 +98,9 @@ def _own_scorer(model: Any, target: Target, num_entities: int, candidate_ids: to
             return SlicedScorer(model, target, num_entities, candidate_ids)
         return FullRowScorer(model, target, num_entities, candidate_ids)
     triples = triple_function(model)
-    if triples is None:
-        present = [name for name in ("score_t", "score_h", "score_r") if callable(getattr(model, name, None))]
-        hint = ""
-        if present:
-            served = tuple(TARGET_OF_METHOD[name] for name in present)
-            hint = f"; it has {', '.join(present)}: evaluate with targets={served!r} to rank only those sides"
-        raise TypeError(
-            f"{type(model).__name__} has no {SCORE_METHOD[target]}(batch) to rank {target}s with, nor "
-            f"score_hrt(hrt_batch) or forward(h, r, t) to score whole triples{hint}; or pass score_fn=... (a function "
-            "of heads, relations, tails)"
-        )
+    if triples is None:  # the model cannot rank this side: the message of the evaluators' own check
+        check_model(model, (target,))
+        raise AssertionError("check_model accepted a model without a way to score")  # pragma: no cover
     return TripleScorer(model, target, num_entities, candidate_ids, *triples)
 
 

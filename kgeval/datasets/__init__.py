@@ -200,9 +200,7 @@ def load_tsv_dataset(
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
-    options = _ReadOptions(sep, header)
-    splits = {split: _read_split(folder, split, str(folder), options) for split in SPLITS}
-    drop_unmatched_first_rows(splits)
+    splits = _read_splits(folder, str(folder), _ReadOptions(sep, header))
     return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id)
 
 
@@ -356,15 +354,20 @@ def _load_folder(
 ) -> TriplesDataset:
     """Read the three splits of a shipped dataset (a package resource) and map labels to ids (given ones, or by
     sorted label)."""
-    splits = {split: _read_split(folder, split, display, _ReadOptions()) for split in SPLITS}
-    drop_unmatched_first_rows(splits)
-    return _dataset(splits, name, "warn", entity_to_id, relation_to_id)
+    return _dataset(_read_splits(folder, display, _ReadOptions()), name, "warn", entity_to_id, relation_to_id)
 
 
 @dataclass(frozen=True)
 class _ReadOptions:
     sep: str = "\t"
     header: bool | Literal["auto"] = "auto"
+
+
+def _read_splits(folder: Path | Traversable, display: str, options: _ReadOptions) -> dict[str, LabelledSplit]:
+    """The labels of the three splits, each file's first line dropped where it proves to be a header."""
+    splits = {split: _read_split(folder, split, display, options) for split in SPLITS}
+    drop_unmatched_first_rows(splits)
+    return splits
 
 
 def _read_split(folder: Path | Traversable, split: str, display: str, options: _ReadOptions) -> LabelledSplit:
@@ -380,7 +383,7 @@ def _read_split(folder: Path | Traversable, split: str, display: str, options: _
     labels = LabelledSplit([], [], [], [], source=where)
     first = True
     for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
-        line = line.rstrip("\r\n").strip(" \r")  # spaces and carriage returns are no part of a label
+        line = line.strip(" \r\n")  # spaces and carriage returns are no part of a label (tabs may be fields)
         if not line or line.startswith("#"):  # blank lines and comments
             continue
         fields = [field.strip() for field in line.split(options.sep)]

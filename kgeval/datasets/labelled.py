@@ -82,7 +82,7 @@ def drop_unmatched_first_rows(splits: Mapping[str, LabelledSplit]) -> None:
             "occurs anywhere else in the dataset. Pass header=False to read it as a triple (header=True skips "
             "every file's first line)",
             UserWarning,
-            stacklevel=3,
+            stacklevel=4,  # here <- _read_splits <- load_tsv_dataset <- its caller
         )
         for column in (split.heads, split.relations, split.tails, split.origins):
             del column[0]

@@ -32,4 +32,3 @@ def scoring_view(model: Any) -> Any:
 
         return torchkge_view(model)
     return model
-

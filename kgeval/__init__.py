@@ -9,6 +9,7 @@ from kgeval.constraints import TypeConstraints
 from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.macro import MacroRankBasedEvaluator
 from kgeval.precomputed import evaluate_scores
 from kgeval.predict import predict_top_k
 from kgeval.results import RankBasedMetricResults
@@ -18,6 +19,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "EarlyStopper",
+    "MacroRankBasedEvaluator",
     "MetricAccumulator",
     "RankBasedEvaluator",
     "RankBasedMetricResults",

@@ -16,6 +16,7 @@ from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
 from kgeval.integrations import scoring_view
 from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
+from kgeval.macro import macro_results
 from kgeval.precomputed import ranks_in_full_rows
 from kgeval.records import RankRecords
 from kgeval.results import RankBasedMetricResults
@@ -141,7 +142,7 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
     def finalize_multi(self, n_boot: int = 1_000, seed: int = 42) -> dict[str, list[float]]:
         """Every flat metric key -> its values over ``n_boot`` bootstrap resamples of the streamed tasks (each side's
         tasks drawn with replacement, resample i seeded by ``seed + i``); the ranks are kept."""
-        records = self._streamed_results().records
+        records = self._streamed_ranks().records
         assert records is not None
         columns = {name: np.asarray(records[name]) for name in RankRecords.column_names() if name in records}
         sides = [np.flatnonzero(columns["side"] == code) for code in np.unique(columns["side"])]
@@ -150,7 +151,8 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
             rng = np.random.default_rng(seed + i)
             drawn = np.concatenate([rows[rng.integers(0, rows.size, rows.size)] for rows in sides])
             resampled = {name: column[drawn] for name, column in columns.items()}
-            for key, value in RankBasedMetricResults.from_records(resampled, ks=self.ks).to_flat_dict().items():
+            resampled_results = self._reported(RankBasedMetricResults.from_records(resampled, ks=self.ks))
+            for key, value in resampled_results.to_flat_dict().items():
                 values.setdefault(key, []).append(value)
         return values
 
@@ -168,10 +170,42 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
         return {key: summarize_values(values, estimator=estimator, ci=ci)
                 for key, values in self.finalize_multi(n_boot=n_boot, seed=seed).items()}  # fmt: skip
 
-    def _streamed_results(self) -> RankBasedMetricResults:
+    def _streamed_ranks(self) -> RankBasedMetricResults:
+        """The (unweighted) results of the streamed ranks, with their records."""
         if not self._streamed:
             raise ValueError("no ranks to finalize: process_scores_ has not been called since the last clear()")
         return RankBasedMetricResults.from_accumulators(self._streamed, self.ks)
+
+    def _streamed_results(self) -> RankBasedMetricResults:
+        return self._reported(self._streamed_ranks())
+
+    def _reported(self, results: RankBasedMetricResults) -> RankBasedMetricResults:
+        """What this evaluator reports of results with records (here: themselves)."""
+        return results
+
+
+class MacroRankBasedEvaluator(RankBasedEvaluator):
+    """PyKEEN's ``MacroRankBasedEvaluator`` on kgeval's engine: the ranks of :class:`RankBasedEvaluator`, each task
+    weighted by 1 / the number of tasks of its side with the same query (:mod:`kgeval.macro`), through ``evaluate``
+    and the streaming interface alike; usable in PyKEEN's pipeline (``evaluator=MacroRankBasedEvaluator``).
+
+    Equal to PyKEEN's values, except: the median absolute deviation keeps the normal scale (x 1.4826) that the
+    unweighted MAD has in both libraries (PyKEEN's weighted branch drops it), and the inverse median rank of
+    optimistic / pessimistic ranks is 1 / median (PyKEEN's integer reciprocal gives 0). ``keep_records`` must stay
+    True; the results hold no records.
+    """
+
+    def __init__(self, filtered: bool | str = True, **kwargs: Any) -> None:
+        if kwargs.get("keep_records", True) is not True:
+            raise ValueError("MacroRankBasedEvaluator needs the per-task records (keep_records=True)")
+        super().__init__(filtered=filtered, **kwargs)
+
+    def evaluate(self, model: Any, mapped_triples: torch.Tensor, **kwargs: Any) -> RankBasedMetricResults:  # type: ignore[override]
+        """:meth:`kgeval.RankBasedEvaluator.evaluate` (PyKEEN's keyword arguments accepted), macro-weighted."""
+        return macro_results(super().evaluate(model, mapped_triples, **kwargs))
+
+    def _reported(self, results: RankBasedMetricResults) -> RankBasedMetricResults:
+        return macro_results(results)
 
 
 def _ks_with_requested_hits(ks: Sequence[int], metrics: Any, metrics_kwargs: Any) -> tuple[int, ...]:

@@ -123,16 +123,22 @@ def _power_moments(distinct: np.ndarray, a: float) -> tuple[np.ndarray, np.ndarr
     return np.asarray(log_first), np.asarray(log_ratio)
 
 
-def geometric_mean_rank_null(num_candidates: np.ndarray | Sequence[int]) -> Moments:
+def geometric_mean_rank_null(
+    num_candidates: np.ndarray | Sequence[int], weights: np.ndarray | Sequence[float] | None = None
+) -> Moments:
     """(E[GMR], Var[GMR]) under the null model, in log space (METRICS.md, Expectation and variance ...).
 
     E[GMR] = prod_i E[r_i^(1/n)] and Var[GMR] = prod_i E[r_i^(2/n)] - E[GMR]^2
-    = E[GMR]^2 * expm1(sum_i log(E[r_i^(2/n)] / E[r_i^(1/n)]^2)); tasks are grouped by distinct C.
+    = E[GMR]^2 * expm1(sum_i log(E[r_i^(2/n)] / E[r_i^(1/n)]^2)); tasks are grouped by distinct C. With weights,
+    the weighted GMR exp(sum_i w_i ln r_i / sum_i w_i) has the exponents w_i / sum w in place of 1/n (tasks grouped
+    by distinct exponent, then by C).
 
     Parameters
     ----------
     num_candidates : int array of shape (n,)
         C_i >= 1 of every task.
+    weights : float array of shape (n,), optional
+        Positive task weights (default: equal).
 
     Returns
     -------
@@ -143,10 +149,19 @@ def geometric_mean_rank_null(num_candidates: np.ndarray | Sequence[int]) -> Mome
     if candidates.size == 0:
         nan = safe_ratio(math.nan, 0, "the null model of geometric_mean_rank")
         return nan, nan
-    distinct, counts = np.unique(candidates, return_counts=True)
-    log_first, log_ratio = _power_moments(distinct, 1.0 / candidates.size)
-    expectation = math.exp(math.fsum((counts * log_first).tolist()))
-    return expectation, expectation * expectation * math.expm1(math.fsum((counts * log_ratio).tolist()))
+    if weights is None:
+        exponents = np.full(candidates.size, 1.0 / candidates.size)
+    else:
+        exponents = np.asarray(weights, dtype=np.float64) / math.fsum(np.asarray(weights, dtype=np.float64).tolist())
+    log_first_terms: list[float] = []
+    log_ratio_terms: list[float] = []
+    for exponent in np.unique(exponents).tolist():
+        distinct, counts = np.unique(candidates[exponents == exponent], return_counts=True)
+        log_first, log_ratio = _power_moments(distinct, exponent)
+        log_first_terms.extend((counts * log_first).tolist())
+        log_ratio_terms.extend((counts * log_ratio).tolist())
+    expectation = math.exp(math.fsum(log_first_terms))
+    return expectation, expectation * expectation * math.expm1(math.fsum(log_ratio_terms))
 
 
 # -- closed forms read off a RankSummary ----------------------------------------------------------------------

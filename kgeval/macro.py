@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from kgeval._tasks import QUERY_COLUMNS
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.keys import MetricKey
 from kgeval.metrics.weighted import WeightedRanks, frequency_weights, weighted_metrics, weighted_null_model
@@ -22,17 +23,13 @@ from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, Target
 
 __all__ = ["MacroRankBasedEvaluator", "macro_results", "query_weights"]
 
-#: the triple columns (0 = head, 1 = relation, 2 = tail) that form the query of each side's task
-QUERY_COLUMNS: dict[str, tuple[int, int]] = {"head": (1, 2), "tail": (0, 1), "relation": (0, 2)}
-
-
 def query_weights(records: RankRecords, target: Target) -> np.ndarray:
     """The macro weight of each of ``target``'s tasks in ``records`` (in their order): 1 / the number of that
     side's tasks with the same query (float64, shape (tasks of the side,))."""
     side_records = records.of_side(target)
     if np.any(side_records.triples < 0):
         raise ValueError("macro weights need each task's triple; these records have unknown triples (-1)")
-    return frequency_weights(side_records.triples[:, list(QUERY_COLUMNS[target])])
+    return frequency_weights(side_records.triples[:, QUERY_COLUMNS[target]])
 
 
 def macro_results(results: RankBasedMetricResults) -> RankBasedMetricResults:

@@ -19,7 +19,7 @@ import pandas as pd
 import torch
 
 from kgeval import _display as display
-from kgeval._checks import check_ks
+from kgeval._checks import check_ks, check_positive_int
 from kgeval._documents import document_entries, metric_entry, null_model_entry
 from kgeval.accumulator import MetricAccumulator
 from kgeval.analysis import plot, relations
@@ -281,6 +281,25 @@ class RankBasedMetricResults:
         if not accumulators:
             raise ValueError("the records hold no ranking task")
         return cls.from_accumulators(accumulators, check_ks(ks))
+
+    @classmethod
+    def create_random(cls, random_state: int | None = None, num_tasks: int = 1000) -> RankBasedMetricResults:
+        """Results of random ranks, for tests of code that consumes results (PyKEEN's classmethod of the same name).
+
+        Each side (head, tail) gets ``num_tasks`` tasks with num_candidates drawn from [2, 1000), an optimistic rank
+        and a pessimistic rank at or above it drawn below it, seeded by ``random_state``; every metric is computed
+        from them as usual.
+        """
+        rng = np.random.default_rng(random_state)
+        n = 2 * check_positive_int(num_tasks, "num_tasks")
+        num_candidates = rng.integers(2, 1000, n)
+        bounds = np.sort(rng.integers(1, num_candidates[None, :], (2, n)), axis=0)
+        records = {
+            "head": rng.integers(0, 100, n), "relation": rng.integers(0, 10, n), "tail": rng.integers(0, 100, n),
+            "side": np.repeat(np.array([0, 1], dtype=np.int8), n // 2), "optimistic": bounds[0],
+            "pessimistic": bounds[1], "num_candidates": num_candidates, "task_index": np.tile(np.arange(n // 2), 2),
+        }  # fmt: skip
+        return cls.from_records(records)
 
     @classmethod
     def from_json(cls, text: str) -> RankBasedMetricResults:

@@ -149,15 +149,14 @@ class SampledRankBasedEvaluator:
             reference = _checks.check_triples(factory_triples, "evaluation_factory.mapped_triples", num_entities,
                                               num_relations).to(device)  # fmt: skip
             rows = rows_of(triples, reference)
-        known = [triples, reference]
+        known = [triples]
         for extra in (self.additional_filter_triples, additional_filter_triples):
             known += [t.to(device) for t in _checks.check_filter_triples(extra, num_entities, num_relations)]
-        index = FilterIndex(torch.cat(known)) if self.filtered else None
-        generator = torch.Generator().manual_seed(self.seed)
+        drawn = self.draw_negatives(reference, num_entities, known, targets)
         accumulators = {}
         with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
             for target in targets:
-                negatives = self._negatives(target, reference, num_entities, index, generator)
+                negatives = drawn[target]
                 if rows is not None:
                     negatives = negatives[rows]
                 optimistic, pessimistic, counts = _ranks(view, triples, negatives, target, batch_size, num_entities)
@@ -166,6 +165,21 @@ class SampledRankBasedEvaluator:
                 accumulator.update_unchecked(optimistic, pessimistic, counts, triples, task_index)
                 accumulators[target] = accumulator
         return RankBasedMetricResults.from_accumulators(accumulators, self.ks)
+
+    def draw_negatives(
+        self,
+        reference: torch.Tensor,
+        num_entities: int,
+        known: Sequence[torch.Tensor] = (),
+        targets: Sequence[EntityTarget] = ("head", "tail"),
+    ) -> dict[EntityTarget, torch.Tensor]:
+        """The (n, K) negatives of each side for the tasks of ``reference``'s n rows, as :meth:`evaluate` uses them:
+        the given ones (filtered to -1 where they complete a known triple, with ``filtered=True``), or drawn with
+        this evaluator's seed, side after side in the order of ``targets``, never completing a triple of
+        ``reference`` or ``known`` (LongTensors (m, 3); with ``filtered=True``)."""
+        index = FilterIndex(torch.cat([reference, *known])) if self.filtered else None
+        generator = torch.Generator().manual_seed(self.seed)
+        return {target: self._negatives(target, reference, num_entities, index, generator) for target in targets}
 
     def _negatives(
         self,

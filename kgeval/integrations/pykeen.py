@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 import torch
-from pykeen.evaluation import Evaluator
+from pykeen.evaluation import Evaluator, MetricResults
 from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricResults
 
+from kgeval import _checks
 from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
 from kgeval.integrations import scoring_view
@@ -19,11 +20,123 @@ from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCand
 from kgeval.macro import macro_results
 from kgeval.precomputed import ranks_in_full_rows
 from kgeval.records import RankRecords
-from kgeval.results import RankBasedMetricResults
+from kgeval.results import RankBasedMetricResults as KGEvalRankBasedMetricResults
 from kgeval.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
+from kgeval.sampled import rows_of
 
 
-class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
+class RankBasedMetricResults(KGEvalRankBasedMetricResults, MetricResults):
+    """kgeval's results that are also a ``pykeen.evaluation.MetricResults``, so PyKEEN code that checks
+    ``isinstance(results, MetricResults)`` accepts them; what the PyKEEN-facing evaluators return. Everything else is
+    :class:`kgeval.RankBasedMetricResults` (whose methods come first)."""
+
+    @classmethod
+    def of(cls, results: KGEvalRankBasedMetricResults) -> RankBasedMetricResults:
+        """The same results (data, ks, records, raw results, null model) as this class."""
+        if isinstance(results, cls):
+            return results
+        return cls(data=results.data, ks=results.ks, records=results.records, raw=results.raw,
+                   null_model=results.null_model)  # fmt: skip
+
+
+class _ScoreStreaming:
+    """PyKEEN's streaming interface on kgeval's accumulators, shared by the PyKEEN-facing evaluators: ranks of each
+    target side are added with :meth:`_stream`, and :meth:`finalize` reports the ranks seen since the last
+    :meth:`clear` (through :meth:`_reported`, which a macro evaluator weights)."""
+
+    ks: tuple[int, ...]
+    clear_on_finalize: bool
+    num_entities: int | None
+    _streamed: dict[str, MetricAccumulator]
+
+    def _stream(
+        self,
+        target: str,
+        ranks: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        hrt_batch: torch.Tensor,
+        num_entities: int,
+    ) -> None:
+        accumulator = self._streamed.get(target)
+        if accumulator is None:
+            accumulator = self._streamed[target] = MetricAccumulator(ks=self.ks, keep_records=True)
+        accumulator.update(*ranks, triples=hrt_batch)
+        self.num_entities = num_entities
+
+    def clear(self) -> None:
+        """Forget the ranks streamed through ``process_scores_`` (``evaluate`` keeps no state)."""
+        self._streamed = {}
+
+    def finalize(self) -> RankBasedMetricResults:
+        """The metrics of the ranks streamed since the last :meth:`clear` (then cleared, with
+        ``clear_on_finalize``); a ValueError when there are none."""
+        results = self._reported(self._streamed_ranks())
+        if self.clear_on_finalize:
+            self.clear()
+        return results
+
+    def finalize_multi(self, n_boot: int = 1_000, seed: int = 42) -> dict[str, list[float]]:
+        """Every flat metric key -> its values over ``n_boot`` bootstrap resamples of the streamed tasks (each side's
+        tasks drawn with replacement, resample i seeded by ``seed + i``); the ranks are kept."""
+        records = self._streamed_ranks().records
+        assert records is not None
+        columns = {name: np.asarray(records[name]) for name in RankRecords.column_names() if name in records}
+        sides = [np.flatnonzero(columns["side"] == code) for code in np.unique(columns["side"])]
+        values: dict[str, list[float]] = {}
+        for i in range(n_boot):
+            rng = np.random.default_rng(seed + i)
+            drawn = np.concatenate([rows[rng.integers(0, rows.size, rows.size)] for rows in sides])
+            resampled = {name: column[drawn] for name, column in columns.items()}
+            resampled_results = self._reported(KGEvalRankBasedMetricResults.from_records(resampled, ks=self.ks))
+            for key, value in resampled_results.to_flat_dict().items():
+                values.setdefault(key, []).append(value)
+        return values
+
+    def finalize_with_confidence(
+        self,
+        estimator: str | Callable[[Sequence[float]], float] = np.median,
+        ci: int | str | Callable[[Sequence[float]], float] = 90,
+        n_boot: int = 1_000,
+        seed: int = 42,
+    ) -> dict[str, tuple[float, float]]:
+        """Every flat metric key -> (central tendency, confidence) over :meth:`finalize_multi`'s resamples, summarised
+        by PyKEEN's own ``summarize_values`` (``ci`` an int: the inter-percentile range of that width)."""
+        from pykeen.evaluation.rank_based_evaluator import summarize_values
+
+        return {key: summarize_values(values, estimator=estimator, ci=ci)
+                for key, values in self.finalize_multi(n_boot=n_boot, seed=seed).items()}  # fmt: skip
+
+    def _streamed_ranks(self) -> KGEvalRankBasedMetricResults:
+        """The (unweighted) results of the streamed ranks, with their records."""
+        if not self._streamed:
+            raise ValueError("no ranks to finalize: process_scores_ has not been called since the last clear()")
+        return KGEvalRankBasedMetricResults.from_accumulators(self._streamed, self.ks)
+
+    def _reported(self, results: KGEvalRankBasedMetricResults) -> RankBasedMetricResults:
+        """What this evaluator reports of results with records: themselves, as PyKEEN-facing results."""
+        return RankBasedMetricResults.of(results)
+
+
+def _checked_score_batch(
+    evaluator: Any, hrt_batch: torch.Tensor, target: str, scores: torch.Tensor, true_scores: torch.Tensor | None
+) -> torch.Tensor:
+    """The true scores of a ``process_scores_`` batch as a (B,) tensor of the scores' dtype, after checking the
+    batch (see :meth:`RankBasedEvaluator.process_scores_`)."""
+    if true_scores is None:
+        raise ValueError(f"{type(evaluator).__name__}.process_scores_ needs the true scores (true_scores=...)")
+    if target not in ("head", "relation", "tail"):
+        raise ValueError(f"target must be 'head', 'relation' or 'tail', got {target!r}")
+    if scores.dim() != 2 or true_scores.numel() != scores.shape[0] or hrt_batch.shape != (scores.shape[0], 3):
+        shapes = f"{tuple(hrt_batch.shape)}, {tuple(scores.shape)} and {tuple(true_scores.shape)}"
+        raise ValueError(f"expected hrt_batch (B, 3), scores (B, C) and true_scores (B, 1) for one B, got {shapes}")
+    true = true_scores.reshape(-1).to(scores.dtype)
+    nan_true = torch.isnan(true)
+    if bool(nan_true.any()):
+        row = int(nan_true.nonzero()[0, 0])
+        raise ValueError(f"the true score of the {target} task of triple {hrt_batch[row].tolist()} is NaN")
+    return true
+
+
+class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator):
     """kgeval's evaluator as a ``pykeen.evaluation.Evaluator``, for PyKEEN's pipeline, stopper, callbacks and HPO.
 
     The one line a PyKEEN user changes::
@@ -108,80 +221,13 @@ class RankBasedEvaluator(KGEvalRankBasedEvaluator, Evaluator):
         score makes its num_candidates (and adjusted metrics) differ; kgeval counts +-inf scores as the ordinary
         values they are (METRICS.md), so a rank never exceeds its number of candidates.
         """
-        if true_scores is None:
-            raise ValueError(f"{type(self).__name__}.process_scores_ needs the true scores (true_scores=...)")
-        if target not in ("head", "relation", "tail"):
-            raise ValueError(f"target must be 'head', 'relation' or 'tail', got {target!r}")
-        if scores.dim() != 2 or true_scores.numel() != scores.shape[0] or hrt_batch.shape != (scores.shape[0], 3):
-            shapes = f"{tuple(hrt_batch.shape)}, {tuple(scores.shape)} and {tuple(true_scores.shape)}"
-            raise ValueError(f"expected hrt_batch (B, 3), scores (B, C) and true_scores (B, 1) for one B, got {shapes}")
-        true = true_scores.reshape(-1).to(scores.dtype)
-        nan_true = torch.isnan(true)
-        if bool(nan_true.any()):
-            row = int(nan_true.nonzero()[0, 0])
-            raise ValueError(f"the true score of the {target} task of triple {hrt_batch[row].tolist()} is NaN")
-        optimistic, pessimistic, num_candidates = ranks_in_full_rows(true, scores.detach())
-        accumulator = self._streamed.get(target)
-        if accumulator is None:
-            accumulator = self._streamed[target] = MetricAccumulator(ks=self.ks, keep_records=True)
-        accumulator.update(optimistic, pessimistic, num_candidates, triples=hrt_batch)
-        self.num_entities = scores.shape[1]
+        true = _checked_score_batch(self, hrt_batch, target, scores, true_scores)
+        self._stream(target, ranks_in_full_rows(true, scores.detach()), hrt_batch, scores.shape[1])
 
-    def clear(self) -> None:
-        """Forget the ranks streamed through :meth:`process_scores_` (``evaluate`` keeps no state)."""
-        self._streamed = {}
-
-    def finalize(self) -> RankBasedMetricResults:
-        """The metrics of the ranks streamed since the last :meth:`clear` (then cleared, with
-        ``clear_on_finalize``); a ValueError when there are none."""
-        results = self._streamed_results()
-        if self.clear_on_finalize:
-            self.clear()
-        return results
-
-    def finalize_multi(self, n_boot: int = 1_000, seed: int = 42) -> dict[str, list[float]]:
-        """Every flat metric key -> its values over ``n_boot`` bootstrap resamples of the streamed tasks (each side's
-        tasks drawn with replacement, resample i seeded by ``seed + i``); the ranks are kept."""
-        records = self._streamed_ranks().records
-        assert records is not None
-        columns = {name: np.asarray(records[name]) for name in RankRecords.column_names() if name in records}
-        sides = [np.flatnonzero(columns["side"] == code) for code in np.unique(columns["side"])]
-        values: dict[str, list[float]] = {}
-        for i in range(n_boot):
-            rng = np.random.default_rng(seed + i)
-            drawn = np.concatenate([rows[rng.integers(0, rows.size, rows.size)] for rows in sides])
-            resampled = {name: column[drawn] for name, column in columns.items()}
-            resampled_results = self._reported(RankBasedMetricResults.from_records(resampled, ks=self.ks))
-            for key, value in resampled_results.to_flat_dict().items():
-                values.setdefault(key, []).append(value)
-        return values
-
-    def finalize_with_confidence(
-        self,
-        estimator: str | Callable[[Sequence[float]], float] = np.median,
-        ci: int | str | Callable[[Sequence[float]], float] = 90,
-        n_boot: int = 1_000,
-        seed: int = 42,
-    ) -> dict[str, tuple[float, float]]:
-        """Every flat metric key -> (central tendency, confidence) over :meth:`finalize_multi`'s resamples, summarised
-        by PyKEEN's own ``summarize_values`` (``ci`` an int: the inter-percentile range of that width)."""
-        from pykeen.evaluation.rank_based_evaluator import summarize_values
-
-        return {key: summarize_values(values, estimator=estimator, ci=ci)
-                for key, values in self.finalize_multi(n_boot=n_boot, seed=seed).items()}  # fmt: skip
-
-    def _streamed_ranks(self) -> RankBasedMetricResults:
-        """The (unweighted) results of the streamed ranks, with their records."""
-        if not self._streamed:
-            raise ValueError("no ranks to finalize: process_scores_ has not been called since the last clear()")
-        return RankBasedMetricResults.from_accumulators(self._streamed, self.ks)
-
-    def _streamed_results(self) -> RankBasedMetricResults:
-        return self._reported(self._streamed_ranks())
-
-    def _reported(self, results: RankBasedMetricResults) -> RankBasedMetricResults:
-        """What this evaluator reports of results with records (here: themselves)."""
-        return results
+    def evaluate(self, model: Any, mapped_triples: torch.Tensor, **kwargs: Any) -> RankBasedMetricResults:  # type: ignore[override]
+        """:meth:`kgeval.RankBasedEvaluator.evaluate` (PyKEEN's keyword arguments accepted), as PyKEEN-facing
+        results."""
+        return self._reported(KGEvalRankBasedEvaluator.evaluate(self, model, mapped_triples, **kwargs))
 
 
 class MacroRankBasedEvaluator(RankBasedEvaluator):
@@ -200,12 +246,8 @@ class MacroRankBasedEvaluator(RankBasedEvaluator):
             raise ValueError("MacroRankBasedEvaluator needs the per-task records (keep_records=True)")
         super().__init__(filtered=filtered, **kwargs)
 
-    def evaluate(self, model: Any, mapped_triples: torch.Tensor, **kwargs: Any) -> RankBasedMetricResults:  # type: ignore[override]
-        """:meth:`kgeval.RankBasedEvaluator.evaluate` (PyKEEN's keyword arguments accepted), macro-weighted."""
-        return macro_results(super().evaluate(model, mapped_triples, **kwargs))
-
-    def _reported(self, results: RankBasedMetricResults) -> RankBasedMetricResults:
-        return macro_results(results)
+    def _reported(self, results: KGEvalRankBasedMetricResults) -> RankBasedMetricResults:
+        return RankBasedMetricResults.of(macro_results(results))
 
 
 def _ks_with_requested_hits(ks: Sequence[int], metrics: Any, metrics_kwargs: Any) -> tuple[int, ...]:
@@ -222,9 +264,10 @@ def _ks_with_requested_hits(ks: Sequence[int], metrics: Any, metrics_kwargs: Any
     return tuple(sorted({*ks, *extra}))
 
 
-class SampledRankBasedEvaluator(KGEvalSampledRankBasedEvaluator, Evaluator):
+class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator, Evaluator):
     """kgeval's sampled-negatives evaluator as a ``pykeen.evaluation.Evaluator``, for PyKEEN's pipeline and
-    stopper (``pipeline(evaluator=SampledRankBasedEvaluator, evaluator_kwargs={"evaluation_factory": ...})``).
+    stopper (``pipeline(evaluator=SampledRankBasedEvaluator, evaluator_kwargs={"evaluation_factory": ...})``) and
+    its evaluation loops (:meth:`process_scores_`, :meth:`finalize`).
 
     Construction is :class:`kgeval.SampledRankBasedEvaluator`'s (PyKEEN's ``evaluation_factory`` first);
     :meth:`evaluate` takes PyKEEN's keyword arguments as well (see its docstring).
@@ -232,13 +275,16 @@ class SampledRankBasedEvaluator(KGEvalSampledRankBasedEvaluator, Evaluator):
 
     metric_result_cls = PyKEENRankBasedMetricResults
 
-    def __init__(self, evaluation_factory: Any = None, **kwargs: Any) -> None:
+    def __init__(self, evaluation_factory: Any = None, clear_on_finalize: bool = True, **kwargs: Any) -> None:
         KGEvalSampledRankBasedEvaluator.__init__(self, evaluation_factory, **kwargs)
         self.requires_positive_mask = False
         self.mode = None
-        self.clear_on_finalize = True
+        self.clear_on_finalize = bool(clear_on_finalize)
         self.batch_size: int | None = None  # PyKEEN's pipeline reads these of any evaluator
         self.slice_size: int | None = None
+        self.num_entities: int | None = None
+        self._streamed: dict[str, MetricAccumulator] = {}
+        self._stream_negatives: tuple[int, dict[str, torch.Tensor]] | None = None  # (num_entities, per side)
 
     def evaluate(  # type: ignore[override]
         self,
@@ -274,23 +320,53 @@ class SampledRankBasedEvaluator(KGEvalSampledRankBasedEvaluator, Evaluator):
             raise ValueError(f"device={device!r} is not the model's device ({where}): kgeval evaluates a model where "
                              "it lives and never moves it")  # fmt: skip
         del slice_size, tqdm_kwargs, do_time_consuming_checks, pre_filtered_triples  # nothing to do (docstring)
-        return KGEvalSampledRankBasedEvaluator.evaluate(
+        results = KGEvalSampledRankBasedEvaluator.evaluate(
             self, model, mapped_triples, additional_filter_triples=additional_filter_triples,
             targets=tuple(targets), batch_size=256 if batch_size is None else batch_size, use_tqdm=use_tqdm,
         )  # type: ignore[arg-type]  # fmt: skip
+        return self._reported(results)
 
-    def process_scores_(self, *args: Any, **kwargs: Any) -> None:
-        raise NotImplementedError("kgeval's sampled evaluator scores its negatives inside evaluate(); stream full "
-                                  "score batches to kgeval.integrations.pykeen.RankBasedEvaluator instead")  # fmt: skip
+    def process_scores_(
+        self,
+        hrt_batch: torch.Tensor,
+        target: str,
+        scores: torch.Tensor,
+        true_scores: torch.Tensor | None = None,
+        dense_positive_mask: torch.Tensor | None = None,
+    ) -> None:
+        """Rank one batch of tasks among their negatives, from full rows of scores, as PyKEEN's
+        ``SampledRankBasedEvaluator`` does.
 
-    def clear(self) -> None:
-        """Nothing to clear: the sampled evaluator keeps no state between evaluations."""
+        Each triple of ``hrt_batch`` must be a triple of ``evaluation_factory``; its task's negatives are those of
+        its first row there, the ones :meth:`evaluate` uses (drawn once, for the entity count of the score rows).
+        Of each row of ``scores`` (B, num_entities) only the negatives' scores count, plus the true score: optimistic
+        = 1 + #(negative scores > true), pessimistic = 1 + #(negative scores >= true), num_candidates = 1 + #(negatives
+        whose score is not NaN; PyKEEN's loops set filtered candidates to NaN). ``dense_positive_mask`` is ignored,
+        as by PyKEEN.
+        """
+        del dense_positive_mask
+        true = _checked_score_batch(self, hrt_batch, target, scores, true_scores)
+        if target not in ("head", "tail"):
+            raise ValueError(f"sampled negatives rank heads and tails, got target {target!r}")
+        negatives = self._negatives_of_rows(hrt_batch, scores.shape[1], target).to(scores.device)
+        picked = scores.detach().gather(1, negatives.clamp(min=0))
+        picked = torch.where(negatives >= 0, picked, torch.full_like(picked, torch.nan))
+        candidates = torch.cat([true.unsqueeze(1), picked], dim=1)
+        self._stream(target, ranks_in_full_rows(true, candidates), hrt_batch, scores.shape[1])
 
-    def finalize(self) -> Any:
-        raise NotImplementedError("kgeval's sampled evaluator returns its results from evaluate()")
+    def _negatives_of_rows(self, hrt_batch: torch.Tensor, num_entities: int, target: str) -> torch.Tensor:
+        """(B, K) negatives of the batch's tasks: those of each triple's row of ``evaluation_factory``."""
+        if self.evaluation_factory is None:
+            raise ValueError("streaming scores to SampledRankBasedEvaluator needs evaluation_factory (the triples the "
+                             "negatives belong to)")  # fmt: skip
+        reference = self.evaluation_factory.mapped_triples.cpu()
+        if self._stream_negatives is None or self._stream_negatives[0] != num_entities:
+            known = [t.cpu() for t in _checks.check_filter_triples(self.additional_filter_triples, num_entities)]
+            self._stream_negatives = (num_entities, self.draw_negatives(reference, num_entities, known))  # type: ignore[arg-type]
+        return self._stream_negatives[1][target][rows_of(hrt_batch.cpu(), reference)]
 
 
 __all__: Collection[str] = (
-    "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator", "SampledRankBasedEvaluator",
-    "pykeen_view",
+    "MacroRankBasedEvaluator", "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator",
+    "RankBasedMetricResults", "SampledRankBasedEvaluator", "pykeen_view",
 )  # fmt: skip

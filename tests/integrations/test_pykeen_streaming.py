@@ -130,3 +130,102 @@ def test_bootstrap_finalizers() -> None:
     assert center == pytest.approx(np.median(values))
     # PyKEEN's own summary, as its evaluator reports it: ci=90 is the range between the 45th and 55th percentiles
     assert spread == pytest.approx(np.percentile(values, 55) - np.percentile(values, 45))
+
+
+def test_results_are_pykeen_metric_results() -> None:
+    """What the PyKEEN-facing evaluators return is a pykeen MetricResults (PyKEEN code checks that) and still
+    kgeval's results, from evaluate and finalize alike."""
+    from pykeen.evaluation import MetricResults
+
+    import kgeval
+    from kgeval.integrations.pykeen import MacroRankBasedEvaluator
+    from kgeval.integrations.pykeen import RankBasedMetricResults as FacingResults
+
+    dataset = Nations()
+    model = PyKEENDistMult(triples_factory=dataset.training, embedding_dim=8, random_seed=0)
+    for evaluator in (RankBasedEvaluator(), MacroRankBasedEvaluator()):
+        evaluated = evaluator.evaluate(model, dataset.testing.mapped_triples, use_tqdm=False)
+        stream(evaluator, 0)
+        for results in (evaluated, evaluator.finalize()):
+            assert isinstance(results, MetricResults) and isinstance(results, kgeval.RankBasedMetricResults)
+            assert isinstance(results, FacingResults)
+    plain = kgeval.RankBasedEvaluator().evaluate(model, dataset.testing.mapped_triples, use_tqdm=False)
+    facing = FacingResults.of(plain)
+    assert facing == plain and facing.records.equals(plain.records) and FacingResults.of(facing) is facing
+
+
+def test_create_random() -> None:
+    """PyKEEN's classmethod: seeded random results with every metric, optimistic at least as good as pessimistic."""
+    results = RankBasedMetricResults.create_random(3)
+    assert results == RankBasedMetricResults.create_random(3)
+    assert results.get_metric("both.count") == 2000
+    assert results.get_metric("both.optimistic.mrr") >= results.get_metric("both.realistic.mrr") >= results.get_metric(
+        "both.pessimistic.mrr"
+    )
+    assert (results.records.optimistic <= results.records.pessimistic).all()
+    assert (results.records.pessimistic <= results.records.num_candidates).all()
+
+
+def _given_negatives(triples: torch.Tensor, num_entities: int, k: int = 10) -> dict[str, torch.Tensor]:
+    """Negatives that never repeat the answer (PyKEEN would count such a negative as a tie with itself)."""
+    generator = torch.Generator().manual_seed(0)
+    shifts = 1 + torch.randint(0, num_entities - 1, (2, len(triples), k), generator=generator)
+    return {"head": (triples[:, 0, None] + shifts[0]) % num_entities,
+            "tail": (triples[:, 2, None] + shifts[1]) % num_entities}  # fmt: skip
+
+
+def test_sampled_streaming_equals_pykeens_sampled_evaluator_in_its_loop() -> None:
+    """PyKEEN's LCWAEvaluationLoop (filtered scores set to NaN) drives PyKEEN's SampledRankBasedEvaluator and kgeval's
+    with the same negatives: the same ranks and num_candidates, task for task."""
+    from pykeen.evaluation import SampledRankBasedEvaluator as PyKEENSampled
+
+    from kgeval.integrations.pykeen import SampledRankBasedEvaluator
+
+    dataset = Nations()
+    model = PyKEENDistMult(triples_factory=dataset.training, embedding_dim=8, random_seed=0)
+    negatives = _given_negatives(dataset.testing.mapped_triples, dataset.num_entities)
+    known = [dataset.training.mapped_triples, dataset.validation.mapped_triples]
+    evaluators = {
+        "pykeen": PyKEENSampled(dataset.testing, head_negatives=negatives["head"], tail_negatives=negatives["tail"],
+                                clear_on_finalize=False),
+        "kgeval": SampledRankBasedEvaluator(dataset.testing, head_negatives=negatives["head"],
+                                            tail_negatives=negatives["tail"], clear_on_finalize=False),
+    }  # fmt: skip
+    for evaluator in evaluators.values():
+        loop = LCWAEvaluationLoop(triples_factory=dataset.testing, evaluator=evaluator, model=model,
+                                  additional_filter_triples=known)  # fmt: skip
+        loop.evaluate(batch_size=16, use_tqdm=False)
+    theirs, records = evaluators["pykeen"], evaluators["kgeval"].finalize().records
+    for code, side in enumerate(("head", "tail")):
+        chosen = records.side == code
+        assert (records.task_index[chosen] == -1).all()  # streamed batches carry no row numbers: stream order
+        np.testing.assert_array_equal(records.optimistic[chosen], np.concatenate(theirs.ranks[side, "optimistic"]))
+        np.testing.assert_array_equal(records.pessimistic[chosen], np.concatenate(theirs.ranks[side, "pessimistic"]))
+        np.testing.assert_array_equal(records.num_candidates[chosen], np.concatenate(theirs.num_candidates[side]))
+    assert (records.num_candidates < 11).any()  # filtered negatives were left out by both
+
+
+def test_sampled_streaming_equals_sampled_evaluate() -> None:
+    """Full score rows streamed to kgeval's sampled evaluator give evaluate()'s ranks with the negatives it draws."""
+    from kgeval.integrations.pykeen import SampledRankBasedEvaluator
+
+    dataset = Nations()
+    model = PyKEENDistMult(triples_factory=dataset.training, embedding_dim=8, random_seed=0).eval()
+    triples = dataset.testing.mapped_triples
+    known = [dataset.training.mapped_triples]
+    evaluator = SampledRankBasedEvaluator(dataset.testing, num_negatives=7, additional_filter_triples=known, seed=4)
+    expected = evaluator.evaluate(model, triples).records
+    with torch.inference_mode():
+        for start in range(0, len(triples), 50):
+            batch = triples[start : start + 50]
+            for target, column, scores in (("head", 0, model.predict_h(batch[:, 1:])),
+                                           ("tail", 2, model.predict_t(batch[:, :2]))):  # fmt: skip
+                true = scores[torch.arange(len(batch)), batch[:, column]].unsqueeze(1)
+                evaluator.process_scores_(batch, target, scores, true_scores=true)
+    got = evaluator.finalize().records
+    for name in ("side", "optimistic", "pessimistic", "num_candidates", "head", "relation", "tail"):
+        np.testing.assert_array_equal(got[name], expected[name], err_msg=name)
+    with pytest.raises(ValueError, match="heads and tails"):
+        evaluator.process_scores_(triples[:2], "relation", torch.zeros(2, 55), true_scores=torch.zeros(2, 1))
+    with pytest.raises(ValueError, match="evaluation_factory"):
+        SampledRankBasedEvaluator().process_scores_(triples[:2], "tail", torch.zeros(2, 14), torch.zeros(2, 1))

@@ -1,4 +1,4 @@
-"""Models of other libraries (PyKEEN, PyTorch Geometric, TorchKGE) scored the way their own library scores them:
+"""Models of other libraries (PyKEEN, PyTorch Geometric, TorchKGE, dicee) scored the way their own library scores them:
 :func:`scoring_view` returns an integration's view of a model it recognises, importing that integration only then.
 """
 
@@ -31,4 +31,9 @@ def scoring_view(model: Any) -> Any:
         from kgeval.integrations.torchkge import torchkge_view
 
         return torchkge_view(model)
+    dicee_models = sys.modules.get("dicee.models.base_model")
+    if dicee_models is not None and isinstance(model, dicee_models.BaseKGE):
+        from kgeval.integrations.dicee import dicee_view
+
+        return dicee_view(model)
     return model

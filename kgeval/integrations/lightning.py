@@ -27,6 +27,7 @@ from typing import Any
 import torch
 
 from kgeval.evaluator import RankBasedEvaluator
+from kgeval.integrations import scoring_view
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import RankType
 
@@ -90,7 +91,8 @@ class KGEvalCallback(pl.Callback):
     model : str or callable, optional
         The model to rank: an attribute name of the LightningModule, or ``model(pl_module)``. Default: the
         LightningModule itself when it has a scoring method (``score_t``, ``score_h``, ``score_hrt``, a
-        query/candidate form), else its ``model`` attribute.
+        query/candidate form) or is a model of an integrated library (a dicee model is a LightningModule), else its
+        ``model`` attribute.
     evaluate_kwargs : mapping, optional
         Further keyword arguments of ``evaluator.evaluate`` (``batch_size``, ``targets``, ``type_constraints``, ...).
         Default ``use_tqdm=False``; ``distributed`` defaults to evaluating over Lightning's process group.
@@ -238,6 +240,8 @@ class KGEvalCallback(pl.Callback):
                     f"{type(pl_module).__name__} has no attribute {self.model!r} (KGEvalCallback's model=)"
                 )
             return getattr(pl_module, self.model)
+        if scoring_view(pl_module) is not pl_module:  # an integration's model (a dicee model is a LightningModule)
+            return pl_module
         if any(callable(getattr(pl_module, name, None)) for name in _SCORING_METHODS):
             return pl_module
         inner = getattr(pl_module, "model", None)

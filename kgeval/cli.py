@@ -230,6 +230,9 @@ def _evaluate_checkpoint(
         about["model"] = type(model).__name__
     evaluator = RankBasedEvaluator(ks=tuple(ks))
     kwargs = dataset.evaluation_kwargs(args.split)
+    progress_file = getattr(args, "progress_file", None)
+    if progress_file is not None:
+        kwargs.update(progress_path=progress_file, save_every=args.save_every)
     return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
 
 
@@ -320,6 +323,14 @@ def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     output.add_argument("--full", action="store_true", help="print every metric after the headline")
     output.add_argument("--json", action="store_true", help="print every metric as one JSON object")
     add("--no-progress", action="store_true", help="hide the progress bar")
+    add(
+        "--progress-file",
+        metavar="PATH",
+        help="make a checkpoint's evaluation resumable: its progress is saved to PATH, and a later run with the same "
+        "arguments that finds PATH ranks only what was left (removed on success)",
+    )
+    add("--save-every", type=float, default=60.0, metavar="SECONDS",
+        help="seconds between saves of --progress-file (default: %(default)s; 0: after every batch)")  # fmt: skip
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:

@@ -5,11 +5,13 @@ builds the results from one accumulator per side (docs/design.md, The data flow)
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import torch
+from torch import distributed as dist
 from tqdm.auto import tqdm
 
 from kgeval import _checks
@@ -19,6 +21,7 @@ from kgeval._engine import (
     SCORE_METHOD,
     CollectiveCheck,
     EngineState,
+    EvaluationProgress,
     FilterIndex,
     FormChecks,
     KernelChoice,
@@ -32,11 +35,16 @@ from kgeval._engine import (
     exact_matmul,
     make_scorer,
     model_device,
+    model_fingerprint,
+    rank_file,
     rank_side,
     resolve_group,
     shard,
     synchronize,
     triple_function,
+)
+from kgeval._engine import (
+    fingerprint as distributed_fingerprint,
 )
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import (
@@ -207,6 +215,8 @@ class RankBasedEvaluator:
         type_constraints: TypeConstraints | None = None,
         distributed: bool | None = None,
         process_group: Any = None,
+        progress_path: str | os.PathLike[str] | None = None,
+        save_every: float = 60.0,
     ) -> RankBasedMetricResults:
         """Rank the true head and tail (and, on request, relation) of every triple among all candidates and compute
         every metric.
@@ -274,6 +284,16 @@ class RankBasedEvaluator:
             everything in this process. True: like None, but an error when no process group is initialised.
         process_group : torch.distributed.ProcessGroup, optional
             The group to share the work in; default the world group.
+        progress_path : str or path-like, optional
+            Make the evaluation resumable: the counts of the batches done are saved to this file (atomically: a
+            temporary file renamed over it) at most every ``save_every`` seconds; a later call with the same model
+            weights, triples, filter, candidates and options that finds the file ranks only the tasks left and ends
+            with exactly the results of an uninterrupted run. A file of another evaluation is a ValueError naming
+            what differs (never a mixed result). The file is removed once the evaluation succeeds. Under
+            ``torch.distributed`` each rank keeps ``{progress_path}.rank{r}-of-{w}``. See
+            :mod:`kgeval._engine.resume`.
+        save_every : float, default=60.0
+            Seconds between saves of ``progress_path`` (0: after every batch).
 
         Returns
         -------
@@ -313,10 +333,13 @@ class RankBasedEvaluator:
             index = None
             if self.filtered is not False:
                 index = self._state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
+            resume = None
+            if progress_path is not None:
+                resume = self._progress(progress_path, save_every, model, inputs, group)
         inputs.task_index = shard(inputs.task_index, group)
         precision = exact_matmul(self.matmul_precision)
         with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode(), precision:
-            accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs))
+            accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs), resume)
         filtered = {target: pair[0] for target, pair in accumulators.items()}
         raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None
         if group is not None:
@@ -324,12 +347,43 @@ class RankBasedEvaluator:
                 filtered = synchronize(filtered, group)
                 raw = synchronize(raw, group) if raw is not None else None  # type: ignore[arg-type]
         if raw is not None:
-            return RankBasedMetricResults.from_accumulators(
+            results = RankBasedMetricResults.from_accumulators(
                 filtered,
                 self.ks,
                 raw=RankBasedMetricResults.from_accumulators(raw, self.ks),  # type: ignore[arg-type]
             )
-        return RankBasedMetricResults.from_accumulators(filtered, self.ks)
+        else:
+            results = RankBasedMetricResults.from_accumulators(filtered, self.ks)
+        if resume is not None:
+            resume.finish()
+        return results
+
+    def _progress(
+        self, path: str | os.PathLike[str], save_every: float, model: Any, inputs: EvaluationInputs, group: Any
+    ) -> EvaluationProgress:
+        """The progress of this evaluation (this rank's file under torch.distributed), read back if saved."""
+        constraints = inputs.constraints
+        fingerprint = distributed_fingerprint(
+            mapped_triples=inputs.triples,
+            additional_filter_triples=inputs.filter_triples,
+            restrict_entities_to=inputs.candidate_ids,
+            restrict_relations_to=inputs.relation_ids,
+            evaluated_rows=inputs.task_index,
+            num_entities=inputs.num_entities,
+            targets=inputs.targets,
+            type_constraints=None if constraints is None else (
+                sorted((r, tuple(ids.tolist())) for r, ids in constraints.heads.items()),
+                sorted((r, tuple(ids.tolist())) for r, ids in constraints.tails.items()),
+            ),
+            model=model_fingerprint(model),
+            score_fn=None if inputs.score_fn is None else getattr(inputs.score_fn, "__qualname__", "a function"),
+            evaluator_options=(self.filtered, self.ks, self.keep_records, self.fast_path, self.matmul_precision),
+        )  # fmt: skip
+        if group is not None:
+            rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+            fingerprint["rank"] = (rank, world_size)
+            path = rank_file(path, rank, world_size)
+        return EvaluationProgress(path, fingerprint, save_every)
 
     # -- input checks -----------------------------------------------------------------------------------------
     def _checked_inputs(self, model: Any, request: EvaluationRequest) -> EvaluationInputs:
@@ -394,15 +448,21 @@ class RankBasedEvaluator:
 
     # -- the loop ---------------------------------------------------------------------------------------------
     def _rank_all(
-        self, model: Any, inputs: EvaluationInputs, index: FilterIndex | None, progress_settings: dict[str, Any]
+        self,
+        model: Any,
+        inputs: EvaluationInputs,
+        index: FilterIndex | None,
+        progress_settings: dict[str, Any],
+        resume: EvaluationProgress | None = None,
     ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
-        """Rank this process's tasks (``inputs.task_index``) on every target side."""
+        """Rank this process's tasks (``inputs.task_index``) on every target side (``resume``: what an earlier call
+        did, and where this one's batches are recorded)."""
         accumulators = {}
         checks = FormChecks(probe=self.check_fast_path)  # this evaluation's fast-path verdicts and warnings
         with tqdm(**{"total": len(inputs.targets) * inputs.task_index.numel(), **progress_settings}) as progress:
             for target in inputs.targets:
                 side_index = index.side(target) if index is not None else None
-                accumulators[target] = self._rank_target(model, inputs, target, side_index, progress, checks)
+                accumulators[target] = self._rank_target(model, inputs, target, side_index, progress, checks, resume)
         return accumulators
 
     def _rank_target(
@@ -413,6 +473,7 @@ class RankBasedEvaluator:
         side_index: SideIndex | None,
         progress: tqdm,
         checks: FormChecks,
+        resume: EvaluationProgress | None = None,
     ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
         """Rank every task of one side, one candidate set at a time (one set without type constraints, else one per
         constrained relation); the accumulators of the filtered (or raw) ranks and, for "both", raw."""
@@ -424,7 +485,8 @@ class RankBasedEvaluator:
             return empty, empty.clone() if both else None
         parts = []
         id_space = inputs.num_relations if target == "relation" else inputs.num_entities
-        for rows, candidate_ids in candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints):
+        groups = candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints)
+        for number, (rows, candidate_ids) in enumerate(groups):
             group = triples if rows is None else triples[rows]
             scorer = make_scorer(
                 model,
@@ -445,7 +507,8 @@ class RankBasedEvaluator:
                 position_of=position_of,
             )
             sizes = choose_sizes(scorer, group.shape[0], triples.device, inputs.batch_size, inputs.slice_size)
-            parts.append((rows, rank_side(scorer, tasks, sizes, self._state, progress, raw_too=both)))
+            side_resume = resume.side((target, number)) if resume is not None else None
+            parts.append((rows, rank_side(scorer, tasks, sizes, self._state, progress, both, side_resume)))
         rows, counts = parts[0]
         if rows is not None:  # the tasks were ranked in groups: put them back in task order
             counts = SideCounts.scatter(parts, triples.shape[0])  # type: ignore[arg-type]

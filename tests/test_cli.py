@@ -370,3 +370,35 @@ def test_evaluate_reads_a_pickled_torchkge_model_when_trusted(tmp_path: Path, ca
     assert _flat_metrics(capsys)["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(
         expected.get_metric("mrr"), rel=1e-12
     )
+
+
+def test_evaluate_resumes_from_a_progress_file(saved, tmp_path, monkeypatch, capsys) -> None:
+    """--progress-file: an evaluation that failed midway (here: the third batch raises) is resumed by the command,
+    which prints the numbers of an uninterrupted run and removes the file."""
+    from kgeval._engine import loop
+    from kgeval.models.checkpoint import load_model_file
+
+    folder, _results = saved
+    progress = tmp_path / "progress.pt"
+    data = load_shipped_dataset("nations")
+    model = load_model_file(folder / "model.pt").model
+    real_count_batch, calls = loop.count_batch, []
+
+    def failing(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise RuntimeError("simulated preemption")
+        return real_count_batch(*args, **kwargs)
+
+    with monkeypatch.context() as patch:
+        patch.setattr(loop, "count_batch", failing)
+        with pytest.raises(RuntimeError, match="preemption"):
+            RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False, batch_size=32,
+                                          progress_path=progress, save_every=0)  # fmt: skip
+    assert progress.exists()
+    argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(folder / "model.pt"), "--no-progress", "--json"]
+    assert main([*argv, "--progress-file", str(progress), "--save-every", "0"]) == 0
+    assert not progress.exists()
+    resumed = json.loads(capsys.readouterr().out)["metrics"]
+    assert main(argv) == 0
+    assert resumed == json.loads(capsys.readouterr().out)["metrics"]

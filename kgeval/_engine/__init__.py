@@ -5,13 +5,14 @@ API (docs/design.md).
 """
 
 from kgeval._engine.counting import SideCounts, slice_bounds
-from kgeval._engine.distributed import CollectiveCheck, resolve_group, shard, synchronize
+from kgeval._engine.distributed import CollectiveCheck, fingerprint, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex, pack_pairs
 from kgeval._engine.form_check import PROBE_QUERIES, FormChecks
 from kgeval._engine.gemm_scoring import query_candidate_form
 from kgeval._engine.kernel_choice import KernelChoice, KernelChooser
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
 from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_matmul
+from kgeval._engine.resume import EvaluationProgress, model_fingerprint, rank_file
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, candidate_positions, model_device
 from kgeval._engine.sizes import choose_sizes
@@ -24,6 +25,7 @@ __all__ = [
     "CandidateScorer",
     "CollectiveCheck",
     "EngineState",
+    "EvaluationProgress",
     "FilterIndex",
     "FormChecks",
     "KernelChoice",
@@ -35,10 +37,13 @@ __all__ = [
     "candidate_positions",
     "choose_sizes",
     "exact_matmul",
+    "fingerprint",
     "make_scorer",
     "model_device",
+    "model_fingerprint",
     "pack_pairs",
     "query_candidate_form",
+    "rank_file",
     "rank_side",
     "resolve_group",
     "score_triple_block",

@@ -6,17 +6,19 @@ loop: the plan is read once before it, and the counts stay on the device until t
 
 from __future__ import annotations
 
-from collections.abc import Hashable
+from collections.abc import Hashable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 import torch
 
 from kgeval._engine import sizes as batching
 from kgeval._engine.counting import BatchWork, SideCounts, count_batch, runs_fused, slice_bounds
+from kgeval._engine.distributed import checksum
 from kgeval._engine.filter_index import FilterIndexCache, SideIndex
 from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval._engine.plan import PlannedBatch, SidePlan
+from kgeval._engine.resume import SideProgress
 from kgeval._engine.scoring import CandidateScorer, Workspace
 
 #: a query shared by several tasks whose known answers add up to this many pairs is filtered as one block
@@ -72,10 +74,12 @@ def rank_side(
     state: EngineState,
     progress: object | None = None,
     raw_too: bool = False,
+    resume: SideProgress | None = None,
 ) -> SideCounts:
     """The counts of every task of one side, in the order of ``tasks``: filtered (raw without a side index), and
     raw as well when ``raw_too``. ``state`` is the evaluator's (kernel chooser, remembered batch sizes, settings);
-    ``progress`` (tqdm-like) receives ``update(number of tasks)`` after each batch."""
+    ``progress`` (tqdm-like) receives ``update(number of tasks)`` after each batch; ``resume`` (kgeval._engine.resume)
+    holds the batches an earlier call did, which are not ranked again, and records every batch done here."""
     queries, true_positions = tasks.queries, tasks.true_positions
     side_index, position_of = tasks.side_index, tasks.position_of
     device = queries.device
@@ -98,6 +102,10 @@ def rank_side(
     # every model call and GEMM has its full size however many tasks share a query
     by_queries = kernel.reads_rows_in_place
 
+    done = resume.start(checksum(plan.order)) if resume is not None else 0
+    if progress is not None and done:
+        progress.update(done)  # type: ignore[attr-defined]
+
     def run(begin: int, end: int) -> SideCounts:
         batch = plan.batch(begin, end, sizes.tile_rows, by_queries)
         batch_true = true_positions[batch.tasks]
@@ -112,16 +120,27 @@ def rank_side(
                 num_filtered[group.row_start : group.row_stop] = group.num_filtered
         work = BatchWork(batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered)
         counts = count_batch(scorer, work, kernel, workspace, raw_too)
+        if resume is not None:
+            resume.record(end, counts)
         if progress is not None:
             progress.update(end - begin)  # type: ignore[attr-defined]
         return counts
 
     key = batching.shape_key(scorer, sizes, device)
-    ranges = plan.ranges(sizes.batch_size, sizes.max_pairs, by_queries)
+    ranges = _from(plan.ranges(sizes.batch_size, sizes.max_pairs, by_queries), done)
     parts = batching.run_with_retry(ranges, run, key, sizes.automatic, device, state.batch_sizes)
+    if resume is not None:
+        parts = resume.parts  # the earlier calls' batches and this call's, in plan order
     restore = torch.empty_like(plan.order)
     restore[plan.order] = torch.arange(plan.num_tasks, device=device)
     return SideCounts.cat(parts, restore)
+
+
+def _from(ranges: Iterable[tuple[int, int]], start: int) -> Iterator[tuple[int, int]]:
+    """The planned ranges from task ``start`` on (a range holding it begins there instead)."""
+    for begin, end in ranges:
+        if end > start:
+            yield max(begin, start), end
 
 
 def _pairs(

@@ -8,6 +8,7 @@ kills the workers after a deadline, so a bug shows up as a failure, never as a h
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import pickle
@@ -183,6 +184,57 @@ def uneven_gather(rank: int | None) -> Any:
     return all_gather_uneven(torch.full((rank * 2, 2), rank), dist.group.WORLD)
 
 
+class _Crash(Exception):
+    """The simulated failure of the resumed scenario."""
+
+
+class _CrashingScores:
+    """score_t / score_h of a DistMult that raise once ``fail_after`` query rows were scored (None: never)."""
+
+    def __init__(self, model: DistMult, fail_after: int | None) -> None:
+        self.model, self.fail_after, self.rows = model, fail_after, 0
+        self.num_entities, self.num_relations = model.num_entities, model.num_relations
+
+    def state_dict(self) -> dict:
+        return self.model.state_dict()
+
+    def _score(self, method: Callable[[torch.Tensor], torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
+        if self.fail_after is not None and self.rows + batch.shape[0] > self.fail_after:
+            raise _Crash(f"simulated failure after {self.rows} rows")
+        self.rows += batch.shape[0]
+        return method(batch)
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return self._score(self.model.score_t, hr_batch)
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        return self._score(self.model.score_h, rt_batch)
+
+
+def resumed(rank: int | None) -> Any:
+    """Every rank fails after 6 query rows of its share with a progress file, then a second call resumes: its
+    results, (an uninterrupted distributed run's results, rows scored by the failed call, by the resuming one and
+    by the uninterrupted one, whether this rank's progress file existed between the calls and after the second)."""
+    graph = random_graph(3, 30, 4, 40, 60)
+    model = DistMult(30, 4, dim=8, seed=0)
+    evaluator = RankBasedEvaluator(batch_size=4)
+    kwargs = {"additional_filter_triples": graph.filter_triples, "use_tqdm": False}
+    if rank is None:
+        return evaluator.evaluate(_CrashingScores(model, None), graph.triples, distributed=False, **kwargs), None
+    folder = Path(os.environ["KGEVAL_TEST_PROGRESS_DIR"])
+    path = folder / "progress.pt"
+    own_file = folder / f"progress.pt.rank{rank}-of-{dist.get_world_size()}"
+    first = _CrashingScores(model, 6)
+    with contextlib.suppress(_Crash):
+        evaluator.evaluate(first, graph.triples, progress_path=path, save_every=0, **kwargs)
+    between = own_file.exists()
+    second = _CrashingScores(model, None)
+    results = evaluator.evaluate(second, graph.triples, progress_path=path, save_every=0, **kwargs)
+    whole = _CrashingScores(model, None)
+    uninterrupted = evaluator.evaluate(whole, graph.triples, **kwargs)
+    return results, (uninterrupted, first.rows, second.rows, whole.rows, between, own_file.exists())
+
+
 SCENARIOS: dict[str, Callable[[int | None], Any]] = {
     fn.__name__: fn
     for fn in (
@@ -199,6 +251,7 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
         opt_out,
         subgroup,
         uneven_gather,
+        resumed,
     )
 }
 SCENARIOS["after_errors"] = ties  # the group still works after the error scenarios

@@ -20,6 +20,7 @@ import torch
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval.analysis import stratified
+from kgeval.audit import audit_dataset
 from kgeval.datasets import TriplesDataset, load_dataset
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.integrations import scoring_view
@@ -383,6 +384,24 @@ def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> di
     return {**about, "protocol": protocol, "metrics": metrics}
 
 
+# -- audit -----------------------------------------------------------------------------------------------------
+
+
+def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset to audit (default: %(default)s)")
+    add("--threshold", type=float, default=0.8, help="overlap from which relation pairs count (default: %(default)s)")
+    add("--no-baseline", action="store_true", help="skip the rule-only baseline (one full filtered evaluation)")
+    add("--json", action="store_true", help="print the report as one strict JSON object instead of Markdown")
+
+
+def _run_audit(args: argparse.Namespace) -> int:
+    """Print the evaluation card of a dataset (Markdown, or JSON)."""
+    report = audit_dataset(load_dataset(args.dataset), threshold=args.threshold, rule_baseline=not args.no_baseline)
+    print(report.to_json() if args.json else report.to_markdown(), end="" if not args.json else "\n")
+    return 0
+
+
 #: The sub-commands, by name.
 COMMANDS: dict[str, Command] = {
     "demo": Command(
@@ -394,6 +413,11 @@ COMMANDS: dict[str, Command] = {
         help="print the metrics of a saved model on a dataset split, or of a rank table",
         add_arguments=_add_evaluate_arguments,
         run=_run_evaluate,
+    ),
+    "audit": Command(
+        help="is a number on this dataset worth reporting? leakage, relation pairs, coverage, a rule-only baseline",
+        add_arguments=_add_audit_arguments,
+        run=_run_audit,
     ),
     "strat": Command(
         help="popularity-stratified hits@k and MRR (Mohamed et al. 2020) of a checkpoint or exported ranks",

@@ -1,0 +1,325 @@
+"""The evaluation audit of a dataset (docs/METRICS.md, Evaluation audit): is a link-prediction number on it worth
+reporting? :func:`audit_dataset` counts the known ways a benchmark flatters models -- test triples leaked through
+duplicates, reversed entity pairs (Toutanova & Chen 2015; Dettmers et al. 2018) and other relations between the
+same entities; relations that are near-inverses or near-duplicates of each other in train; entities and relations
+unseen in train -- and ranks the test split with a rule-only baseline through kgeval's own engine, filtered as the
+real evaluation is. :class:`AuditReport` renders as Markdown (the "evaluation card") and strict JSON.
+
+Every number is exact (set operations on the integer triples); the definitions are in docs/METRICS.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from kgeval import __version__
+from kgeval.datasets import TriplesDataset
+from kgeval.evaluator import RankBasedEvaluator
+
+__all__ = ["AuditReport", "Coverage", "Leakage", "RelationPair", "RuleBaseline", "RuleModel", "audit_dataset"]
+
+#: overlap from which two relations count as near-inverses / near-duplicates (and a relation as symmetric)
+DEFAULT_THRESHOLD = 0.8
+#: relations listed per leakage kind
+DEFAULT_TOP = 5
+
+
+@dataclass(frozen=True)
+class Leakage:
+    """Leakage of one evaluation split into train: counts of its triples (h, r, t) with ...
+
+    - ``duplicates``: (h, r, t) itself in train;
+    - ``reverse``: some (t, r', h) in train, any r' (r' = r included);
+    - ``relation_pair``: some (h, r', t) in train with r' != r.
+    A triple may count in several. ``top_*``: the relations of the split with the most such triples.
+    """
+
+    split: str
+    triples: int
+    duplicates: int
+    reverse: int
+    relation_pair: int
+    top_reverse: list[tuple[str, int]] = field(default_factory=list)
+    top_relation_pair: list[tuple[str, int]] = field(default_factory=list)
+
+    def fraction(self, kind: str) -> float:
+        """``kind``'s count over the split's triples (NaN for an empty split)."""
+        return getattr(self, kind) / self.triples if self.triples else math.nan
+
+
+@dataclass(frozen=True)
+class RelationPair:
+    """Two relations of train whose triples imply each other's: ``kind`` "inverse" (a share ``overlap`` of
+    ``relation``'s triples (h, r, t) have (t, other, h) in train), "symmetric" (inverse of itself) or "duplicate"
+    ((h, other, t) in train, other != relation); ``support`` = the number of such triples."""
+
+    relation: str
+    other: str
+    kind: str
+    overlap: float
+    support: int
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """Entities and relations of one split that never occur in train, and the split's triples holding one."""
+
+    split: str
+    unseen_entities: int
+    unseen_relations: int
+    triples_affected: int
+
+
+@dataclass(frozen=True)
+class RuleBaseline:
+    """The rule-only baseline on the test split (both sides, filtered by train + valid + test, realistic ranks)."""
+
+    mrr: float
+    hits_at_10: float
+    rules: int  #: relation pairs (and symmetric relations) it used
+
+
+@dataclass(frozen=True)
+class AuditReport:
+    """The audit of one dataset; :meth:`to_markdown` is the evaluation card, :meth:`to_json` strict JSON."""
+
+    dataset: str
+    kgeval_version: str
+    threshold: float
+    sizes: dict[str, int]
+    leakage: list[Leakage]
+    relation_pairs: list[RelationPair]
+    coverage: list[Coverage]
+    rule_baseline: RuleBaseline | None
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain values only (NaN as None), with a format tag."""
+        data = {"format": "kgeval-audit-1", **asdict(self)}
+        return _strict(data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        """Strict JSON (no NaN)."""
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def to_markdown(self) -> str:
+        """The evaluation card."""
+        lines = [f"## Evaluation audit: {self.dataset}", ""]
+        lines.append("Triples: " + ", ".join(f"{split} {count:,}" for split, count in self.sizes.items()) + ".")
+        header = "| split | duplicates | reverse (t, r', h) | other relation (h, r', t) |"
+        lines += ["", "### Leakage into train", "", header, "|---|---|---|---|"]
+        for leak in self.leakage:
+            cells = [f"{getattr(leak, kind):,} ({leak.fraction(kind):.1%})"
+                     for kind in ("duplicates", "reverse", "relation_pair")]  # fmt: skip
+            lines.append(f"| {leak.split} | " + " | ".join(cells) + " |")
+        for leak in self.leakage:
+            if leak.top_reverse:
+                top = ", ".join(f"{name} ({count:,})" for name, count in leak.top_reverse)
+                lines.append(f"\nMost reverse-leaked {leak.split} relations: {top}.")
+        lines += ["", f"### Relation pairs in train (overlap >= {self.threshold:g})", ""]
+        if self.relation_pairs:
+            lines += ["| relation | other | kind | overlap | support |", "|---|---|---|---|---|"]
+            lines += [f"| {p.relation} | {p.other} | {p.kind} | {p.overlap:.3f} | {p.support:,} |"
+                      for p in self.relation_pairs]  # fmt: skip
+        else:
+            lines.append("None.")
+        lines += ["", "### Coverage", "", "| split | unseen entities | unseen relations | triples affected |",
+                  "|---|---|---|---|"]  # fmt: skip
+        lines += [f"| {c.split} | {c.unseen_entities:,} | {c.unseen_relations:,} | {c.triples_affected:,} |"
+                  for c in self.coverage]  # fmt: skip
+        if self.rule_baseline is not None:
+            baseline = self.rule_baseline
+            lines += ["", "### Rule-only baseline", "",
+                      f"A model that scores a candidate by the training triples implying it through the "
+                      f"{baseline.rules} relation pair(s) above (and the triple itself) reaches MRR "
+                      f"{baseline.mrr:.4f}, Hits@10 {baseline.hits_at_10:.4f} on test (filtered, realistic ranks). "
+                      "An embedding model near this number has learned little beyond these rules."]  # fmt: skip
+        lines += ["", f"kgeval {self.kgeval_version}; definitions: docs/METRICS.md, Evaluation audit."]
+        return "\n".join(lines) + "\n"
+
+
+def _strict(value: Any) -> Any:
+    if isinstance(value, float):
+        return None if math.isnan(value) else value
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_strict(item) for item in value]
+    return value
+
+
+# -- the audit ----------------------------------------------------------------------------------------------------
+def audit_dataset(
+    dataset: TriplesDataset, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP, rule_baseline: bool = True
+) -> AuditReport:
+    """Audit ``dataset`` (see the module docstring and docs/METRICS.md, Evaluation audit).
+
+    Parameters
+    ----------
+    dataset : TriplesDataset
+    threshold : float, default=0.8
+        Overlap from which relation pairs are reported and used by the rule baseline, in (0, 1].
+    top : int, default=5
+        Relations listed per leakage kind.
+    rule_baseline : bool, default=True
+        Rank the test split with the rule-only baseline (one full filtered evaluation).
+    """
+    if not 0 < threshold <= 1:
+        raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
+    names = {index: label for label, index in dataset.relation_to_id.items()}
+    train = _unique(dataset.train)
+    splits = {"valid": dataset.valid, "test": dataset.test}
+    leakage = [_leakage(split, triples.numpy(), train, names, top) for split, triples in splits.items()]
+    pairs = relation_pairs(train, threshold, names)
+    coverage = [_coverage(split, triples.numpy(), train) for split, triples in splits.items()]
+    baseline = _rule_baseline(dataset, pairs) if rule_baseline and len(dataset.test) else None
+    sizes = {"train": len(dataset.train), "valid": len(dataset.valid), "test": len(dataset.test)}
+    return AuditReport(dataset.name, __version__, threshold, sizes, leakage, pairs, coverage, baseline)
+
+
+def _unique(triples: torch.Tensor) -> np.ndarray:
+    return np.unique(triples.numpy().astype(np.int64), axis=0) if len(triples) else np.zeros((0, 3), np.int64)
+
+
+def _pair_keys(heads: np.ndarray, tails: np.ndarray) -> np.ndarray:
+    """One int64 per (head, tail) pair (ids below 2**31)."""
+    return heads.astype(np.int64) << 32 | tails.astype(np.int64)
+
+
+def _top(relations: np.ndarray, names: dict[int, str], top: int) -> list[tuple[str, int]]:
+    if relations.size == 0:
+        return []
+    ids, counts = np.unique(relations, return_counts=True)
+    order = np.lexsort((ids, -counts))[:top]
+    return [(names.get(int(ids[i]), str(int(ids[i]))), int(counts[i])) for i in order]
+
+
+def _leakage(split: str, triples: np.ndarray, train: np.ndarray, names: dict[int, str], top: int) -> Leakage:
+    train_keys = set(map(tuple, train.tolist()))
+    train_pairs = _pair_keys(train[:, 0], train[:, 2])
+    duplicate = np.array([tuple(row) in train_keys for row in triples.tolist()], dtype=bool)
+    reverse = np.isin(_pair_keys(triples[:, 2], triples[:, 0]), train_pairs)
+    # (h, r', t) in train with r' != r: the entity pair occurs in train with a relation other than r
+    same_pair = pd.DataFrame({"key": _pair_keys(train[:, 0], train[:, 2]), "r": train[:, 1]})
+    relations_per_pair = same_pair.groupby("key")["r"].agg(["nunique", "first"])
+    keys = _pair_keys(triples[:, 0], triples[:, 2])
+    found = relations_per_pair.reindex(keys)
+    other_relation = ((found["nunique"] > 1) | ((found["nunique"] == 1) & (found["first"] != triples[:, 1]))).to_numpy()
+    return Leakage(
+        split=split,
+        triples=len(triples),
+        duplicates=int(duplicate.sum()),
+        reverse=int(reverse.sum()),
+        relation_pair=int(other_relation.sum()),
+        top_reverse=_top(triples[reverse, 1], names, top),
+        top_relation_pair=_top(triples[other_relation, 1], names, top),
+    )
+
+
+def relation_pairs(train: np.ndarray, threshold: float, names: dict[int, str] | None = None) -> list[RelationPair]:
+    """The near-inverse, symmetric and near-duplicate relations of ``train`` (unique (n, 3) int array), overlap at
+    least ``threshold``, strongest first."""
+    names = names or {}
+    frame = pd.DataFrame(train, columns=["h", "r", "t"])
+    size = frame.groupby("r").size()
+    found = []
+    reversed_frame = frame.rename(columns={"h": "t", "t": "h", "r": "other"})
+    inverse = frame.merge(reversed_frame, on=["h", "t"]).groupby(["r", "other"]).size()
+    duplicate = frame.merge(frame.rename(columns={"r": "other"}), on=["h", "t"])
+    duplicate = duplicate[duplicate["r"] != duplicate["other"]].groupby(["r", "other"]).size()
+    for kind_of, counts in (("inverse", inverse), ("duplicate", duplicate)):
+        for (relation, other), support in counts.items():
+            overlap = support / size[relation]
+            if overlap >= threshold:
+                kind = "symmetric" if kind_of == "inverse" and relation == other else kind_of
+                found.append(RelationPair(names.get(int(relation), str(relation)), names.get(int(other), str(other)),
+                                          kind, float(overlap), int(support)))  # fmt: skip
+    found.sort(key=lambda pair: (-pair.overlap, -pair.support, pair.relation, pair.other))
+    return found
+
+
+def _coverage(split: str, triples: np.ndarray, train: np.ndarray) -> Coverage:
+    seen_entities = np.union1d(train[:, 0], train[:, 2])
+    seen_relations = np.unique(train[:, 1])
+    unseen_head = ~np.isin(triples[:, 0], seen_entities)
+    unseen_tail = ~np.isin(triples[:, 2], seen_entities)
+    unseen_relation = ~np.isin(triples[:, 1], seen_relations)
+    entities = np.union1d(triples[unseen_head, 0], triples[unseen_tail, 2])
+    return Coverage(split, int(entities.size), int(np.unique(triples[unseen_relation, 1]).size),
+                    int((unseen_head | unseen_tail | unseen_relation).sum()))  # fmt: skip
+
+
+# -- the rule-only baseline ---------------------------------------------------------------------------------------
+class RuleModel:
+    """Scores (h, r, t) by the distinct training triples that imply it: the triple itself, (t, r', h) for every r'
+    whose triples reverse r's (inverse rules; r' = r for a symmetric r), and (h, r', t) for every near-duplicate r'
+    (kgeval's model protocol: ``score_t`` / ``score_h`` full rows).
+
+    Parameters
+    ----------
+    train : LongTensor (n, 3)
+    num_entities, num_relations : int
+    inverse_rules, duplicate_rules : list of (r, r')
+        r' implies r through a reversed / a same-direction entity pair.
+    """
+
+    def __init__(
+        self,
+        train: torch.Tensor,
+        num_entities: int,
+        num_relations: int,
+        inverse_rules: list[tuple[int, int]],
+        duplicate_rules: list[tuple[int, int]],
+    ) -> None:
+        self.num_entities, self.num_relations = num_entities, num_relations
+        train = torch.unique(train, dim=0)  # distinct facts: a repeated training triple implies nothing more
+        implied = [train]
+        for relation, other in inverse_rules:
+            rows = train[train[:, 1] == other]
+            implied.append(torch.stack([rows[:, 2], torch.full_like(rows[:, 1], relation), rows[:, 0]], dim=1))
+        for relation, other in duplicate_rules:
+            rows = train[train[:, 1] == other]
+            implied.append(torch.stack([rows[:, 0], torch.full_like(rows[:, 1], relation), rows[:, 2]], dim=1))
+        self._facts = torch.cat(implied)
+
+    def _rows(self, queries: torch.Tensor, query_columns: tuple[int, int], answer_column: int) -> torch.Tensor:
+        """(B, E) counts of implied facts completing each query."""
+        facts = self._facts
+        width = max(self.num_entities, self.num_relations)
+        fact_keys = facts[:, query_columns[0]] * width + facts[:, query_columns[1]]
+        order = torch.argsort(fact_keys)
+        sorted_keys, answers = fact_keys[order], facts[order, answer_column]
+        keys = queries[:, 0] * width + queries[:, 1]
+        starts = torch.searchsorted(sorted_keys, keys)
+        stops = torch.searchsorted(sorted_keys, keys, right=True)
+        lengths = stops - starts
+        rows = torch.repeat_interleave(torch.arange(len(queries)), lengths)
+        run_starts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
+        offsets = torch.arange(int(lengths.sum())) - run_starts  # position of each fact within its query's run
+        columns = answers[torch.repeat_interleave(starts, lengths) + offsets]
+        scores = torch.zeros(len(queries), self.num_entities)
+        scores.index_put_((rows, columns), torch.ones(len(rows)), accumulate=True)
+        return scores
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return self._rows(hr_batch, (0, 1), 2)
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        return self._rows(rt_batch, (1, 2), 0)
+
+
+def _rule_baseline(dataset: TriplesDataset, pairs: list[RelationPair]) -> RuleBaseline:
+    ids = dataset.relation_to_id
+    inverse = [(ids[p.relation], ids[p.other]) for p in pairs if p.kind in ("inverse", "symmetric")]
+    duplicate = [(ids[p.relation], ids[p.other]) for p in pairs if p.kind == "duplicate"]
+    model = RuleModel(dataset.train, dataset.num_entities, dataset.num_relations, inverse, duplicate)
+    results = RankBasedEvaluator(ks=(10,), keep_records=False).evaluate(
+        model, use_tqdm=False, **dataset.evaluation_kwargs("test")
+    )
+    return RuleBaseline(results.get_metric("mrr"), results.get_metric("hits@10"), len(inverse) + len(duplicate))

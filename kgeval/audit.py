@@ -22,8 +22,13 @@ import torch
 from kgeval import __version__
 from kgeval.datasets import TriplesDataset
 from kgeval.evaluator import RankBasedEvaluator
+from kgeval.results import RankBasedMetricResults
+from kgeval.sampled import SampledRankBasedEvaluator
 
-__all__ = ["AuditReport", "Coverage", "Leakage", "RelationPair", "RuleBaseline", "RuleModel", "audit_dataset"]
+__all__ = [
+    "AuditReport", "Coverage", "HubRelation", "Leakage", "Protocol", "RelationPair", "RuleBaseline", "RuleModel",
+    "Ties", "audit_dataset", "hub_relations", "relation_pairs",
+]  # fmt: skip
 
 #: overlap from which two relations count as near-inverses / near-duplicates (and a relation as symmetric)
 DEFAULT_THRESHOLD = 0.8
@@ -78,6 +83,50 @@ class Coverage:
 
 
 @dataclass(frozen=True)
+class HubRelation:
+    """A near-Cartesian relation of train: one entity is the ``side`` ("head" / "tail") of a ``share`` of its
+    ``triples`` (e.g. every person's gender is one of two values), so guessing that entity ranks well."""
+
+    relation: str
+    side: str
+    entity: str
+    share: float
+    triples: int
+
+
+@dataclass(frozen=True)
+class Ties:
+    """Ties among the evaluated ranks (from a model's evaluation or a rank table): the share of tasks whose
+    optimistic and pessimistic ranks differ, the MRR of each rank type, the relations with the largest share of
+    tied tasks, and whether the optimistic MRR exceeds the realistic one by more than ``margin``."""
+
+    tasks: int
+    tied_tasks: int
+    mrr: dict[str, float]
+    top_relations: list[tuple[str, float, int]]  #: (relation, share of its tasks tied, its tasks)
+    margin: float
+    warning: str | None
+
+    @property
+    def tied_fraction(self) -> float:
+        return self.tied_tasks / self.tasks if self.tasks else math.nan
+
+
+@dataclass(frozen=True)
+class Protocol:
+    """How the evaluated number was (or is to be) computed: filter sets, candidates, sides, rank type, and for a
+    model the gap between its full-ranking MRR and a sampled one with ``sampled_k`` negatives."""
+
+    filtered_by: list[str]
+    candidates: str
+    sides: list[str]
+    rank_type: str
+    full_mrr: float | None = None
+    sampled_k: int | None = None
+    sampled_mrr: float | None = None
+
+
+@dataclass(frozen=True)
 class RuleBaseline:
     """The rule-only baseline on the test split (both sides, filtered by train + valid + test, realistic ranks)."""
 
@@ -98,6 +147,9 @@ class AuditReport:
     relation_pairs: list[RelationPair]
     coverage: list[Coverage]
     rule_baseline: RuleBaseline | None
+    hub_relations: list[HubRelation] = field(default_factory=list)
+    ties: Ties | None = None
+    protocol: Protocol | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only (NaN as None), with a format tag."""
@@ -110,38 +162,88 @@ class AuditReport:
 
     def to_markdown(self) -> str:
         """The evaluation card."""
+        sections = [_leakage_lines(self), _pair_lines(self), _coverage_lines(self), _tie_lines(self.ties),
+                    _baseline_lines(self.rule_baseline), _protocol_lines(self.protocol)]  # fmt: skip
         lines = [f"## Evaluation audit: {self.dataset}", ""]
         lines.append("Triples: " + ", ".join(f"{split} {count:,}" for split, count in self.sizes.items()) + ".")
-        header = "| split | duplicates | reverse (t, r', h) | other relation (h, r', t) |"
-        lines += ["", "### Leakage into train", "", header, "|---|---|---|---|"]
-        for leak in self.leakage:
-            cells = [f"{getattr(leak, kind):,} ({leak.fraction(kind):.1%})"
-                     for kind in ("duplicates", "reverse", "relation_pair")]  # fmt: skip
-            lines.append(f"| {leak.split} | " + " | ".join(cells) + " |")
-        for leak in self.leakage:
-            if leak.top_reverse:
-                top = ", ".join(f"{name} ({count:,})" for name, count in leak.top_reverse)
-                lines.append(f"\nMost reverse-leaked {leak.split} relations: {top}.")
-        lines += ["", f"### Relation pairs in train (overlap >= {self.threshold:g})", ""]
-        if self.relation_pairs:
-            lines += ["| relation | other | kind | overlap | support |", "|---|---|---|---|---|"]
-            lines += [f"| {p.relation} | {p.other} | {p.kind} | {p.overlap:.3f} | {p.support:,} |"
-                      for p in self.relation_pairs]  # fmt: skip
-        else:
-            lines.append("None.")
-        lines += ["", "### Coverage", "", "| split | unseen entities | unseen relations | triples affected |",
-                  "|---|---|---|---|"]  # fmt: skip
-        lines += [f"| {c.split} | {c.unseen_entities:,} | {c.unseen_relations:,} | {c.triples_affected:,} |"
-                  for c in self.coverage]  # fmt: skip
-        if self.rule_baseline is not None:
-            baseline = self.rule_baseline
-            lines += ["", "### Rule-only baseline", "",
-                      f"A model that scores a candidate by the training triples implying it through the "
-                      f"{baseline.rules} relation pair(s) above (and the triple itself) reaches MRR "
-                      f"{baseline.mrr:.4f}, Hits@10 {baseline.hits_at_10:.4f} on test (filtered, realistic ranks). "
-                      "An embedding model near this number has learned little beyond these rules."]  # fmt: skip
+        for section in sections:
+            lines += section
         lines += ["", f"kgeval {self.kgeval_version}; definitions: docs/METRICS.md, Evaluation audit."]
         return "\n".join(lines) + "\n"
+
+
+# -- the card's sections ------------------------------------------------------------------------------------------
+def _leakage_lines(report: AuditReport) -> list[str]:
+    header = "| split | duplicates | reverse (t, r', h) | other relation (h, r', t) |"
+    lines = ["", "### Leakage into train", "", header, "|---|---|---|---|"]
+    for leak in report.leakage:
+        cells = [f"{getattr(leak, kind):,} ({leak.fraction(kind):.1%})" for kind in ("duplicates", "reverse",
+                                                                                    "relation_pair")]  # fmt: skip
+        lines.append(f"| {leak.split} | " + " | ".join(cells) + " |")
+    for leak in report.leakage:
+        if leak.top_reverse:
+            top = ", ".join(f"{name} ({count:,})" for name, count in leak.top_reverse)
+            lines.append(f"\nMost reverse-leaked {leak.split} relations: {top}.")
+    return lines
+
+
+def _pair_lines(report: AuditReport) -> list[str]:
+    lines = ["", f"### Relation pairs in train (overlap >= {report.threshold:g})", ""]
+    if not report.relation_pairs:
+        return [*lines, "None."]
+    lines += ["| relation | other | kind | overlap | support |", "|---|---|---|---|---|"]
+    return lines + [f"| {p.relation} | {p.other} | {p.kind} | {p.overlap:.3f} | {p.support:,} |"
+                    for p in report.relation_pairs]  # fmt: skip
+
+
+def _coverage_lines(report: AuditReport) -> list[str]:
+    lines = ["", "### Coverage", "", "| split | unseen entities | unseen relations | triples affected |",
+             "|---|---|---|---|"]  # fmt: skip
+    lines += [f"| {c.split} | {c.unseen_entities:,} | {c.unseen_relations:,} | {c.triples_affected:,} |"
+              for c in report.coverage]  # fmt: skip
+    if report.hub_relations:
+        lines += ["", f"Near-Cartesian relations of train (one entity is the head or tail of >= {report.threshold:g} "
+                  "of their triples):"]  # fmt: skip
+        lines += [f"- {h.relation}: {h.side} {h.entity} in {h.share:.0%} of {h.triples:,} triples"
+                  for h in report.hub_relations]  # fmt: skip
+    return lines
+
+
+def _tie_lines(ties: Ties | None) -> list[str]:
+    if ties is None:
+        return []
+    by_type = ", ".join(f"{rank_type} {value:.4f}" for rank_type, value in ties.mrr.items())
+    lines = ["", "### Ties", "",
+             f"{ties.tied_tasks:,} of {ties.tasks:,} tasks ({ties.tied_fraction:.1%}) have tied scores. MRR {by_type}."]
+    if ties.top_relations:
+        top = ", ".join(f"{name} ({share:.0%} of {count:,})" for name, share, count in ties.top_relations)
+        lines.append(f"Ties concentrate in: {top}.")
+    if ties.warning:
+        lines.append(f"**Warning:** {ties.warning}")
+    return lines
+
+
+def _baseline_lines(baseline: RuleBaseline | None) -> list[str]:
+    if baseline is None:
+        return []
+    return ["", "### Rule-only baseline", "",
+            f"A model that scores a candidate by the training triples implying it through the {baseline.rules} "
+            f"relation pair(s) above (and the triple itself) reaches MRR {baseline.mrr:.4f}, Hits@10 "
+            f"{baseline.hits_at_10:.4f} on test (filtered, realistic ranks). An embedding model near this number has "
+            "learned little beyond these rules."]  # fmt: skip
+
+
+def _protocol_lines(protocol: Protocol | None) -> list[str]:
+    if protocol is None:
+        return []
+    filters = " + ".join(protocol.filtered_by) or "nothing (raw)"
+    lines = ["", "### Protocol", "",
+             f"Filtered by {filters}; candidates: {protocol.candidates}; sides: {', '.join(protocol.sides)}; rank "
+             f"type: {protocol.rank_type}."]  # fmt: skip
+    if protocol.sampled_mrr is not None and protocol.full_mrr is not None:
+        lines.append(f"With {protocol.sampled_k} sampled negatives instead of every entity the same model's MRR would "
+                     f"read {protocol.sampled_mrr:.4f} instead of {protocol.full_mrr:.4f}.")  # fmt: skip
+    return lines
 
 
 def _strict(value: Any) -> Any:
@@ -156,7 +258,15 @@ def _strict(value: Any) -> Any:
 
 # -- the audit ----------------------------------------------------------------------------------------------------
 def audit_dataset(
-    dataset: TriplesDataset, *, threshold: float = DEFAULT_THRESHOLD, top: int = DEFAULT_TOP, rule_baseline: bool = True
+    dataset: TriplesDataset,
+    *,
+    threshold: float = DEFAULT_THRESHOLD,
+    top: int = DEFAULT_TOP,
+    rule_baseline: bool = True,
+    model: Any = None,
+    results: RankBasedMetricResults | None = None,
+    sampled_k: int = 50,
+    tie_margin: float = 0.01,
 ) -> AuditReport:
     """Audit ``dataset`` (see the module docstring and docs/METRICS.md, Evaluation audit).
 
@@ -164,11 +274,20 @@ def audit_dataset(
     ----------
     dataset : TriplesDataset
     threshold : float, default=0.8
-        Overlap from which relation pairs are reported and used by the rule baseline, in (0, 1].
+        Overlap from which relation pairs are reported and used by the rule baseline, and share from which a
+        relation is near-Cartesian; in (0, 1].
     top : int, default=5
-        Relations listed per leakage kind.
+        Relations listed per leakage kind and for ties.
     rule_baseline : bool, default=True
         Rank the test split with the rule-only baseline (one full filtered evaluation).
+    model : optional
+        A model of the dataset: its test split is evaluated (filtered by train + valid + test) for the ties section,
+        and with ``sampled_k`` sampled negatives for the protocol's sampled-vs-full gap.
+    results : RankBasedMetricResults with records, optional
+        Ranks already computed (e.g. a rank table): the ties section reads them (a ``model`` is not needed).
+    sampled_k : int, default=50
+    tie_margin : float, default=0.01
+        The card warns when the optimistic MRR exceeds the realistic one by more than this.
     """
     if not 0 < threshold <= 1:
         raise ValueError(f"threshold must be in (0, 1], got {threshold!r}")
@@ -180,7 +299,19 @@ def audit_dataset(
     coverage = [_coverage(split, triples.numpy(), train) for split, triples in splits.items()]
     baseline = _rule_baseline(dataset, pairs) if rule_baseline and len(dataset.test) else None
     sizes = {"train": len(dataset.train), "valid": len(dataset.valid), "test": len(dataset.test)}
-    return AuditReport(dataset.name, __version__, threshold, sizes, leakage, pairs, coverage, baseline)
+    hubs = hub_relations(train, threshold, names, {i: label for label, i in dataset.entity_to_id.items()})
+    protocol = Protocol(filtered_by=["train", "valid", "test"], candidates="every entity", sides=["head", "tail"],
+                        rank_type="realistic")  # fmt: skip
+    if model is not None:
+        results = RankBasedEvaluator().evaluate(model, use_tqdm=False, **dataset.evaluation_kwargs("test"))
+        sampled = SampledRankBasedEvaluator(num_negatives=sampled_k, keep_records=False).evaluate(
+            model, dataset.test, additional_filter_triples=[dataset.train, dataset.valid]
+        )
+        protocol = Protocol(**{**asdict(protocol), "full_mrr": results.get_metric("mrr"), "sampled_k": sampled_k,
+                               "sampled_mrr": sampled.get_metric("mrr")})  # fmt: skip
+    ties = _ties(results, names, top, tie_margin) if results is not None else None
+    return AuditReport(dataset.name, __version__, threshold, sizes, leakage, pairs, coverage, baseline, hubs, ties,
+                       protocol)  # fmt: skip
 
 
 def _unique(triples: torch.Tensor) -> np.ndarray:
@@ -253,6 +384,49 @@ def _coverage(split: str, triples: np.ndarray, train: np.ndarray) -> Coverage:
     entities = np.union1d(triples[unseen_head, 0], triples[unseen_tail, 2])
     return Coverage(split, int(entities.size), int(np.unique(triples[unseen_relation, 1]).size),
                     int((unseen_head | unseen_tail | unseen_relation).sum()))  # fmt: skip
+
+
+def hub_relations(
+    train: np.ndarray, threshold: float, names: dict[int, str] | None = None, entities: dict[int, str] | None = None
+) -> list[HubRelation]:
+    """Relations of ``train`` (unique (n, 3) int array) one of whose entities is the head (or tail) of at least
+    ``threshold`` of their triples, with at least 2 triples; largest share first."""
+    names, entities = names or {}, entities or {}
+    frame = pd.DataFrame(train, columns=["h", "r", "t"])
+    found = []
+    for side, column in (("head", "h"), ("tail", "t")):
+        counts = frame.groupby(["r", column]).size().rename("n").reset_index()
+        totals = frame.groupby("r").size()
+        best = counts.sort_values(["r", "n", column], ascending=[True, False, True]).drop_duplicates("r")
+        for relation, entity, n in best[["r", column, "n"]].itertuples(index=False):
+            total = int(totals[relation])
+            if total >= 2 and n / total >= threshold:
+                found.append(HubRelation(names.get(int(relation), str(relation)), side,
+                                         entities.get(int(entity), str(entity)), n / total, total))  # fmt: skip
+    found.sort(key=lambda hub: (-hub.share, -hub.triples, hub.relation, hub.side))
+    return found
+
+
+def _ties(results: RankBasedMetricResults, names: dict[int, str], top: int, margin: float) -> Ties:
+    """The ties section from results with per-task records."""
+    records = results.records
+    if records is None:
+        raise ValueError("the ties section needs the per-task records (evaluate with keep_records=True)")
+    entity_tasks = records.side != 2  # head and tail tasks, as "both"
+    tied = (records.pessimistic != records.optimistic) & entity_tasks
+    mrr = {rank_type: results.get_metric(f"both.{rank_type}.mrr") for rank_type in ("optimistic", "realistic",
+                                                                                    "pessimistic")}  # fmt: skip
+    frame = pd.DataFrame({"r": records.relation[entity_tasks], "tied": tied[entity_tasks]})
+    shares = frame.groupby("r")["tied"].agg(["mean", "size"])
+    shares = shares[shares["mean"] > 0].sort_values(["mean", "size"], ascending=[False, False]).head(top)
+    top_relations = [(names.get(int(r), str(r)), float(row["mean"]), int(row["size"])) for r, row in shares.iterrows()]
+    warning = None
+    if mrr["optimistic"] - mrr["realistic"] > margin:
+        warning = (f"the optimistic MRR ({mrr['optimistic']:.4f}) exceeds the realistic one "
+                   f"({mrr['realistic']:.4f}) by more than {margin:g}: the model's scores tie, and an evaluator that "
+                   "breaks ties in the true answer's favour would report a better number than the model earns; "
+                   "report realistic ranks")  # fmt: skip
+    return Ties(int(entity_tasks.sum()), int(tied.sum()), mrr, top_relations, margin, warning)
 
 
 # -- the rule-only baseline ---------------------------------------------------------------------------------------

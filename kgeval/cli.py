@@ -390,6 +390,12 @@ def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> di
 def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset to audit (default: %(default)s)")
+    source = parser.add_mutually_exclusive_group()
+    source.add_argument("--checkpoint", metavar="PATH", help="a model of the dataset: adds its ties and the "
+                        "sampled-vs-full gap (as kgeval evaluate reads it)")  # fmt: skip
+    source.add_argument("--ranks", metavar="PATH", help="a rank table of the test split: adds its ties")
+    add("--trust-checkpoint", action="store_true", help="read a pickled model (see kgeval evaluate --help)")
+    add("--sampled-k", type=_int_at_least(1), default=50, help="negatives of the sampled comparison (default: 50)")
     add("--threshold", type=float, default=0.8, help="overlap from which relation pairs count (default: %(default)s)")
     add("--no-baseline", action="store_true", help="skip the rule-only baseline (one full filtered evaluation)")
     add("--json", action="store_true", help="print the report as one strict JSON object instead of Markdown")
@@ -397,7 +403,19 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
-    report = audit_dataset(load_dataset(args.dataset), threshold=args.threshold, rule_baseline=not args.no_baseline)
+    model = results = None
+    if args.checkpoint:
+        loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
+        dataset = load_dataset(args.dataset, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id)
+        _check_model_fits(loaded.model, dataset)
+        model = loaded.model
+    else:
+        dataset = load_dataset(args.dataset)
+    if args.ranks:
+        records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
+        results = RankBasedMetricResults.from_records(records)
+    report = audit_dataset(dataset, threshold=args.threshold, rule_baseline=not args.no_baseline, model=model,
+                           results=results, sampled_k=args.sampled_k)  # fmt: skip
     print(report.to_json() if args.json else report.to_markdown(), end="" if not args.json else "\n")
     return 0
 

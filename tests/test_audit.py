@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval import RankBasedEvaluator
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval.audit import RuleModel, audit_dataset, relation_pairs
 from kgeval.cli import main
 from kgeval.datasets import TriplesDataset, load_dataset, shared_data_dir
@@ -163,3 +163,67 @@ def test_wn18_leaks_through_reversed_pairs_and_wn18rr_much_less() -> None:
     assert wn18.leakage[1].fraction("reverse") > 0.9 and wn18.rule_baseline.mrr > 0.9
     assert wn18rr.leakage[1].fraction("reverse") < 0.4 and wn18rr.rule_baseline.mrr < 0.4
     assert not [p for p in wn18rr.relation_pairs if p.kind == "inverse"]  # only symmetric relations are left
+
+
+def test_hub_relations_equal_brute_force() -> None:
+    ds = random_dataset(4, num_entities=6, num_relations=3)
+    train = {tuple(row) for row in ds.train.tolist()}
+    expected = set()
+    for r in {r for _, r, _ in train}:
+        rows = [(h, t) for h, rel, t in train if rel == r]
+        for side, index in (("head", 0), ("tail", 1)):
+            values = [pair[index] for pair in rows]
+            best = max(sorted(set(values)), key=values.count)
+            if len(rows) >= 2 and values.count(best) / len(rows) >= 0.3:
+                expected.add((f"r{r}", side, f"e{best}", len(rows)))
+    got = {(h.relation, h.side, h.entity, h.triples) for h in audit_dataset(ds, threshold=0.3, rule_baseline=False)
+           .hub_relations}  # fmt: skip
+    assert got == expected and got
+
+
+def test_ties_and_protocol_with_a_model(tmp_path) -> None:
+    """A DistMult whose embeddings are rounded to a coarse grid ties many candidates: the ties section counts the
+    tasks whose optimistic and pessimistic ranks differ, warns, and the protocol reports the sampled gap."""
+    from kgeval.datasets import load_shipped_dataset
+    from kgeval.models import DistMult
+
+    ds = load_shipped_dataset("nations")
+    model = DistMult(ds.num_entities, ds.num_relations, dim=4, seed=0)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.copy_(torch.sign(parameter))
+    report = audit_dataset(ds, model=model, sampled_k=5, rule_baseline=False)
+    expected = RankBasedEvaluator().evaluate(model, use_tqdm=False, **ds.evaluation_kwargs("test"))
+    records = expected.records
+    assert report.ties.tasks == len(records)
+    assert report.ties.tied_tasks == int((records.optimistic != records.pessimistic).sum()) > 0
+    assert report.ties.mrr["optimistic"] == expected.get_metric("both.optimistic.mrr")
+    assert report.ties.warning is not None and "realistic" in report.ties.warning
+    assert report.protocol.full_mrr == expected.get_metric("mrr") and report.protocol.sampled_k == 5
+    assert report.protocol.sampled_mrr > report.protocol.full_mrr  # 5 negatives flatter the model
+    card = report.to_markdown()
+    assert "### Ties" in card and "**Warning:**" in card and "5 sampled negatives" in card
+    json.loads(report.to_json())
+    # the same ties from a rank table, through the command line
+    expected.ranks_df().to_csv(tmp_path / "ranks.csv", index=False)
+    assert audit_dataset(ds, results=RankBasedMetricResults.from_records(expected.records),
+                         rule_baseline=False).ties == report.ties  # fmt: skip
+
+
+def test_the_command_line_with_a_checkpoint_and_ranks(tmp_path, capsys) -> None:
+    from kgeval.datasets import load_shipped_dataset
+    from kgeval.models import DistMult
+    from kgeval.models.checkpoint import save_checkpoint
+
+    ds = load_shipped_dataset("nations")
+    model = DistMult(ds.num_entities, ds.num_relations, dim=8, seed=0)
+    save_checkpoint(model, tmp_path / "model.pt")
+    argv = ["audit", "--dataset", "nations", "--no-baseline", "--sampled-k", "10"]
+    assert main([*argv, "--checkpoint", str(tmp_path / "model.pt")]) == 0
+    card = capsys.readouterr().out
+    assert "### Ties" in card and "10 sampled negatives" in card
+    results = RankBasedEvaluator().evaluate(model, use_tqdm=False, **ds.evaluation_kwargs("test"))
+    results.ranks_df().to_csv(tmp_path / "ranks.csv", index=False)
+    assert main([*argv, "--ranks", str(tmp_path / "ranks.csv"), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["ties"]["tasks"] == 2 * len(ds.test) and document["protocol"]["sampled_mrr"] is None

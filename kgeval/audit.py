@@ -34,6 +34,8 @@ __all__ = [
 DEFAULT_THRESHOLD = 0.8
 #: relations listed per leakage kind
 DEFAULT_TOP = 5
+#: a model's MRR less than this above the rule-only baseline's is flagged on the card
+BASELINE_MARGIN = 0.05
 
 
 @dataclass(frozen=True)
@@ -163,7 +165,7 @@ class AuditReport:
     def to_markdown(self) -> str:
         """The evaluation card."""
         sections = [_leakage_lines(self), _pair_lines(self), _coverage_lines(self), _tie_lines(self.ties),
-                    _baseline_lines(self.rule_baseline), _protocol_lines(self.protocol)]  # fmt: skip
+                    _baseline_lines(self.rule_baseline, self.protocol), _protocol_lines(self.protocol)]  # fmt: skip
         lines = [f"## Evaluation audit: {self.dataset}", ""]
         lines.append("Triples: " + ", ".join(f"{split} {count:,}" for split, count in self.sizes.items()) + ".")
         for section in sections:
@@ -223,14 +225,23 @@ def _tie_lines(ties: Ties | None) -> list[str]:
     return lines
 
 
-def _baseline_lines(baseline: RuleBaseline | None) -> list[str]:
+def _baseline_lines(baseline: RuleBaseline | None, protocol: Protocol | None) -> list[str]:
     if baseline is None:
         return []
-    return ["", "### Rule-only baseline", "",
-            f"A model that scores a candidate by the training triples implying it through the {baseline.rules} "
-            f"relation pair(s) above (and the triple itself) reaches MRR {baseline.mrr:.4f}, Hits@10 "
-            f"{baseline.hits_at_10:.4f} on test (filtered, realistic ranks). An embedding model near this number has "
-            "learned little beyond these rules."]  # fmt: skip
+    lines = ["", "### Rule-only baseline", "",
+             f"A model that scores a candidate by the training triples implying it through the {baseline.rules} "
+             f"relation pair(s) above (and the triple itself) reaches MRR {baseline.mrr:.4f}, Hits@10 "
+             f"{baseline.hits_at_10:.4f} on test (filtered, realistic ranks). An embedding model near this number has "
+             "learned little beyond these rules."]  # fmt: skip
+    model_mrr = protocol.full_mrr if protocol is not None else None
+    if model_mrr is not None:
+        gap = model_mrr - baseline.mrr
+        if gap < BASELINE_MARGIN:
+            lines.append(f"**The audited model's MRR ({model_mrr:.4f}) is within {BASELINE_MARGIN:g} of this "
+                         "baseline (or below it): its number may say more about the dataset than about the model.**")
+        else:
+            lines.append(f"The audited model's MRR ({model_mrr:.4f}) exceeds it by {gap:.4f}.")
+    return lines
 
 
 def _protocol_lines(protocol: Protocol | None) -> list[str]:

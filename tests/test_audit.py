@@ -203,6 +203,10 @@ def test_ties_and_protocol_with_a_model(tmp_path) -> None:
     assert report.protocol.sampled_mrr > report.protocol.full_mrr  # 5 negatives flatter the model
     card = report.to_markdown()
     assert "### Ties" in card and "**Warning:**" in card and "5 sampled negatives" in card
+    with_baseline = audit_dataset(ds, model=model, sampled_k=5)
+    # Nations: every test pair occurs reversed in train, so the rules rank well; this untrained model does not
+    assert with_baseline.rule_baseline.mrr > report.protocol.full_mrr
+    assert "is within 0.05 of this baseline (or below it)" in with_baseline.to_markdown()
     json.loads(report.to_json())
     # the same ties from a rank table, through the command line
     expected.ranks_df().to_csv(tmp_path / "ranks.csv", index=False)

@@ -13,43 +13,15 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults, TypeConstraints
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
 from tests.engine.test_distributed import assert_same_results
+from tests.support.distributed import Crash, CrashingScores
 from tests.support.resume_worker import evaluate as worker_evaluate
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-class Crash(Exception):
-    """The simulated failure (a preempted machine, an out-of-memory kill)."""
-
-
-class FailingScores:
-    """A model's score_t / score_h that raises once ``fail_after`` query rows have been scored (None: never);
-    counts the rows it scored."""
-
-    def __init__(self, model: DistMult, fail_after: int | None = None) -> None:
-        self.model, self.fail_after, self.rows = model, fail_after, 0
-        self.num_entities, self.num_relations = model.num_entities, model.num_relations
-
-    def state_dict(self) -> dict:
-        return self.model.state_dict()
-
-    def _score(self, method, batch: torch.Tensor) -> torch.Tensor:
-        if self.fail_after is not None and self.rows + batch.shape[0] > self.fail_after:
-            raise Crash(f"simulated failure after {self.rows} rows")
-        self.rows += batch.shape[0]
-        return method(batch)
-
-    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
-        return self._score(self.model.score_t, hr_batch)
-
-    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
-        return self._score(self.model.score_h, rt_batch)
 
 
 @pytest.fixture(scope="module")
@@ -65,14 +37,14 @@ def distmult(umls):
 def crash_and_resume(umls, distmult, tmp_path, fail_after: int, evaluator: RankBasedEvaluator, **kwargs):
     """(uninterrupted results, resumed results, rows the uninterrupted run scored, rows of the crashed + resumed)."""
     kwargs = {"additional_filter_triples": [umls.train, umls.valid], "use_tqdm": False, "batch_size": 64, **kwargs}
-    whole = FailingScores(distmult)
+    whole = CrashingScores(distmult)
     expected = evaluator.evaluate(whole, umls.test, **kwargs)
     path = tmp_path / "progress.pt"
-    first = FailingScores(distmult, fail_after=fail_after)
+    first = CrashingScores(distmult, fail_after=fail_after)
     with pytest.raises(Crash):
         evaluator.evaluate(first, umls.test, progress_path=path, save_every=0, **kwargs)
     assert path.exists() == (first.rows > 0)  # saved after each batch, if one was done
-    second = FailingScores(distmult)
+    second = CrashingScores(distmult)
     resumed = evaluator.evaluate(second, umls.test, progress_path=path, save_every=0, **kwargs)
     assert not path.exists()  # removed on success
     return expected, resumed, whole.rows, first.rows + second.rows
@@ -106,20 +78,20 @@ def test_a_progress_file_of_another_evaluation_is_refused(umls, distmult, tmp_pa
     path = tmp_path / "progress.pt"
     kwargs = {"additional_filter_triples": [umls.train, umls.valid], "use_tqdm": False, "batch_size": 64}
     with pytest.raises(Crash):
-        RankBasedEvaluator().evaluate(FailingScores(distmult, 300), umls.test, progress_path=path, save_every=0,
+        RankBasedEvaluator().evaluate(CrashingScores(distmult, 300), umls.test, progress_path=path, save_every=0,
                                       **kwargs)  # fmt: skip
     saved = path.read_bytes()
     other_model = DistMult(umls.num_entities, umls.num_relations, dim=16, seed=1)
     cases = [
-        ("model", lambda: RankBasedEvaluator().evaluate(FailingScores(other_model), umls.test, progress_path=path,
+        ("model", lambda: RankBasedEvaluator().evaluate(CrashingScores(other_model), umls.test, progress_path=path,
                                                         **kwargs)),
-        ("mapped_triples", lambda: RankBasedEvaluator().evaluate(FailingScores(distmult), umls.valid,
+        ("mapped_triples", lambda: RankBasedEvaluator().evaluate(CrashingScores(distmult), umls.valid,
                                                                  progress_path=path, **kwargs)),
         ("additional_filter_triples", lambda: RankBasedEvaluator().evaluate(
-            FailingScores(distmult), umls.test, progress_path=path, **{**kwargs, "additional_filter_triples": None})),
-        ("evaluator_options", lambda: RankBasedEvaluator(ks=(1, 10)).evaluate(FailingScores(distmult), umls.test,
+            CrashingScores(distmult), umls.test, progress_path=path, **{**kwargs, "additional_filter_triples": None})),
+        ("evaluator_options", lambda: RankBasedEvaluator(ks=(1, 10)).evaluate(CrashingScores(distmult), umls.test,
                                                                               progress_path=path, **kwargs)),
-        ("targets", lambda: RankBasedEvaluator().evaluate(FailingScores(distmult), umls.test, progress_path=path,
+        ("targets", lambda: RankBasedEvaluator().evaluate(CrashingScores(distmult), umls.test, progress_path=path,
                                                           targets=("tail",), **kwargs)),
     ]
     for name, call in cases:
@@ -128,7 +100,7 @@ def test_a_progress_file_of_another_evaluation_is_refused(umls, distmult, tmp_pa
         assert path.read_bytes() == saved  # refused, never overwritten
     path.write_text("not a progress file")
     with pytest.raises(ValueError, match="not a kgeval progress file"):
-        RankBasedEvaluator().evaluate(FailingScores(distmult), umls.test, progress_path=path, **kwargs)
+        RankBasedEvaluator().evaluate(CrashingScores(distmult), umls.test, progress_path=path, **kwargs)
     with pytest.raises(ValueError, match="save_every"):
         RankBasedEvaluator().evaluate(distmult, umls.test, progress_path=tmp_path / "p", save_every=-1)
     with pytest.raises(ValueError, match="does not exist"):

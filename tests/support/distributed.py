@@ -184,14 +184,14 @@ def uneven_gather(rank: int | None) -> Any:
     return all_gather_uneven(torch.full((rank * 2, 2), rank), dist.group.WORLD)
 
 
-class _Crash(Exception):
-    """The simulated failure of the resumed scenario."""
+class Crash(Exception):
+    """A simulated failure (a preempted machine, an out-of-memory kill) in the middle of an evaluation."""
 
 
-class _CrashingScores:
+class CrashingScores:
     """score_t / score_h of a DistMult that raise once ``fail_after`` query rows were scored (None: never)."""
 
-    def __init__(self, model: DistMult, fail_after: int | None) -> None:
+    def __init__(self, model: DistMult, fail_after: int | None = None) -> None:
         self.model, self.fail_after, self.rows = model, fail_after, 0
         self.num_entities, self.num_relations = model.num_entities, model.num_relations
 
@@ -200,7 +200,7 @@ class _CrashingScores:
 
     def _score(self, method: Callable[[torch.Tensor], torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
         if self.fail_after is not None and self.rows + batch.shape[0] > self.fail_after:
-            raise _Crash(f"simulated failure after {self.rows} rows")
+            raise Crash(f"simulated failure after {self.rows} rows")
         self.rows += batch.shape[0]
         return method(batch)
 
@@ -220,17 +220,17 @@ def resumed(rank: int | None) -> Any:
     evaluator = RankBasedEvaluator(batch_size=4)
     kwargs = {"additional_filter_triples": graph.filter_triples, "use_tqdm": False}
     if rank is None:
-        return evaluator.evaluate(_CrashingScores(model, None), graph.triples, distributed=False, **kwargs), None
+        return evaluator.evaluate(CrashingScores(model, None), graph.triples, distributed=False, **kwargs), None
     folder = Path(os.environ["KGEVAL_TEST_PROGRESS_DIR"])
     path = folder / "progress.pt"
     own_file = folder / f"progress.pt.rank{rank}-of-{dist.get_world_size()}"
-    first = _CrashingScores(model, 6)
-    with contextlib.suppress(_Crash):
+    first = CrashingScores(model, 6)
+    with contextlib.suppress(Crash):
         evaluator.evaluate(first, graph.triples, progress_path=path, save_every=0, **kwargs)
     between = own_file.exists()
-    second = _CrashingScores(model, None)
+    second = CrashingScores(model, None)
     results = evaluator.evaluate(second, graph.triples, progress_path=path, save_every=0, **kwargs)
-    whole = _CrashingScores(model, None)
+    whole = CrashingScores(model, None)
     uninterrupted = evaluator.evaluate(whole, graph.triples, **kwargs)
     return results, (uninterrupted, first.rows, second.rows, whole.rows, between, own_file.exists())
 

@@ -191,12 +191,24 @@ def query_candidate_form(model: Any) -> Any | None:
     return None
 
 
+#: elements of a matrix read at once by :func:`_largest` (16 MiB of float32)
+LARGEST_CHUNK = 2**22
+
+
 def _largest(vectors: torch.Tensor) -> float:
-    """max |v| over a matrix (inf for NaN / inf entries or on non-CPU devices, where it would synchronise)."""
+    """max |v| over a matrix (inf for NaN / inf entries or on non-CPU devices, where it would synchronise), read
+    :data:`LARGEST_CHUNK` elements at a time: a candidate table larger than memory (memory-mapped) is never copied
+    whole."""
     if vectors.device.type != "cpu" or vectors.numel() == 0:
         return math.inf if vectors.numel() else 0.0
-    largest = float(vectors.detach().abs().max())
-    return largest if math.isfinite(largest) else math.inf
+    rows = max(1, LARGEST_CHUNK // max(1, vectors.shape[1]))
+    largest = 0.0
+    for start in range(0, len(vectors), rows):  # a loop, not a generator: the host reads stay in this function
+        chunk_largest = float(vectors[start : start + rows].detach().abs().max())
+        if not math.isfinite(chunk_largest):  # NaN or inf (Python's max would drop a NaN)
+            return math.inf
+        largest = max(largest, chunk_largest)
+    return largest
 
 
 def _check_vectors(vectors: Any, shape: tuple[int, int | None], method: str) -> torch.Tensor:

@@ -26,7 +26,11 @@ __all__ = ["MacroRankBasedEvaluator", "macro_results", "query_weights"]
 def query_weights(records: RankRecords, target: Target) -> np.ndarray:
     """The macro weight of each of ``target``'s tasks in ``records`` (in their order): 1 / the number of that
     side's tasks with the same query (float64, shape (tasks of the side,))."""
-    side_records = records.of_side(target)
+    return _side_weights(records.of_side(target), target)
+
+
+def _side_weights(side_records: RankRecords, target: Target) -> np.ndarray:
+    """:func:`query_weights` of records that hold ``target``'s tasks only."""
     if np.any(side_records.triples < 0):
         raise ValueError("macro weights need each task's triple; these records have unknown triples (-1)")
     return frequency_weights(side_records.triples[:, QUERY_COLUMNS[target]])
@@ -50,9 +54,10 @@ def macro_results(results: RankBasedMetricResults) -> RankBasedMetricResults:
         raise ValueError("macro-weighted metrics need the per-task records (evaluate with keep_records=True)")
     if records.num_candidates is None:
         raise ValueError("macro-weighted metrics need the records' num_candidates")
-    sides: dict[str, tuple[RankRecords, np.ndarray]] = {
-        target: (records.of_side(target), query_weights(records, target)) for target in records.sides()
-    }
+    sides: dict[str, tuple[RankRecords, np.ndarray]] = {}
+    for target in records.sides():
+        side_records = records.of_side(target)
+        sides[target] = (side_records, _side_weights(side_records, target))
     entity_sides = [target for target in sides if target in ENTITY_TARGETS]
     if entity_sides:
         parts = [sides[target] for target in entity_sides]

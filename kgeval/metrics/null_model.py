@@ -152,7 +152,8 @@ def geometric_mean_rank_null(
     if weights is None:
         exponents = np.full(candidates.size, 1.0 / candidates.size)
     else:
-        exponents = np.asarray(weights, dtype=np.float64) / math.fsum(np.asarray(weights, dtype=np.float64).tolist())
+        weight_array = np.asarray(weights, dtype=np.float64)
+        exponents = weight_array / math.fsum(weight_array.tolist())
     log_first_terms: list[float] = []
     log_ratio_terms: list[float] = []
     for exponent in np.unique(exponents).tolist():

@@ -18,6 +18,7 @@ Equal weights give the unweighted metrics. :func:`weighted_metrics` computes eve
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -68,9 +69,9 @@ class WeightedRanks:
         """Number of tasks n."""
         return int(self.ranks.shape[0])
 
-    @property
+    @functools.cached_property
     def normalised(self) -> np.ndarray:
-        """v_i = w_i / sum_j w_j (float64, shape (n,))."""
+        """v_i = w_i / sum_j w_j (float64, shape (n,)); computed once, read by every metric and moment."""
         return self.weights / math.fsum(self.weights.tolist())
 
     def mean(self, values: np.ndarray, metric: str) -> float:

@@ -132,11 +132,15 @@ class SampledRankBasedEvaluator:
         num_entities: int | None = None,
         batch_size: int = 256,
         use_tqdm: bool = False,
+        device: torch.device | str | None = None,
     ) -> RankBasedMetricResults:
         """Every metric of the sampled ranking of ``mapped_triples`` (LongTensor (n, 3)); ``additional_filter_triples``
-        adds to the evaluator's own. ``use_tqdm`` is accepted for symmetry and ignored (the work is small)."""
+        adds to the evaluator's own. ``use_tqdm`` is accepted for symmetry and ignored (the work is small);
+        ``device`` (PyKEEN's argument) must be None or the model's device, as in
+        :meth:`kgeval.RankBasedEvaluator.evaluate`."""
         del use_tqdm
         view = scoring_view(model)
+        _checks.check_device(device, model_device(view))
         targets = _checks.check_targets(targets, ENTITY_TARGETS)
         num_entities = _checks.check_num_entities(view, num_entities)
         num_relations = _checks.model_num_relations(view)

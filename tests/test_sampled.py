@@ -163,3 +163,18 @@ def test_factory_errors_are_clear() -> None:
     evaluator = SampledRankBasedEvaluator(Factory(torch.tensor([[0, 0, 1]])), num_negatives=2)
     with pytest.raises(ValueError, match=r"mapped_triples row 1 = \[1, 0, 2\] is not a triple of evaluation_factory"):
         evaluator.evaluate(TableModel(quantised_table(0, 4, 1)), torch.tensor([[0, 0, 1], [1, 0, 2]]))
+
+
+def test_device_is_the_models_or_refused() -> None:
+    """PyKEEN's device argument, checked as RankBasedEvaluator.evaluate checks it (the PyKEEN-facing evaluator passes
+    it through): the model's own device is accepted, another device or a non-device is a ValueError."""
+    graph = random_graph(1, 8, 2, 6, 10)
+    model = TableModel(quantised_table(1, 8, 2))
+    evaluator = SampledRankBasedEvaluator(num_negatives=3)
+    expected = evaluator.evaluate(model, graph.triples)
+    assert evaluator.evaluate(model, graph.triples, device="cpu") == expected
+    assert evaluator.evaluate(model, graph.triples, device=torch.device("cpu")) == expected
+    with pytest.raises(ValueError, match="lives on"):
+        evaluator.evaluate(model, graph.triples, device="meta")
+    with pytest.raises(ValueError, match="device must be"):
+        evaluator.evaluate(model, graph.triples, device=3.5)

@@ -4,6 +4,7 @@ predicts (:mod:`kgeval.integrations.pykeen_scoring`, which kgeval also uses for 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Collection, Sequence
 from typing import Any
 
@@ -15,11 +16,9 @@ from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricRes
 from kgeval import _checks
 from kgeval.accumulator import MetricAccumulator
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
-from kgeval.integrations import scoring_view
 from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.macro import macro_results
 from kgeval.precomputed import ranks_in_full_rows
-from kgeval.records import RankRecords
 from kgeval.results import RankBasedMetricResults as KGEvalRankBasedMetricResults
 from kgeval.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
 from kgeval.sampled import rows_of
@@ -35,8 +34,7 @@ class RankBasedMetricResults(KGEvalRankBasedMetricResults, MetricResults):
         """The same results (data, ks, records, raw results, null model) as this class."""
         if isinstance(results, cls):
             return results
-        return cls(data=results.data, ks=results.ks, records=results.records, raw=results.raw,
-                   null_model=results.null_model)  # fmt: skip
+        return cls(**{field.name: getattr(results, field.name) for field in dataclasses.fields(results)})
 
 
 class _ScoreStreaming:
@@ -79,13 +77,12 @@ class _ScoreStreaming:
         tasks drawn with replacement, resample i seeded by ``seed + i``); the ranks are kept."""
         records = self._streamed_ranks().records
         assert records is not None
-        columns = {name: np.asarray(records[name]) for name in RankRecords.column_names() if name in records}
-        sides = [np.flatnonzero(columns["side"] == code) for code in np.unique(columns["side"])]
+        sides = [np.flatnonzero(records.side == code) for code in np.unique(records.side)]
         values: dict[str, list[float]] = {}
         for i in range(n_boot):
             rng = np.random.default_rng(seed + i)
             drawn = np.concatenate([rows[rng.integers(0, rows.size, rows.size)] for rows in sides])
-            resampled = {name: column[drawn] for name, column in columns.items()}
+            resampled = records.select(drawn)
             resampled_results = self._reported(KGEvalRankBasedMetricResults.from_records(resampled, ks=self.ks))
             for key, value in resampled_results.to_flat_dict().items():
                 values.setdefault(key, []).append(value)
@@ -315,14 +312,11 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         if restrict_entities_to is not None or restrict_relations_to is not None:
             raise ValueError("restrict_entities_to / restrict_relations_to do not apply to sampled negatives (the "
                              "negatives are the candidates); evaluate with RankBasedEvaluator to restrict")  # fmt: skip
-        where = getattr(scoring_view(model), "device", None)
-        if device is not None and where is not None and torch.device(device) != torch.device(where):
-            raise ValueError(f"device={device!r} is not the model's device ({where}): kgeval evaluates a model where "
-                             "it lives and never moves it")  # fmt: skip
         del slice_size, tqdm_kwargs, do_time_consuming_checks, pre_filtered_triples  # nothing to do (docstring)
         results = KGEvalSampledRankBasedEvaluator.evaluate(
             self, model, mapped_triples, additional_filter_triples=additional_filter_triples,
             targets=tuple(targets), batch_size=256 if batch_size is None else batch_size, use_tqdm=use_tqdm,
+            device=device,
         )  # type: ignore[arg-type]  # fmt: skip
         return self._reported(results)
 

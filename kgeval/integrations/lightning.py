@@ -44,7 +44,7 @@ except ImportError:  # pragma: no cover - depends on which package is installed
 __all__ = ["KGEvalCallback", "LightningEvaluation"]
 
 #: the scoring methods any of which makes an object a model kgeval can rank with
-_SCORING_METHODS = ("score_t", "score_h", "score_hrt", "query_candidate_form")
+_SCORING_METHODS = ("score_t", "score_h", "score_hrt", "kgeval_query")
 
 
 @dataclass(frozen=True)

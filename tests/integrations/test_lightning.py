@@ -223,6 +223,19 @@ def test_model_argument_and_errors(nations):
             super().__init__()
             self.net = DistMult(nations.num_entities, nations.num_relations, dim=8, seed=0)
 
+    class WithForm(Bare):
+        """Declares a query/candidate form (and no score_t): the module itself is the model."""
+
+        kgeval_similarity = "dot"
+
+        def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+            return self.net.kgeval_query(batch, target)
+
+        def kgeval_candidates(self, target: str) -> torch.Tensor:
+            return self.net.kgeval_candidates(target)
+
+    with_form = WithForm()
+    assert KGEvalCallback(triples)._model_of(with_form) is with_form
     bare = Bare()
     assert KGEvalCallback(triples, model="net")._model_of(bare) is bare.net
     assert KGEvalCallback(triples, model=lambda module: module.net)._model_of(bare) is bare.net

@@ -305,9 +305,10 @@ def audit_dataset(
     names = {index: label for label, index in dataset.relation_to_id.items()}
     train = _unique(dataset.train)
     splits = {"valid": dataset.valid, "test": dataset.test}
-    leakage = [_leakage(split, triples.numpy(), train, names, top) for split, triples in splits.items()]
+    index = _TrainIndex.of(train)
+    leakage = [_leakage(split, triples.numpy(), index, names, top) for split, triples in splits.items()]
     pairs = relation_pairs(train, threshold, names)
-    coverage = [_coverage(split, triples.numpy(), train) for split, triples in splits.items()]
+    coverage = [_coverage(split, triples.numpy(), index) for split, triples in splits.items()]
     baseline = _rule_baseline(dataset, pairs) if rule_baseline and len(dataset.test) else None
     sizes = {"train": len(dataset.train), "valid": len(dataset.valid), "test": len(dataset.test)}
     hubs = hub_relations(train, threshold, names, {i: label for label, i in dataset.entity_to_id.items()})
@@ -342,16 +343,34 @@ def _top(relations: np.ndarray, names: dict[int, str], top: int) -> list[tuple[s
     return [(names.get(int(ids[i]), str(int(ids[i]))), int(counts[i])) for i in order]
 
 
-def _leakage(split: str, triples: np.ndarray, train: np.ndarray, names: dict[int, str], top: int) -> Leakage:
-    train_keys = set(map(tuple, train.tolist()))
-    train_pairs = _pair_keys(train[:, 0], train[:, 2])
-    duplicate = np.array([tuple(row) in train_keys for row in triples.tolist()], dtype=bool)
-    reverse = np.isin(_pair_keys(triples[:, 2], triples[:, 0]), train_pairs)
+@dataclass(frozen=True)
+class _TrainIndex:
+    """What the leakage and coverage counts look up in train, built once per audit (train: unique (n, 3) array)."""
+
+    triples: frozenset[tuple[int, int, int]]
+    pairs: np.ndarray  #: the (head, tail) pair keys of train (:func:`_pair_keys`)
+    relations_per_pair: pd.DataFrame  #: per pair key: its number of relations ("nunique") and one of them ("first")
+    entities: np.ndarray  #: entities occurring as a head or a tail
+    relations: np.ndarray  #: relations occurring
+
+    @classmethod
+    def of(cls, train: np.ndarray) -> _TrainIndex:
+        pairs = _pair_keys(train[:, 0], train[:, 2])
+        same_pair = pd.DataFrame({"key": pairs, "r": train[:, 1]})
+        return cls(
+            triples=frozenset(map(tuple, train.tolist())),
+            pairs=pairs,
+            relations_per_pair=same_pair.groupby("key")["r"].agg(["nunique", "first"]),
+            entities=np.union1d(train[:, 0], train[:, 2]),
+            relations=np.unique(train[:, 1]),
+        )
+
+
+def _leakage(split: str, triples: np.ndarray, index: _TrainIndex, names: dict[int, str], top: int) -> Leakage:
+    duplicate = np.array([tuple(row) in index.triples for row in triples.tolist()], dtype=bool)
+    reverse = np.isin(_pair_keys(triples[:, 2], triples[:, 0]), index.pairs)
     # (h, r', t) in train with r' != r: the entity pair occurs in train with a relation other than r
-    same_pair = pd.DataFrame({"key": _pair_keys(train[:, 0], train[:, 2]), "r": train[:, 1]})
-    relations_per_pair = same_pair.groupby("key")["r"].agg(["nunique", "first"])
-    keys = _pair_keys(triples[:, 0], triples[:, 2])
-    found = relations_per_pair.reindex(keys)
+    found = index.relations_per_pair.reindex(_pair_keys(triples[:, 0], triples[:, 2]))
     other_relation = ((found["nunique"] > 1) | ((found["nunique"] == 1) & (found["first"] != triples[:, 1]))).to_numpy()
     return Leakage(
         split=split,
@@ -386,12 +405,10 @@ def relation_pairs(train: np.ndarray, threshold: float, names: dict[int, str] | 
     return found
 
 
-def _coverage(split: str, triples: np.ndarray, train: np.ndarray) -> Coverage:
-    seen_entities = np.union1d(train[:, 0], train[:, 2])
-    seen_relations = np.unique(train[:, 1])
-    unseen_head = ~np.isin(triples[:, 0], seen_entities)
-    unseen_tail = ~np.isin(triples[:, 2], seen_entities)
-    unseen_relation = ~np.isin(triples[:, 1], seen_relations)
+def _coverage(split: str, triples: np.ndarray, index: _TrainIndex) -> Coverage:
+    unseen_head = ~np.isin(triples[:, 0], index.entities)
+    unseen_tail = ~np.isin(triples[:, 2], index.entities)
+    unseen_relation = ~np.isin(triples[:, 1], index.relations)
     entities = np.union1d(triples[unseen_head, 0], triples[unseen_tail, 2])
     return Coverage(split, int(entities.size), int(np.unique(triples[unseen_relation, 1]).size),
                     int((unseen_head | unseen_tail | unseen_relation).sum()))  # fmt: skip

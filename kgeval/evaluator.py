@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
@@ -19,6 +19,7 @@ from kgeval._engine import (
     MATMUL_PRECISIONS,
     PROBE_QUERIES,
     SCORE_METHOD,
+    CandidateShard,
     CollectiveCheck,
     EngineState,
     EvaluationProgress,
@@ -27,15 +28,19 @@ from kgeval._engine import (
     KernelChoice,
     KernelChooser,
     MatmulPrecision,
+    ShardedSide,
     SideCounts,
     SideIndex,
     SideTasks,
     candidate_positions,
     choose_sizes,
+    declared_shard,
     exact_matmul,
+    gather_shards,
     make_scorer,
     model_device,
     model_fingerprint,
+    query_candidate_form,
     rank_file,
     rank_side,
     resolve_group,
@@ -80,6 +85,9 @@ class EvaluationInputs:
     score_fn: Any = None  #: scores whole triples instead of the model's methods (evaluate's score_fn)
     constraints: TypeConstraints | None = None  #: per relation and side candidate sets (type_constraints)
     num_relations: int | None = None  #: the model's relation count (needed to rank relations)
+    #: per entity side, this rank's shard of a sharded candidate table (kgeval._engine.sharding); empty: none
+    shards: dict[Target, CandidateShard] = field(default_factory=dict)
+    group: Any = None  #: the process group of a sharded evaluation
 
 
 @dataclass(frozen=True)
@@ -282,6 +290,10 @@ class RankBasedEvaluator:
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
             must call ``evaluate`` with the same inputs; see :mod:`kgeval._engine.distributed`). False: evaluate
             everything in this process. True: like None, but an error when no process group is initialised.
+            A query/candidate model whose ranks each hold a shard of the entity table (declared by
+            ``kgeval_candidate_shard(target) -> (start, stop)``, :mod:`kgeval._engine.sharding`) is evaluated the
+            other way round: every rank ranks every task against its shard and the integer counts are summed, with
+            the ranks of a single process holding the whole table.
         process_group : torch.distributed.ProcessGroup, optional
             The group to share the work in; default the world group.
         progress_path : str or path-like, optional
@@ -333,16 +345,23 @@ class RankBasedEvaluator:
             index = None
             if self.filtered is not False:
                 index = self._state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
+            declared = self._declared_shards(view, inputs)
+        shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
+        with CollectiveCheck(group):
+            self._check_sharded(shards, inputs, progress_path)
             resume = None
             if progress_path is not None:
                 resume = self._progress(progress_path, save_every, model, inputs, group)
-        inputs.task_index = shard(inputs.task_index, group)
+        if shards:  # every rank ranks every task against its shard of the candidates
+            inputs.shards, inputs.group = shards, group
+        else:
+            inputs.task_index = shard(inputs.task_index, group)
         precision = exact_matmul(self.matmul_precision)
         with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode(), precision:
             accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs), resume)
         filtered = {target: pair[0] for target, pair in accumulators.items()}
         raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None
-        if group is not None:
+        if group is not None and not shards:
             with torch.inference_mode():
                 filtered = synchronize(filtered, group)
                 raw = synchronize(raw, group) if raw is not None else None  # type: ignore[arg-type]
@@ -385,6 +404,37 @@ class RankBasedEvaluator:
             path = rank_file(path, rank, world_size)
         return EvaluationProgress(path, fingerprint, save_every)
 
+    def _declared_shards(self, model: Any, inputs: EvaluationInputs) -> dict[Target, tuple[int, int] | None]:
+        """The candidate shard this rank's model declares for each entity side (None: none), when it has the
+        query/candidate form and a shard method; empty when it has none (kgeval._engine.sharding)."""
+        if not _declares_shard(model):
+            return {}
+        form = query_candidate_form(model)
+        served = getattr(form, "kgeval_targets", ("head", "tail"))
+        return {
+            target: declared_shard(form, target, inputs.num_entities)
+            for target in ("head", "tail")
+            if target in served
+        }
+
+    def _check_sharded(
+        self, shards: dict[Target, CandidateShard], inputs: EvaluationInputs, progress_path: Any
+    ) -> None:
+        """ValueError for what a sharded candidate table cannot be evaluated with."""
+        if not shards:
+            return
+        missing = [target for target in inputs.targets if target not in shards]
+        problems = []
+        if missing:
+            problems.append(f"the targets {missing} have no shard (every ranked side must be sharded)")
+        if not self.fast_path or inputs.score_fn is not None:
+            problems.append("a sharded model is scored through its query/candidate form only (fast_path=True, no "
+                            "score_fn)")  # fmt: skip
+        if progress_path is not None:
+            problems.append("progress_path is not supported with sharded candidates")
+        if problems:
+            raise ValueError(f"cannot evaluate this sharded candidate table: {'; '.join(problems)}")
+
     # -- input checks -----------------------------------------------------------------------------------------
     def _checked_inputs(self, model: Any, request: EvaluationRequest) -> EvaluationInputs:
         """The arguments of :meth:`evaluate`, checked and moved to the model's device (ValueError / TypeError
@@ -394,7 +444,10 @@ class RankBasedEvaluator:
             not all(callable(getattr(model, SCORE_METHOD[target], None)) for target in targets)
             and triple_function(model) is not None
         )
-        _checks.check_model(model, targets, scores_triples)
+        if _declares_shard(model):  # its form is the only way to score a table no rank holds whole
+            _checks.check_model(model, [t for t in targets if t == "relation"], scores_triples)
+        else:
+            _checks.check_model(model, targets, scores_triples)
         num_entities = _checks.check_num_entities(model, request.num_entities)
         device = model_device(model)
         num_relations = _checks.model_num_relations(model)
@@ -486,8 +539,17 @@ class RankBasedEvaluator:
         parts = []
         id_space = inputs.num_relations if target == "relation" else inputs.num_entities
         groups = candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints)
+        sharded = None
+        if target in inputs.shards:  # shares the query vectors of the side's tasks (a collective)
+            form = query_candidate_form(model)
+            sharded = ShardedSide(form, target, triples[:, QUERY_COLUMNS[target]], inputs.shards[target], inputs.group)
         for number, (rows, candidate_ids) in enumerate(groups):
             group = triples if rows is None else triples[rows]
+            if sharded is not None:
+                tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)  # type: ignore[arg-type]
+                sizes = (inputs.batch_size, inputs.slice_size)
+                parts.append((rows, sharded.rank(tasks, candidate_ids, id_space, self._state, sizes, progress, both)))
+                continue
             scorer = make_scorer(
                 model,
                 target,
@@ -498,14 +560,7 @@ class RankBasedEvaluator:
                 probe_queries=group[:PROBE_QUERIES, QUERY_COLUMNS[target]],
                 checks=checks,
             )
-            position_of = candidate_positions(candidate_ids, id_space, triples.device)  # type: ignore[arg-type]
-            answers = group[:, ANSWER_COLUMN[target]]
-            tasks = SideTasks(
-                queries=group[:, QUERY_COLUMNS[target]],
-                true_positions=position_of[answers] if position_of is not None else answers,
-                side_index=side_index,
-                position_of=position_of,
-            )
+            tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)  # type: ignore[arg-type]
             sizes = choose_sizes(scorer, group.shape[0], triples.device, inputs.batch_size, inputs.slice_size)
             side_resume = resume.side((target, number)) if resume is not None else None
             parts.append((rows, rank_side(scorer, tasks, sizes, self._state, progress, both, side_resume)))
@@ -529,6 +584,30 @@ class RankBasedEvaluator:
                 f"the model produced NaN scores for the {target} task of triple {triples[first].tolist()} "
                 f"(row {int(task_index[first])} of mapped_triples); {int(has_nan.sum())} {target} task(s) affected"
             )
+
+
+def _declares_shard(model: Any) -> bool:
+    """Whether ``model`` has the query/candidate form with a candidate shard method (kgeval._engine.sharding)."""
+    form = query_candidate_form(model)
+    return form is not None and callable(getattr(form, "kgeval_candidate_shard", None))
+
+
+def _side_tasks(
+    triples: torch.Tensor,
+    target: Target,
+    candidate_ids: torch.Tensor | None,
+    id_space: int,
+    side_index: SideIndex | None,
+) -> SideTasks:
+    """The tasks of one side of ``triples`` (n, 3) among the candidates ``candidate_ids`` (None: all ids)."""
+    position_of = candidate_positions(candidate_ids, id_space, triples.device)
+    answers = triples[:, ANSWER_COLUMN[target]]
+    return SideTasks(
+        queries=triples[:, QUERY_COLUMNS[target]],
+        true_positions=position_of[answers] if position_of is not None else answers,
+        side_index=side_index,
+        position_of=position_of,
+    )
 
 
 def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:

@@ -95,6 +95,10 @@ class BatchWork:
     blocks: Sequence[RowBlock]  #: the task rows in tiles, covering 0 .. B - 1 in order
     pairs: PairTiles | None = None  #: the filtered pairs; None ranks against every candidate (raw)
     num_filtered: torch.Tensor | None = None  #: LongTensor (B,): filtered candidates other than the true answer
+    #: FloatTensor (B,): the true scores, given because the answers are not among these candidates (a shard of
+    #: them, kgeval._engine.sharding); then no slice is read for them, ``true_slice`` is None and every candidate
+    #: here counts (none is the true answer). None: read from the tiles holding the answers
+    true_scores: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,8 @@ class SideCounts:
 
     counts: BatchCounts
     raw: BatchCounts | None = None
+    #: FloatTensor (n,): each task's true score as counting read it (None where not kept, e.g. resumed parts)
+    true_scores: torch.Tensor | None = None
 
     @classmethod
     def scatter(cls, parts: Sequence[tuple[torch.Tensor, SideCounts]], size: int) -> SideCounts:
@@ -118,7 +124,9 @@ class SideCounts:
         counts = BatchCounts.cat([part.counts for part in parts], order)
         raws = [part.raw for part in parts]
         raw = BatchCounts.cat(raws, order) if raws and all(r is not None for r in raws) else None  # type: ignore[arg-type]
-        return cls(counts, raw)
+        scores = [part.true_scores for part in parts]
+        true_scores = torch.cat(scores)[order] if scores and all(s is not None for s in scores) else None  # type: ignore[arg-type]
+        return cls(counts, raw, true_scores)
 
 
 def count_batch(
@@ -149,9 +157,9 @@ def count_batch(
     greater = torch.zeros(size, dtype=torch.int64, device=device)
     less = torch.zeros(size, dtype=torch.int64, device=device)
     has_nan = torch.zeros(size, dtype=torch.bool, device=device)
-    true_scores: torch.Tensor | None = None
+    true_scores: torch.Tensor | None = work.true_scores
     scorer.begin(work.queries)
-    if true_slice is None:
+    if true_scores is None and true_slice is None:
         true_scores = _true_scores(scorer, work, kernel, workspace)
     for j in _slice_order(true_slice, len(bounds)):
         start, stop = bounds[j]
@@ -173,7 +181,8 @@ def count_batch(
             has_nan[rows] |= nan
         tile = None  # a view of the scorer's scores: let them go before it asks the model for the next slice
     filtered = pairs.counts(size) if pairs is not None and work.num_filtered is not None else None
-    return _side_counts(greater, less, has_nan, scorer.num_candidates, filtered, work.num_filtered, raw_too)
+    counts = _side_counts(greater, less, has_nan, scorer.num_candidates, filtered, work.num_filtered, raw_too)
+    return SideCounts(counts.counts, counts.raw, true_scores)
 
 
 def runs_fused(kernel: Kernel, scorer: CandidateScorer) -> bool:
@@ -189,14 +198,17 @@ def _count_fused(
     scores are picked by the arithmetic of its counting tiles, the counts cover every candidate at once (no
     slices, no score written), and the filtered pairs' codes are subtracted as on the tile path."""
     task_rows = _task_query_rows(work.blocks, work.true_positions.device)
-    true_scores = kernel.pick_scores(queries, candidates, task_rows, work.true_positions)  # type: ignore[attr-defined]
+    true_scores = work.true_scores
+    if true_scores is None:
+        true_scores = kernel.pick_scores(queries, candidates, task_rows, work.true_positions)  # type: ignore[attr-defined]
     greater, less, has_nan = kernel.fused_counts(queries, candidates, task_rows, true_scores)  # type: ignore[attr-defined]
     filtered = None
     if work.pairs is not None and work.num_filtered is not None:
         pairs = work.pairs.pairs
         values = kernel.pick_scores(queries, candidates, task_rows[pairs.rows], pairs.positions)  # type: ignore[attr-defined]
         filtered = pairs.counts_against(values, true_scores)
-    return _side_counts(greater, less, has_nan, candidates.shape[0], filtered, work.num_filtered, raw_too)
+    counts = _side_counts(greater, less, has_nan, candidates.shape[0], filtered, work.num_filtered, raw_too)
+    return SideCounts(counts.counts, counts.raw, true_scores)
 
 
 def _side_counts(

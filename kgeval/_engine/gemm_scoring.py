@@ -61,9 +61,7 @@ class GemmScorer(CandidateScorer):
     def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
         super().__init__(model, target, num_entities, candidate_ids)
         self.similarity = model.kgeval_similarity
-        candidates = _check_vectors(model.kgeval_candidates(target), (num_entities, None), "kgeval_candidates")
-        if candidate_ids is not None:
-            candidates = candidates.index_select(0, candidate_ids)
+        candidates = self._candidate_matrix()
         if self.similarity == "l2":
             candidates = torch.cat([candidates, (candidates * candidates).sum(dim=1, keepdim=True)], dim=1)
             self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
@@ -71,12 +69,22 @@ class GemmScorer(CandidateScorer):
         self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
         self._largest = _largest(candidates)
 
+    def _candidate_matrix(self) -> torch.Tensor:
+        """The (num_candidates, d) candidate vectors: the model's matrix, restricted to ``candidate_ids``."""
+        matrix = self.model.kgeval_candidates(self.target)
+        candidates = _check_vectors(matrix, (self.num_entities, None), "kgeval_candidates")
+        if self.candidate_ids is not None:
+            candidates = candidates.index_select(0, self.candidate_ids)
+        return candidates
+
+    def _query_matrix(self, queries: torch.Tensor) -> torch.Tensor:
+        """The (U, d) query vectors of a batch's distinct (U, 2) queries, as the model computes them."""
+        return self.model.kgeval_query(queries, self.target)
+
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
         width = self._candidates.shape[1] - (1 if self.similarity == "l2" else 0)
-        vectors = _check_vectors(
-            self.model.kgeval_query(queries, self.target), (queries.shape[0], width), "kgeval_query"
-        )
+        vectors = _check_vectors(self._query_matrix(queries), (queries.shape[0], width), "kgeval_query")
         if self.similarity == "l2":
             vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
         self._vectors = vectors.to(self._candidates.dtype)

@@ -65,6 +65,9 @@ class SideTasks:
     side_index: SideIndex | None = None  #: the filter index of this side; None: unfiltered
     #: LongTensor (num_entities,): candidate position of each entity (-1: not a candidate); None: every entity
     position_of: torch.Tensor | None = None
+    #: FloatTensor (n,): given when the true answers are not among these candidates (a shard of them: every
+    #: ``true_positions`` is then -1, kgeval._engine.sharding); the tasks are counted against every candidate here
+    true_scores: torch.Tensor | None = None
 
 
 def rank_side(
@@ -95,6 +98,9 @@ def rank_side(
     group_min_pairs = state.settings.group_min_pairs if layout == "sorted" else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * state.settings.min_tasks_per_slice
+    given = tasks.true_scores
+    if given is not None:
+        by_true_slice = True  # every answer at position -1: one "slice group", no first pass
     plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
     scorer.keep_budget = batching.keep_budget(device)  # scores a mixed-slice batch may keep between its passes
@@ -114,11 +120,16 @@ def rank_side(
             pairs = _pairs(side_index, batch, starts, batch_true, position_of)  # type: ignore[arg-type]
             groups = query_groups(side_index, batch.groups, position_of)
             row_starts = [block.row_start for block in batch.blocks] + [end - begin]
-            tiles = pair_tiles(pairs, row_starts, batch.pair_offsets, bounds, layout, groups)
+            offsets = batch.pair_offsets
+            if given is not None:  # the answers are elsewhere: drop the pairs that are not candidates here
+                pairs, offsets = pairs.candidates_only(row_starts)
+            tiles = pair_tiles(pairs, row_starts, offsets, bounds, layout, groups)
             num_filtered = pairs.num_filtered
             for group in groups:
                 num_filtered[group.row_start : group.row_stop] = group.num_filtered
-        work = BatchWork(batch.queries, batch_true, batch.true_slice, bounds, batch.blocks, tiles, num_filtered)
+        true_slice = None if given is not None else batch.true_slice
+        truth = given[batch.tasks] if given is not None else None
+        work = BatchWork(batch.queries, batch_true, true_slice, bounds, batch.blocks, tiles, num_filtered, truth)
         counts = count_batch(scorer, work, kernel, workspace, raw_too)
         if resume is not None:
             resume.record(end, counts)

@@ -37,6 +37,16 @@ class BatchPairs:
         codes = codes_against(values, true_scores[self.rows], mark_nan=False)
         return counts_from_code_sums(*code_sums(self.rows, codes, self.num_filtered.numel()))
 
+    def candidates_only(self, row_starts: Sequence[int]) -> tuple[BatchPairs, list[int]]:
+        """These pairs without those at position -1 (non-candidates of tasks whose true answer is not a candidate
+        here either, kgeval._engine.sharding), and the index of the first pair of each row block starting at
+        ``row_starts`` (then the number of pairs): one host synchronisation."""
+        keep = self.positions >= 0
+        rows, positions = self.rows[keep], self.positions[keep]
+        bounds = torch.tensor(list(row_starts), dtype=rows.dtype, device=rows.device)
+        offsets = torch.searchsorted(rows, bounds).tolist()
+        return BatchPairs(rows, positions, self.num_filtered), offsets
+
     @classmethod
     def empty(cls, size: int, device: torch.device) -> BatchPairs:
         nothing = torch.zeros(0, dtype=torch.int64, device=device)

@@ -15,10 +15,9 @@ from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine.distributed import checksum, fingerprint, resolve_group, shard
-from kgeval.records import RankRecords
 from tests.helpers.graphs import TableModel
 from tests.helpers.reference import reference_ranks
-from tests.support.distributed import SCENARIOS, run_scenarios, tie_heavy_case
+from tests.support.distributed import SCENARIOS, assert_same_results, run_scenarios, tie_heavy_case
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
@@ -42,18 +41,6 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
         2: run_scenarios(2, TWO_RANKS, tmp_path_factory.mktemp("two_ranks")),
         3: run_scenarios(3, THREE_RANKS, tmp_path_factory.mktemp("three_ranks")),
     }
-
-
-def assert_same_results(got, expected) -> None:
-    """Metrics equal to float precision (NaN == NaN), ranks and every other record column exactly."""
-    assert got.ks == expected.ks
-    assert list(got.data) == list(expected.data)
-    keys = list(expected.data)
-    np.testing.assert_allclose([got.data[k] for k in keys], [expected.data[k] for k in keys], rtol=1e-12, atol=0)
-    assert (got.records is None) == (expected.records is None)
-    if expected.records is not None:
-        for column in RankRecords.column_names():
-            np.testing.assert_array_equal(got.records[column], expected.records[column], err_msg=column)
 
 
 def ok_values(outcomes: list[dict], name: str) -> list:

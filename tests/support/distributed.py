@@ -20,6 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import torch.multiprocessing as mp
 from torch import distributed as dist
@@ -27,7 +28,9 @@ from torch import distributed as dist
 from kgeval import RankBasedEvaluator
 from kgeval._engine.distributed import all_gather_uneven
 from kgeval.models import DistMult
+from kgeval.records import RankRecords
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
+from tests.support.sharded import SHARDED_SCENARIOS
 
 # -- graphs and models (deterministic: every process builds the same ones) ------------------------------------
 
@@ -255,6 +258,19 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
     )
 }
 SCENARIOS["after_errors"] = ties  # the group still works after the error scenarios
+SCENARIOS.update(SHARDED_SCENARIOS)
+
+
+def assert_same_results(got: Any, expected: Any) -> None:
+    """Metrics equal to float precision (NaN == NaN), ranks and every other record column exactly."""
+    assert got.ks == expected.ks
+    assert list(got.data) == list(expected.data)
+    keys = list(expected.data)
+    np.testing.assert_allclose([got.data[k] for k in keys], [expected.data[k] for k in keys], rtol=1e-12, atol=0)
+    assert (got.records is None) == (expected.records is None)
+    if expected.records is not None:
+        for column in RankRecords.column_names():
+            np.testing.assert_array_equal(got.records[column], expected.records[column], err_msg=column)
 
 
 # -- processes ------------------------------------------------------------------------------------------------

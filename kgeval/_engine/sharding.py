@@ -139,9 +139,10 @@ def share_from_owners(values: torch.Tensor, owned: torch.Tensor, group: Any) -> 
     exactly one rank. The floats travel as their bit patterns (summed as integers with zeros), so -0.0, NaN
     payloads and every dtype arrive unchanged."""
     bits = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.int8}[values.element_size()]
+    wide = torch.int64 if bits is torch.int64 else torch.int32  # integer sums gloo and NCCL both reduce
     comm = communication_device(group)
     mine = torch.where(owned.view(-1, *[1] * (values.dim() - 1)), values, torch.zeros_like(values))
-    total = mine.contiguous().view(bits).to(device=comm, dtype=torch.int64)
+    total = mine.contiguous().view(bits).to(device=comm, dtype=wide)
     dist.all_reduce(total, group=group)
     return total.to(bits).view(values.dtype).to(values.device)
 

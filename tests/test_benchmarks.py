@@ -19,3 +19,16 @@ def test_the_gpu_benchmark_runs_on_cpu(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "kgeval [ eager]" in done.stdout
+
+
+def test_the_sharding_benchmark_runs_and_checks_its_ranks(tmp_path: Path) -> None:
+    """benchmarks/sharding.py, shrunk: 2 gloo ranks rank like one process (the script exits otherwise) and the
+    projection is printed."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "sharding.py"), "--entities", "20000", "--dim", "16", "--tasks",
+         "20", "--known", "2000", "--kernel", "eager"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "ranks identical to the single process on every rank" in done.stdout
+    assert "WikiKG90Mv2" in done.stdout

@@ -8,8 +8,9 @@ The entity table (entities x dim float32, seeded) is written to a file once (``-
 and read back through ``numpy.memmap``: the model's ``kgeval_candidates`` is that file, never loaded whole. A
 few hundred test triples over random relations are ranked on both sides among every entity (filtered by a random
 set of known triples). Printed: the time (and the per-score cost, seconds / (tasks x 2 sides x entities)), the
-table's size, and the process's peak resident memory split into file-backed pages (the mapped table, which the
-kernel may drop at any time) and anonymous memory (what kgeval allocated), sampled every 50 ms.
+table's size, and the process's peak resident memory split into file-backed pages (the mapped table: kgeval hands
+each slice's pages back once it is counted, kgeval._engine.candidate_slices) and anonymous memory (what kgeval
+allocated), sampled every 50 ms.
 """
 
 from __future__ import annotations
@@ -128,7 +129,8 @@ def main() -> None:
         print(f"evaluation: {seconds:.2f} s, {seconds / scores * 1e9:.2f} ns per score, MRR {results['mrr']:.6f}")
         print(f"peak RSS during the evaluation: anonymous {peak.peak['RssAnon'] / 1024:,.0f} MiB "
               f"(before: {before['RssAnon'] / 1024:,.0f} MiB), file-backed {peak.peak['RssFile'] / 1024:,.0f} MiB "
-              f"(the mapped table's pages the kernel kept; {table_mib:,.0f} MiB on disk)")
+              f"(before: {before['RssFile'] / 1024:,.0f} MiB; the table's pages are let go once counted; "
+              f"{table_mib:,.0f} MiB on disk)")
         del model, mapped
 
 

@@ -4,12 +4,15 @@ the kernel's to drop) -- run through benchmarks/mmap_scale.py."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 from kgeval import RankBasedEvaluator
@@ -54,3 +57,77 @@ def test_the_table_is_never_copied_whole(tmp_path) -> None:
     small_growth, small_table = _anonymous_growth(1_000_000, tmp_path)
     large_growth, large_table = _anonymous_growth(4_000_000, tmp_path)
     assert large_growth - small_growth < (large_table - small_table) / 4, (small_growth, large_growth)
+
+
+# -- a table several times larger than the memory it may use ------------------------------------------------------
+
+BIG_ENTITIES, BIG_DIM = 2_000_000, 64  #: a 488 MiB table
+BUDGET_MIB = 128  #: the memory the evaluation may hold: a quarter of the table
+
+
+def _rank_in_subprocess(table: Path, out: Path, *options: str) -> dict[str, np.ndarray]:
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.support.mmap_worker", str(table), str(BIG_ENTITIES), str(BIG_DIM), str(out),
+         *options],
+        capture_output=True, text=True, timeout=300, check=False, cwd=ROOT,
+    )  # fmt: skip
+    assert done.returncode == 0, f"exit {done.returncode}: {done.stderr[-2000:]}"
+    return dict(np.load(out))
+
+
+@pytest.fixture(scope="module")
+def big_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, np.ndarray]]:
+    """The 488 MiB table on disk and the ranks of the evaluation with it loaded in memory."""
+    folder = tmp_path_factory.mktemp("big_table")
+    path = folder / "entities.f32"
+    write_table(path, BIG_ENTITIES, BIG_DIM, seed=1)
+    return path, _rank_in_subprocess(path, folder / "loaded.npz", "--loaded")
+
+
+def _assert_same_ranks(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    for column in ("optimistic", "pessimistic", "num_candidates"):
+        np.testing.assert_array_equal(got[column], expected[column], err_msg=column)
+
+
+def test_the_pages_of_counted_slices_are_let_go(big_table, tmp_path) -> None:
+    """Memory-mapped, the 488 MiB table ranks as in memory, and the process's file-backed resident memory grows by
+    less than the budget (a quarter of the table) while every slice is read: each slice's pages are handed back
+    once counted. (Kept, they would all be resident at the end of the first pass: ~488 MiB.)"""
+    path, loaded = big_table
+    mapped = _rank_in_subprocess(path, tmp_path / "mapped.npz")
+    _assert_same_ranks(mapped, loaded)
+    growth_mib = (mapped["file_peak"] - mapped["file_before"]) / 1024
+    assert growth_mib < BUDGET_MIB, growth_mib
+
+
+def _memory_cgroup(limit_bytes: int) -> Path | None:
+    """A new cgroup (v1 memory controller, or v2) limited to ``limit_bytes``: its procs file, or None where this
+    machine does not let the test create one."""
+    candidates = [(Path("/sys/fs/cgroup/memory"), "memory.limit_in_bytes"), (Path("/sys/fs/cgroup"), "memory.max")]
+    for root, limit_file in candidates:
+        if not (root / limit_file).exists() and not (root / "cgroup.procs").exists():
+            continue
+        group = root / f"kgeval-test-{os.getpid()}"
+        try:
+            group.mkdir(exist_ok=True)
+            (group / limit_file).write_text(str(limit_bytes))
+            return group / "cgroup.procs"
+        except OSError:
+            with contextlib.suppress(OSError):
+                group.rmdir()
+    return None
+
+
+def test_a_table_four_times_the_memory_limit_ranks_as_in_memory(big_table, tmp_path) -> None:
+    """Under a hard memory limit (a cgroup) of 128 MiB of new charges -- the 488 MiB table's page cache included --
+    the evaluation finishes with the ranks of the table in memory. Skipped where no cgroup can be created."""
+    path, loaded = big_table
+    procs = _memory_cgroup(BUDGET_MIB * 2**20)
+    if procs is None:
+        pytest.skip("this machine does not let the test create a memory cgroup")
+    try:
+        limited = _rank_in_subprocess(path, tmp_path / "limited.npz", "--cgroup-procs", str(procs))
+    finally:
+        with contextlib.suppress(OSError):
+            procs.parent.rmdir()
+    _assert_same_ranks(limited, loaded)

@@ -6,11 +6,13 @@ expansion) or by ``torch.cdist`` ("l1", :class:`L1Scorer`).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
 
 import torch
 
 from kgeval._checks import RANKED_DTYPES
+from kgeval._engine.candidate_slices import InPlaceSlices, MappedFileSlices, StreamedSlices, candidate_slices
 from kgeval._engine.scoring import CandidateScorer, Workspace
 from kgeval.integrations import scoring_view
 from kgeval.typing import Target
@@ -67,7 +69,22 @@ class GemmScorer(CandidateScorer):
             self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
         self._candidates = candidates
         self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
-        self._largest = _largest(candidates)
+        #: where slices are read from: in place (pages released for a large shared file mapping), or streamed once
+        #: :meth:`use_device` names another device
+        self._slices: InPlaceSlices | StreamedSlices = candidate_slices(candidates, candidates.device)
+        self._largest_candidate: float | None = None  #: max |c| over the table, read once when first needed
+
+    def use_device(self, device: torch.device) -> None:
+        """Read the candidate slices in place on ``device``, releasing the pages of a large shared file mapping
+        once counted, or stream them from host memory to ``device`` (kgeval._engine.candidate_slices)."""
+        if device != self._candidates.device or self._slices.streams:
+            self._slices = candidate_slices(self._candidates, device)
+
+    def max_slice(self, device: torch.device) -> int | None:
+        """At most this many candidates per slice when the table is streamed to ``device`` (else None)."""
+        if self._candidates.device == device:
+            return None
+        return StreamedSlices(self._candidates[:0], device).max_rows() if device.type != "cpu" else None
 
     def _candidate_matrix(self) -> torch.Tensor:
         """The (num_candidates, d) candidate vectors: the model's matrix, restricted to ``candidate_ids``."""
@@ -88,12 +105,12 @@ class GemmScorer(CandidateScorer):
         if self.similarity == "l2":
             vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
         self._vectors = vectors.to(self._candidates.dtype)
-        self.nan_free = self._bounded(_largest(self._vectors))
+        self.nan_free = self._bounded()
         self._current: torch.Tensor | None = None  #: the kept scores of the current slice, when it has them
 
     @property
     def fusable(self) -> bool:
-        return self._candidates.dtype in FUSABLE_DTYPES
+        return self._candidates.dtype in FUSABLE_DTYPES and not self._slices.streams
 
     def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self._vectors, self._candidates
@@ -111,7 +128,8 @@ class GemmScorer(CandidateScorer):
         of shape (U, stop - start); for the form check (kgeval._engine.form_check), apart from the tiles the loop
         counts."""
         dims = self.probe_dims
-        queries, candidates = self._vectors[:, :dims].double(), self._candidates[start:stop, :dims].double()
+        queries = self._vectors[:, :dims].double()
+        candidates = self._candidates[start:stop, :dims].to(queries.device, torch.float64)
         info = torch.finfo(self._candidates.dtype)
         scale, underflow = 2 * (dims + 2) * info.eps, 2 * (dims + 2) * info.tiny  # relative, and absolute (subnormals)
         if self.similarity == "dot":
@@ -124,14 +142,22 @@ class GemmScorer(CandidateScorer):
         terms = queries.abs().sum(dim=1, keepdim=True) + candidates.abs().sum(dim=1)
         return -torch.cdist(queries, candidates, p=1.0), scale * terms + underflow
 
-    def _bounded(self, largest_query: float) -> bool:
+    def _bounded(self) -> bool:
         """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
-        bound = self._vectors.shape[1] * largest_query * self._largest
-        return self._vectors.device.type == "cpu" and bound < FINITE_BOUND
+        if self._vectors.device.type != "cpu":
+            return False
+        return self._vectors.shape[1] * _largest(self._vectors) * self._candidates_largest() < FINITE_BOUND
+
+    def _candidates_largest(self) -> float:
+        """max |c| over the candidate table, read once (a memory-mapped table's pages are let go as it is read)."""
+        if self._largest_candidate is None:
+            release = self._slices.release if isinstance(self._slices, MappedFileSlices) else None
+            self._largest_candidate = _largest(self._candidates, release)
+        return self._largest_candidate
 
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
-        self._slice = self._candidates[start:stop]
+        self._slice = self._slices.slice(start, stop)
         self._current = self._take_kept(start, stop)
 
     def keep_slice(self) -> None:
@@ -164,8 +190,8 @@ class GemmScorer(CandidateScorer):
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         size = vectors.shape[0] * (self._stop - self._start)
-        if self._buffer.numel() < size:
-            self._buffer = torch.empty(size, dtype=self._candidates.dtype, device=self._candidates.device)
+        if self._buffer.numel() < size or self._buffer.device != vectors.device:
+            self._buffer = torch.empty(size, dtype=vectors.dtype, device=vectors.device)
         out = self._buffer[:size].view(vectors.shape[0], self._stop - self._start)
         return torch.matmul(vectors, self._slice.T, out=out)
 
@@ -180,9 +206,10 @@ class L1Scorer(GemmScorer):
     def fusable(self) -> bool:
         return False  # distances, not products
 
-    def _bounded(self, largest_query: float) -> bool:
-        bound = self._vectors.shape[1] * (largest_query + self._largest)
-        return self._vectors.device.type == "cpu" and bound < FINITE_BOUND
+    def _bounded(self) -> bool:
+        if self._vectors.device.type != "cpu":
+            return False
+        return self._vectors.shape[1] * (_largest(self._vectors) + self._candidates_largest()) < FINITE_BOUND
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         return torch.cdist(vectors, self._slice, p=1).neg_()
@@ -203,16 +230,18 @@ def query_candidate_form(model: Any) -> Any | None:
 LARGEST_CHUNK = 2**22
 
 
-def _largest(vectors: torch.Tensor) -> float:
+def _largest(vectors: torch.Tensor, release: Callable[[int, int], None] | None = None) -> float:
     """max |v| over a matrix (inf for NaN / inf entries or on non-CPU devices, where it would synchronise), read
     :data:`LARGEST_CHUNK` elements at a time: a candidate table larger than memory (memory-mapped) is never copied
-    whole."""
+    whole, and ``release(start, stop)`` (given) lets go of each chunk's rows once read."""
     if vectors.device.type != "cpu" or vectors.numel() == 0:
         return math.inf if vectors.numel() else 0.0
     rows = max(1, LARGEST_CHUNK // max(1, vectors.shape[1]))
     largest = 0.0
     for start in range(0, len(vectors), rows):  # a loop, not a generator: the host reads stay in this function
         chunk_largest = float(vectors[start : start + rows].detach().abs().max())
+        if release is not None:
+            release(start, min(start + rows, len(vectors)))
         if not math.isfinite(chunk_largest):  # NaN or inf (Python's max would drop a NaN)
             return math.inf
         largest = max(largest, chunk_largest)

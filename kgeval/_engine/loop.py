@@ -86,6 +86,7 @@ def rank_side(
     queries, true_positions = tasks.queries, tasks.true_positions
     side_index, position_of = tasks.side_index, tasks.position_of
     device = queries.device
+    scorer.use_device(device)
     starts = lengths = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])

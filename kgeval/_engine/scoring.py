@@ -65,6 +65,13 @@ class CandidateScorer:
         self._queries: torch.Tensor | None = None
         self._start, self._stop = 0, self.num_candidates
 
+    def use_device(self, device: torch.device) -> None:
+        """Score on ``device`` from now on (called by the loop before its first batch; most scorers need not know)."""
+
+    def max_slice(self, device: torch.device) -> int | None:
+        """The most candidates one slice may hold when scoring on ``device`` (None: the loop's budget decides)."""
+        return None
+
     def begin(self, queries: torch.Tensor) -> None:
         """Start a batch of (U, 2) queries (the layout of score_t / score_h)."""
         self._queries = queries

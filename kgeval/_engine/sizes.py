@@ -87,6 +87,9 @@ def choose_sizes(
         else:  # GEMM: one slice if a tile of MIN_TILE_ROWS full rows fits, else slices of that many rows
             fits = num_candidates * MIN_TILE_ROWS <= tile
             slice_size = num_candidates if fits else max(1, tile // MIN_TILE_ROWS)
+        limit = scorer.max_slice(device)  # a table streamed from host memory: a slice at a time, never all of it
+        if limit is not None:
+            slice_size = min(slice_size, limit)
     slice_size = min(slice_size, num_candidates)
     automatic = batch_size is None
     if batch_size is None:  # a CPU GEMM: tiles bound the memory, batches amortise the planning

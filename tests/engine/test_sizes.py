@@ -24,6 +24,7 @@ def _scorer(kind: type, num_candidates: int):
     """A scorer of the given class for ``num_candidates`` candidates (no model needed for sizing)."""
     scorer = object.__new__(kind)
     scorer.num_candidates = num_candidates
+    scorer._candidates = torch.zeros(0, 8)  # a GEMM scorer's table, on the CPU like the loop
     return scorer
 
 

@@ -1,0 +1,182 @@
+"""Where a query/candidate scorer reads its candidate slices from: in place, from a memory-mapped file whose pages
+are let go once a slice is counted, or copied from host memory to the device a slice at a time.
+
+- :class:`InPlaceSlices`: the table lives on the device that computes (the usual case): a slice is a view.
+- :class:`MappedFileSlices`: a CPU table backed by a shared file mapping (``numpy.memmap`` of mode "r" / "r+",
+  ``torch.from_file(shared=True)``) and larger than :data:`RELEASE_MIN_BYTES`: a slice is a view, and the pages of
+  the previous slice are handed back to the kernel (``madvise(MADV_DONTNEED)``, safe for shared file mappings only:
+  their contents stay in the file and the page cache) when the next slice starts, so the resident set holds about
+  one slice of the table whatever its size. Checked, not assumed: the mapping is looked up in ``/proc/self/maps``
+  (Linux); anything else -- anonymous memory, a private copy-on-write mapping, another system -- is read in place
+  and never released.
+- :class:`StreamedSlices`: the table lives in host memory (pinned, or a memory-mapped file) while the queries are
+  on an accelerator: each slice is copied to the device when it is counted, never the whole table; on CUDA the
+  next slice is copied on a side stream while the current one is counted (overlapped when the table is pinned).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+import sys
+
+import torch
+
+#: CPU tables smaller than this are never released (their pages cost little, re-reading them costs time)
+RELEASE_MIN_BYTES = 64 * 2**20
+
+#: bytes of candidate vectors one streamed slice may hold on the device
+STREAM_SLICE_BYTES = 256 * 2**20
+
+#: madvise advice: drop the pages from this process (shared file mappings re-read them from the page cache)
+MADV_DONTNEED = 4
+
+
+class InPlaceSlices:
+    """Slices of a table on the computing device: views."""
+
+    streams = False
+
+    def __init__(self, table: torch.Tensor) -> None:
+        self.table = table
+
+    def slice(self, start: int, stop: int) -> torch.Tensor:
+        """Rows [start, stop) of the table, on the computing device."""
+        return self.table[start:stop]
+
+    def max_rows(self) -> int | None:
+        """The most rows a slice should hold (None: no limit beyond the loop's memory budget)."""
+        return None
+
+
+class MappedFileSlices(InPlaceSlices):
+    """Slices of a CPU table backed by a shared file mapping: views, whose pages are released once counted."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__(table)
+        self._previous: tuple[int, int] | None = None
+        self.released_bytes = 0  #: bytes handed back so far (for tests and benchmarks)
+
+    def slice(self, start: int, stop: int) -> torch.Tensor:
+        if self._previous is not None and self._previous != (start, stop):
+            self.release(*self._previous)
+        self._previous = (start, stop)
+        return self.table[start:stop]
+
+    def release(self, start: int, stop: int) -> None:
+        """Hand the whole pages inside rows [start, stop) back to the kernel."""
+        row_bytes = self.table.stride(0) * self.table.element_size()
+        begin = self.table.data_ptr() + start * row_bytes
+        end = self.table.data_ptr() + stop * row_bytes
+        page = mmap.PAGESIZE
+        first, last = -(-begin // page) * page, end // page * page  # whole pages inside the rows only
+        if last > first and _madvise(first, last - first, MADV_DONTNEED):
+            self.released_bytes += last - first
+
+
+class StreamedSlices:
+    """Slices of a host table copied to ``device`` one at a time, the next one prefetched on a side stream (CUDA).
+
+    Parameters
+    ----------
+    table : Tensor of shape (n, d), on the CPU (pinned for overlapped copies)
+    device : torch.device
+        Where the queries are and the scores are computed.
+    """
+
+    streams = True
+
+    def __init__(self, table: torch.Tensor, device: torch.device) -> None:
+        self.table, self.device = table, device
+        self._overlap = device.type == "cuda" and table.is_pinned()
+        self._side = torch.cuda.Stream(device) if self._overlap else None
+        self._prefetched: dict[tuple[int, int], tuple[torch.Tensor, object]] = {}
+        self.copied_rows = 0  #: rows copied to the device so far (for tests and benchmarks)
+        self.prefetch_hits = 0
+
+    def max_rows(self) -> int:
+        """The rows of :data:`STREAM_SLICE_BYTES` of vectors (at least 1)."""
+        return max(1, STREAM_SLICE_BYTES // max(1, self.table.shape[1] * self.table.element_size()))
+
+    def slice(self, start: int, stop: int) -> torch.Tensor:
+        """Rows [start, stop) on the device (prefetched or copied now); the next rows of the same width are
+        prefetched."""
+        ready = self._prefetched.pop((start, stop), None)
+        if ready is not None:
+            rows, event = ready
+            torch.cuda.current_stream(self.device).wait_event(event)  # type: ignore[arg-type]
+            rows.record_stream(torch.cuda.current_stream(self.device))  # freed only after the compute used it
+            self.prefetch_hits += 1
+        else:
+            self._prefetched.clear()  # a guess that missed: let its memory go
+            rows = self._copy(start, stop)
+        width = stop - start
+        following = (stop, min(stop + width, self.table.shape[0]))
+        if self._side is not None and following[1] > following[0]:
+            with torch.cuda.stream(self._side):
+                copied = self._copy(*following)
+                event = torch.cuda.Event()
+                event.record(self._side)
+            self._prefetched[following] = (copied, event)
+        return rows
+
+    def _copy(self, start: int, stop: int) -> torch.Tensor:
+        self.copied_rows += stop - start
+        return self.table[start:stop].to(self.device, non_blocking=self._overlap)
+
+
+def candidate_slices(table: torch.Tensor, device: torch.device) -> InPlaceSlices | StreamedSlices:
+    """How to read slices of ``table`` for scores computed on ``device`` (see the module docstring)."""
+    if table.device != device:
+        if table.device.type != "cpu":
+            raise ValueError(
+                f"model.kgeval_candidates returned a table on {table.device}, but the model is evaluated on {device}: "
+                "the table must live on the model's device or in host memory (streamed a slice at a time)"
+            )
+        return StreamedSlices(table, device)
+    large = table.numel() * table.element_size() >= RELEASE_MIN_BYTES
+    if device.type == "cpu" and large and table.is_contiguous() and shared_file_mapping(table):
+        return MappedFileSlices(table)
+    return InPlaceSlices(table)
+
+
+def shared_file_mapping(table: torch.Tensor) -> bool:
+    """Whether the CPU tensor's memory lies entirely inside one shared mapping of a file (``/proc/self/maps``,
+    Linux; False elsewhere or when the maps cannot be read)."""
+    if not sys.platform.startswith("linux") or table.numel() == 0:
+        return False
+    begin = table.data_ptr()
+    end = begin + table.numel() * table.element_size()  # contiguous (checked by the caller)
+    try:
+        with open(f"/proc/{os.getpid()}/maps") as maps:
+            for line in maps:
+                fields = line.split()
+                low, high = (int(value, 16) for value in fields[0].split("-"))
+                if low <= begin < high:
+                    inode, shared = int(fields[4]), fields[1][3] == "s"
+                    return end <= high and shared and inode != 0
+    except (OSError, ValueError, IndexError):
+        return False
+    return False
+
+
+def _madvise(address: int, length: int, advice: int) -> bool:
+    """libc's madvise on [address, address + length); True when it succeeded."""
+    libc = _libc()
+    if libc is None:
+        return False
+    return libc.madvise(ctypes.c_void_p(address), ctypes.c_size_t(length), ctypes.c_int(advice)) == 0
+
+
+_LIBC: list[object] = []
+
+
+def _libc() -> ctypes.CDLL | None:
+    """The C library (memoised; None where it cannot be loaded)."""
+    if not _LIBC:
+        try:
+            _LIBC.append(ctypes.CDLL(None, use_errno=True))
+        except OSError:
+            _LIBC.append(None)
+    return _LIBC[0]  # type: ignore[return-value]

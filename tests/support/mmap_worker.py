@@ -1,0 +1,71 @@
+"""Ranks a memory-mapped (or loaded) entity table in a process of its own, optionally inside a memory cgroup, for
+tests/test_mmap_candidates.py.
+
+    python -m tests.support.mmap_worker TABLE ENTITIES DIM OUT [--loaded] [--cgroup-procs PATH]
+
+Writes OUT (``.npz``): the head and tail ranks and candidate counts of 20 seeded test triples (filtered by 20,000
+seeded known triples, eager kernel), and the process's memory: peak RssFile and RssAnon sampled during the
+evaluation, and their values before it (KiB).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from mmap_scale import MappedDistMult, PeakMemory, memory_kib  # noqa: E402
+
+from kgeval import RankBasedEvaluator  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("table", type=Path)
+    parser.add_argument("entities", type=int)
+    parser.add_argument("dim", type=int)
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--loaded", action="store_true", help="read the whole table into memory first")
+    parser.add_argument("--cgroup-procs", type=Path, help="a memory cgroup's procs file to join before the evaluation")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    if args.cgroup_procs is not None:
+        args.cgroup_procs.write_text(str(os.getpid()))
+    shape = (args.entities, args.dim)
+    if args.loaded:
+        table = torch.from_numpy(np.fromfile(args.table, dtype=np.float32).reshape(shape))
+    else:  # read-only, as a model would map its checkpoint (torch warns that it cannot write to it)
+        warnings.filterwarnings("ignore", message="The given NumPy array is not writable")
+        table = torch.from_numpy(np.memmap(args.table, dtype=np.float32, mode="r", shape=shape))
+    generator = torch.Generator().manual_seed(5)
+    bounds = torch.tensor([args.entities, 4, args.entities])
+    test = (torch.rand(20, 3, generator=generator) * bounds).long()
+    known = (torch.rand(20_000, 3, generator=generator) * bounds).long()
+    before = memory_kib()
+    with PeakMemory(interval=0.01) as peak:
+        results = RankBasedEvaluator(kernel="eager").evaluate(
+            MappedDistMult(table, 4, seed=1), test, additional_filter_triples=known, use_tqdm=False
+        )
+    records = results.records
+    np.savez(
+        args.out,
+        optimistic=records["optimistic"],
+        pessimistic=records["pessimistic"],
+        num_candidates=records["num_candidates"],
+        file_peak=peak.peak["RssFile"],
+        file_before=before["RssFile"],
+        anonymous_peak=peak.peak["RssAnon"],
+        anonymous_before=before["RssAnon"],
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -105,6 +105,8 @@ class GemmScorer(CandidateScorer):
         if self.similarity == "l2":
             vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
         self._vectors = vectors.to(self._candidates.dtype)
+        if isinstance(self._slices, MappedFileSlices):  # the model's gathers of query rows mapped whole folios
+            self._slices.release(0, self._candidates.shape[0])
         self.nan_free = self._bounded()
         self._current: torch.Tensor | None = None  #: the kept scores of the current slice, when it has them
 

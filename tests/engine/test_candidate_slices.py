@@ -144,6 +144,7 @@ def test_only_shared_file_mappings_are_released(tmp_path) -> None:
 def test_released_pages_read_back_unchanged(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A large shared mapping is released a slice at a time; its values read back unchanged (from the file)."""
     monkeypatch.setattr(slices_module, "RELEASE_MIN_BYTES", 1)
+    monkeypatch.setattr(slices_module, "RELEASE_MEMORY_FRACTION", 0.0)
     table = _mapped(tmp_path, "r+")
     expected = table.clone()
     slices = candidate_slices(table, torch.device("cpu"))
@@ -152,6 +153,17 @@ def test_released_pages_read_back_unchanged(tmp_path, monkeypatch: pytest.Monkey
         assert torch.equal(slices.slice(start, start + 512), expected[start : start + 512])
     assert slices.released_bytes >= 7 * 512 * 64 * 4 - 14 * mmap.PAGESIZE  # 7 slices released (whole pages)
     assert torch.equal(table, expected)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc")
+def test_a_mapped_table_is_released_only_when_it_crowds_the_memory(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    available = slices_module.available_memory()
+    assert available is not None and available > 0
+    monkeypatch.setattr(slices_module, "RELEASE_MIN_BYTES", 1)
+    table = _mapped(tmp_path, "r+")  # 1 MiB: far below half the memory available
+    assert type(candidate_slices(table, torch.device("cpu"))) is InPlaceSlices
+    monkeypatch.setattr(slices_module, "available_memory", lambda: 2 * 2**20 - 1)
+    assert type(candidate_slices(table, torch.device("cpu"))) is MappedFileSlices
 
 
 @pytest.mark.cuda

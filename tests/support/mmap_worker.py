@@ -25,6 +25,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 from mmap_scale import MappedDistMult, PeakMemory, memory_kib  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
+from kgeval._engine import candidate_slices  # noqa: E402
 
 
 def main() -> None:
@@ -35,10 +36,14 @@ def main() -> None:
     parser.add_argument("out", type=Path)
     parser.add_argument("--loaded", action="store_true", help="read the whole table into memory first")
     parser.add_argument("--cgroup-procs", type=Path, help="a memory cgroup's procs file to join before the evaluation")
+    parser.add_argument("--always-release", action="store_true", help="release the mapped table's pages whatever "
+                        "the memory available (else only when it crowds the memory: kgeval's default)")  # fmt: skip
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.cgroup_procs is not None:
         args.cgroup_procs.write_text(str(os.getpid()))
+    if args.always_release:
+        candidate_slices.RELEASE_MEMORY_FRACTION = 0.0
     shape = (args.entities, args.dim)
     if args.loaded:
         table = torch.from_numpy(np.fromfile(args.table, dtype=np.float32).reshape(shape))

@@ -32,3 +32,14 @@ def test_the_sharding_benchmark_runs_and_checks_its_ranks(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-2000:]
     assert "ranks identical to the single process on every rank" in done.stdout
     assert "WikiKG90Mv2" in done.stdout
+
+
+def test_the_floor_benchmark_runs(tmp_path: Path) -> None:
+    """benchmarks/floor.py on the shipped UMLS, one round: it prints the ratio of each kernel to the GEMM floor."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "floor.py"), "--dataset", "umls", "--rounds", "1", "--kernels",
+         "eager"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "[eager] kgeval median" in done.stdout and "kgeval / floor of the same round" in done.stdout

@@ -91,8 +91,8 @@ def rank_side(
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
     kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
-    if kernel.reads_rows_in_place:
-        sizes = batching.for_one_pass_kernel(sizes, device)
+    if kernel.reads_rows_in_place or scorer.sizing == "gemm":
+        sizes = batching.with_tall_tiles(sizes, device)
     layout = state.settings.layout or default_layout(device)
     if runs_fused(kernel, scorer):
         layout = "masked"  # a fused kernel scores the filtered pairs as a list: no query groups, no tile segments

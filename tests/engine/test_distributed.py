@@ -17,7 +17,7 @@ from kgeval import RankBasedEvaluator
 from kgeval._engine.distributed import checksum, fingerprint, resolve_group, shard
 from tests.helpers.graphs import TableModel
 from tests.helpers.reference import reference_ranks
-from tests.support.distributed import SCENARIOS, assert_same_results, run_scenarios, tie_heavy_case
+from tests.support.distributed import SCENARIOS, assert_same_results, ok_values, run_scenarios, tie_heavy_case
 
 pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
 
@@ -41,12 +41,6 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
         2: run_scenarios(2, TWO_RANKS, tmp_path_factory.mktemp("two_ranks")),
         3: run_scenarios(3, THREE_RANKS, tmp_path_factory.mktemp("three_ranks")),
     }
-
-
-def ok_values(outcomes: list[dict], name: str) -> list:
-    for rank, outcome in enumerate(outcomes):
-        assert outcome[name][0] == "ok", f"rank {rank}: {outcome[name]}"
-    return [outcome[name][1] for outcome in outcomes]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from kgeval import RankBasedEvaluator
 from kgeval._engine.filter_index import FilterIndex
 from kgeval._engine.sharding import declared_shard, filtered_candidates, gather_shards
 from tests.helpers.reference import reference_ranks
-from tests.support.distributed import SCENARIOS, assert_same_results, run_scenarios
+from tests.support.distributed import SCENARIOS, assert_same_results, ok_values, run_scenarios
 from tests.support.sharded import (
     NUM_ENTITIES,
     SHARDED_SCENARIOS,
@@ -52,12 +52,6 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
         2: run_scenarios(2, names, tmp_path_factory.mktemp("two_ranks")),
         3: run_scenarios(3, names, tmp_path_factory.mktemp("three_ranks")),
     }
-
-
-def ok_values(per_rank: list[dict], name: str) -> list:
-    for rank, outcome in enumerate(per_rank):
-        assert outcome[name][0] == "ok", f"rank {rank}: {outcome[name]}"
-    return [outcome[name][1] for outcome in per_rank]
 
 
 @pytest.mark.parametrize("world_size", [2, 3])

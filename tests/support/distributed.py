@@ -273,6 +273,13 @@ def assert_same_results(got: Any, expected: Any) -> None:
             np.testing.assert_array_equal(got.records[column], expected.records[column], err_msg=column)
 
 
+def ok_values(per_rank: list[dict], name: str) -> list:
+    """Each rank's value of scenario ``name``, after asserting that it succeeded on every rank."""
+    for rank, outcome in enumerate(per_rank):
+        assert outcome[name][0] == "ok", f"rank {rank}: {outcome[name]}"
+    return [outcome[name][1] for outcome in per_rank]
+
+
 # -- processes ------------------------------------------------------------------------------------------------
 
 

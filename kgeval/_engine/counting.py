@@ -205,7 +205,12 @@ def _count_fused(
     filtered = None
     if work.pairs is not None and work.num_filtered is not None:
         pairs = work.pairs.pairs
-        values = kernel.pick_scores(queries, candidates, task_rows[pairs.rows], pairs.positions)  # type: ignore[attr-defined]
+        positions = pairs.positions
+        if work.true_scores is not None:  # answers elsewhere: pairs at -1 are not candidates here (NaN: no code)
+            positions = positions.clamp(min=0)
+        values = kernel.pick_scores(queries, candidates, task_rows[pairs.rows], positions)  # type: ignore[attr-defined]
+        if work.true_scores is not None:
+            values = values.masked_fill(pairs.positions < 0, float("nan"))
         filtered = pairs.counts_against(values, true_scores)
     counts = _side_counts(greater, less, has_nan, candidates.shape[0], filtered, work.num_filtered, raw_too)
     return SideCounts(counts.counts, counts.raw, true_scores)

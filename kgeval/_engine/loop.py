@@ -122,8 +122,8 @@ def rank_side(
             groups = query_groups(side_index, batch.groups, position_of)
             row_starts = [block.row_start for block in batch.blocks] + [end - begin]
             offsets = batch.pair_offsets
-            if given is not None:  # the answers are elsewhere: drop the pairs that are not candidates here
-                pairs, offsets = pairs.candidates_only(row_starts)
+            if given is not None and layout == "sorted":  # answers elsewhere: drop the pairs at position -1 (the
+                pairs, offsets = pairs.candidates_only(row_starts)  # masked layout skips them, never synchronising)
             tiles = pair_tiles(pairs, row_starts, offsets, bounds, layout, groups)
             num_filtered = pairs.num_filtered
             for group in groups:

@@ -36,6 +36,8 @@ AGREEING = [
     "sharded_l2",
     "sharded_l1",
     "sharded_numba",
+    "sharded_masked",
+    "sharded_fused",
     "sharded_floats",
     "sharded_empty_shard",
 ]
@@ -74,8 +76,8 @@ def _assert_reference(got, reference) -> None:
 @pytest.mark.parametrize("world_size", [2, 3])
 @pytest.mark.parametrize(
     ("name", "similarity"),
-    [("sharded_both", "dot"), ("sharded_numba", "dot"), ("sharded_empty_shard", "dot"), ("sharded_l2", "l2"),
-     ("sharded_l1", "l1")],
+    [("sharded_both", "dot"), ("sharded_numba", "dot"), ("sharded_masked", "dot"), ("sharded_fused", "dot"),
+     ("sharded_empty_shard", "dot"), ("sharded_l2", "l2"), ("sharded_l1", "l1")],
 )  # fmt: skip
 def test_sharded_ranks_equal_the_brute_force_reference(outcomes, world_size: int, name: str, similarity: str) -> None:
     """Filtered and raw ranks from the scores' definitions in float64 (the embeddings are small integers)."""

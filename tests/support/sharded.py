@@ -14,6 +14,9 @@ import torch
 from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator, TypeConstraints
+from kgeval._engine.kernel_choice import KernelChooser
+from kgeval._engine.kernels import COMPARE
+from kgeval._engine.loop import EngineState, LoopSettings
 from tests.helpers.graphs import random_graph
 
 NUM_ENTITIES, NUM_RELATIONS, DIM = 30, 4, 6
@@ -148,6 +151,25 @@ def sharded_numba(rank: int | None) -> Any:
     return _evaluate(rank, evaluator, model_for(rank))
 
 
+def sharded_masked(rank: int | None) -> Any:
+    """The masked pair layout (what accelerators use: never synchronises), the tasks answered elsewhere included."""
+    evaluator = RankBasedEvaluator(filtered="both", batch_size=4, slice_size=6)
+    evaluator._state = EngineState(kernels=KernelChooser(COMPARE), settings=LoopSettings(layout="masked"))
+    return _evaluate(rank, evaluator, model_for(rank))
+
+
+def sharded_fused(rank: int | None) -> Any:
+    """The fused Triton kernel (multiplies and counts without writing scores; under the interpreter on CPU), which
+    picks the filtered pairs' scores itself; eager where triton is missing (then the scenario is sharded_both's)."""
+    try:
+        import triton  # noqa: F401
+
+        kernel = "triton"
+    except ImportError:  # pragma: no cover - the gpu extra
+        kernel = "eager"
+    return _evaluate(rank, RankBasedEvaluator(filtered="both", kernel=kernel, batch_size=5), model_for(rank))
+
+
 def sharded_floats(rank: int | None) -> Any:
     """Normal (unquantised) embeddings: every rank compares against its owner's true score."""
     return _evaluate(rank, RankBasedEvaluator(filtered="both"), model_for(rank, quantised=False))
@@ -246,6 +268,8 @@ SHARDED_SCENARIOS = {
         sharded_l2,
         sharded_l1,
         sharded_numba,
+        sharded_masked,
+        sharded_fused,
         sharded_floats,
         sharded_empty_shard,
         sharded_on_cuda,

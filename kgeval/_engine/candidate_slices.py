@@ -55,10 +55,6 @@ class InPlaceSlices:
         """Rows [start, stop) of the table, on the computing device."""
         return self.table[start:stop]
 
-    def max_rows(self) -> int | None:
-        """The most rows a slice should hold (None: no limit beyond the loop's memory budget)."""
-        return None
-
 
 class MappedFileSlices(InPlaceSlices):
     """Slices of a CPU table backed by a shared file mapping: views, whose pages are released once counted."""
@@ -115,10 +111,6 @@ class StreamedSlices:
         self.copied_rows = 0  #: rows copied to the device so far (for tests and benchmarks)
         self.prefetch_hits = 0
 
-    def max_rows(self) -> int:
-        """The rows of :data:`STREAM_SLICE_BYTES` of vectors (at least 1)."""
-        return max(1, STREAM_SLICE_BYTES // max(1, self.table.shape[1] * self.table.element_size()))
-
     def slice(self, start: int, stop: int) -> torch.Tensor:
         """Rows [start, stop) on the device (prefetched or copied now); the next rows of the same width are
         prefetched."""
@@ -144,6 +136,11 @@ class StreamedSlices:
     def _copy(self, start: int, stop: int) -> torch.Tensor:
         self.copied_rows += stop - start
         return self.table[start:stop].to(self.device, non_blocking=self._overlap)
+
+
+def streamed_slice_rows(table: torch.Tensor) -> int:
+    """The most rows of ``table`` one streamed slice holds: :data:`STREAM_SLICE_BYTES` of vectors (at least 1)."""
+    return max(1, STREAM_SLICE_BYTES // max(1, table.shape[1] * table.element_size()))
 
 
 def candidate_slices(table: torch.Tensor, device: torch.device) -> InPlaceSlices | StreamedSlices:

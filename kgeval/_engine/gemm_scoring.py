@@ -12,7 +12,13 @@ from typing import Any, Protocol, runtime_checkable
 import torch
 
 from kgeval._checks import RANKED_DTYPES
-from kgeval._engine.candidate_slices import InPlaceSlices, MappedFileSlices, StreamedSlices, candidate_slices
+from kgeval._engine.candidate_slices import (
+    InPlaceSlices,
+    MappedFileSlices,
+    StreamedSlices,
+    candidate_slices,
+    streamed_slice_rows,
+)
 from kgeval._engine.scoring import CandidateScorer, Workspace
 from kgeval.integrations import scoring_view
 from kgeval.typing import Target
@@ -26,9 +32,9 @@ FINITE_BOUND = 2.0**100
 #: copying a score row costs about as much as this many query dimensions of a GEMM row (measured on CPU)
 ROW_COPY_COST_IN_DIMS = 16
 
-#: candidate columns per GEMM call on CPU: the BLAS multiplies a wide tile faster as blocks of 1024 columns written in
-#: place through the tile's row stride than as one call (d = 200, 2 cores: FB15k-237's 14,541 columns 97-101 ->
-#: 160-168 GFLOP/s at 576-1024 rows; WN18RR's 16,384-column slices 146-153 -> 156-172); the values are the same
+#: candidate columns per GEMM call on CPU: the BLAS multiplies a wide tile faster as blocks of 512 columns written in
+#: place through the tile's row stride than as one call (d = 200, 2 cores, 576-1024 rows: FB15k-237's 14,541 columns
+#: 97-110 -> 159-170 GFLOP/s; 1024-column blocks 160-168, 1536 107-154); the values are the same
 CPU_GEMM_COLUMNS = 512
 
 #: vector dtypes a kernel that multiplies the vectors itself (the fused "triton" kernel) accepts
@@ -87,9 +93,9 @@ class GemmScorer(CandidateScorer):
 
     def max_slice(self, device: torch.device) -> int | None:
         """At most this many candidates per slice when the table is streamed to ``device`` (else None)."""
-        if self._candidates.device == device:
+        if self._candidates.device == device or device.type == "cpu":
             return None
-        return StreamedSlices(self._candidates[:0], device).max_rows() if device.type != "cpu" else None
+        return streamed_slice_rows(self._candidates)
 
     def _candidate_matrix(self) -> torch.Tensor:
         """The (num_candidates, d) candidate vectors: the model's matrix, restricted to ``candidate_ids``."""

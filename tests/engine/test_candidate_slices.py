@@ -18,6 +18,7 @@ from kgeval._engine.candidate_slices import (
     StreamedSlices,
     candidate_slices,
     shared_file_mapping,
+    streamed_slice_rows,
 )
 from kgeval._engine.gemm_scoring import GemmScorer
 
@@ -71,7 +72,7 @@ def test_streamed_slices_copy_one_slice_at_a_time() -> None:
     got = slices.slice(3, 7)
     assert torch.equal(got, table[3:7])  # (on the CPU "copied" to the CPU: the same memory)
     assert slices.copied_rows == 4
-    assert slices.max_rows() == STREAM_SLICE_BYTES // (4 * 4)
+    assert streamed_slice_rows(table) == STREAM_SLICE_BYTES // (4 * 4)
 
 
 def test_a_table_elsewhere_than_host_memory_and_the_device_is_refused() -> None:

@@ -35,6 +35,7 @@ from kgeval._engine import (
     candidate_positions,
     choose_sizes,
     declared_shard,
+    declares_shard,
     exact_matmul,
     gather_shards,
     make_scorer,
@@ -332,6 +333,7 @@ class RankBasedEvaluator:
                 type_constraints=type_constraints,
             )
             inputs = self._checked_inputs(view, request)
+            declared = self._declared_shards(view, inputs)
             check.expect_same(
                 mapped_triples=inputs.triples,
                 additional_filter_triples=inputs.filter_triples,
@@ -341,11 +343,11 @@ class RankBasedEvaluator:
                 num_entities=inputs.num_entities,
                 targets=inputs.targets,
                 evaluator=(self.filtered, self.ks, self.keep_records),
+                candidate_shards=sorted(declared),  # the ranks gather their shards below only if all declare them
             )
             index = None
             if self.filtered is not False:
                 index = self._state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
-            declared = self._declared_shards(view, inputs)
         shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
         with CollectiveCheck(group):
             self._check_sharded(shards, inputs, progress_path)
@@ -407,9 +409,9 @@ class RankBasedEvaluator:
     def _declared_shards(self, model: Any, inputs: EvaluationInputs) -> dict[Target, tuple[int, int] | None]:
         """The candidate shard this rank's model declares for each entity side (None: none), when it has the
         query/candidate form and a shard method; empty when it has none (kgeval._engine.sharding)."""
-        if not _declares_shard(model):
-            return {}
         form = query_candidate_form(model)
+        if form is None or not declares_shard(form):
+            return {}
         served = getattr(form, "kgeval_targets", ("head", "tail"))
         return {
             target: declared_shard(form, target, inputs.num_entities)
@@ -589,7 +591,7 @@ class RankBasedEvaluator:
 def _declares_shard(model: Any) -> bool:
     """Whether ``model`` has the query/candidate form with a candidate shard method (kgeval._engine.sharding)."""
     form = query_candidate_form(model)
-    return form is not None and callable(getattr(form, "kgeval_candidate_shard", None))
+    return form is not None and declares_shard(form)
 
 
 def _side_tasks(

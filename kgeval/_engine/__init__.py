@@ -15,7 +15,7 @@ from kgeval._engine.precision import MATMUL_PRECISIONS, MatmulPrecision, exact_m
 from kgeval._engine.resume import EvaluationProgress, model_fingerprint, rank_file
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer, candidate_positions, model_device
-from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
+from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, declares_shard, gather_shards
 from kgeval._engine.sizes import choose_sizes
 from kgeval._engine.triple_scoring import score_triple_block, triple_function
 
@@ -40,6 +40,7 @@ __all__ = [
     "candidate_positions",
     "choose_sizes",
     "declared_shard",
+    "declares_shard",
     "exact_matmul",
     "fingerprint",
     "gather_shards",

@@ -41,6 +41,7 @@ from kgeval._engine.distributed import CollectiveCheck, communication_device
 from kgeval._engine.filter_index import SideIndex
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, _check_vectors
 from kgeval._engine.loop import EngineState, SideTasks, rank_side
+from kgeval._engine.pairs import expand_pairs
 from kgeval.typing import Target
 
 #: the method by which a query/candidate model declares the shard of the candidate table it holds
@@ -68,6 +69,11 @@ class CandidateShard:
     def holds(self, entities: torch.Tensor) -> torch.Tensor:
         """BoolTensor: whether each entity id lies in this shard."""
         return (entities >= self.start) & (entities < self.stop)
+
+
+def declares_shard(form: Any) -> bool:
+    """Whether a query/candidate form has the shard method (:data:`SHARD_METHOD`)."""
+    return callable(getattr(form, SHARD_METHOD, None))
 
 
 def declared_shard(form: Any, target: Target, num_entities: int) -> tuple[int, int] | None:
@@ -295,7 +301,9 @@ class ShardedSide:
             local = _local_counts(n, device, tasks.side_index is not None, raw_too, [(owned, mine), (~owned, others)])
             num_filtered = None
             if tasks.side_index is not None:
-                num_filtered = filtered_candidates(tasks.side_index, tasks.queries, tasks.position_of)
+                num_filtered = filtered_candidates(
+                    tasks.side_index, tasks.queries, tasks.true_positions, tasks.position_of
+                )
         summed = local.to(communication_device(self.group))
         dist.all_reduce(summed, group=self.group)  # (above, below) x (filtered?, raw?) and NaN flags, per task
         return _global_counts(summed.to(device), ids.numel(), num_filtered, raw_too, true_scores)
@@ -330,7 +338,7 @@ class ShardedSide:
         if count == 0:
             return None
         owned_tasks = SideTasks(tasks.queries[owned], true_local[owned], tasks.side_index, position_of)
-        chosen = batching_sizes(scorer, count, tasks.queries.device, sizes)
+        chosen = batching.choose_sizes(scorer, count, tasks.queries.device, *sizes)
         return rank_side(scorer, owned_tasks, chosen, state, progress, raw_too)
 
     def _count_others(
@@ -355,13 +363,8 @@ class ShardedSide:
         queries = tasks.queries[others]
         elsewhere = torch.full((count,), -1, dtype=torch.int64, device=queries.device)
         other_tasks = SideTasks(queries, elsewhere, tasks.side_index, position_of, true_scores[others])
-        chosen = batching_sizes(scorer, count, queries.device, sizes)
+        chosen = batching.choose_sizes(scorer, count, queries.device, *sizes)
         return rank_side(scorer, other_tasks, chosen, state, progress, raw_too)
-
-
-def batching_sizes(scorer: Any, num_tasks: int, device: torch.device, sizes: tuple[int | None, int | None]) -> Any:
-    """The loop's sizes for ``num_tasks`` tasks of a shard scorer, the caller's (batch_size, slice_size) winning."""
-    return batching.choose_sizes(scorer, num_tasks, device, *sizes)
 
 
 def _above_below(counts: BatchCounts) -> tuple[torch.Tensor, torch.Tensor]:
@@ -407,21 +410,22 @@ def _global_counts(
     return SideCounts(counts, raw, true_scores)
 
 
-def filtered_candidates(side: SideIndex, queries: torch.Tensor, position_of: torch.Tensor | None) -> torch.Tensor:
-    """Per task (LongTensor (n,)): the filtered candidates other than its true answer -- the known answers of its
-    query that are candidates (``position_of`` >= 0; None: every entity), minus the true answer."""
+def filtered_candidates(
+    side: SideIndex, queries: torch.Tensor, true_positions: torch.Tensor, position_of: torch.Tensor | None
+) -> torch.Tensor:
+    """Per task (LongTensor (n,)): the filtered candidates other than its true answer among the whole candidate set
+    (``position_of``; None: every entity), as the single-process loop counts them (:func:`expand_pairs`), the
+    tasks' runs expanded :data:`PAIR_CHUNK` pairs at a time."""
     starts, lengths = side.lookup(queries[:, 0], queries[:, 1])
     if position_of is None:
         return lengths - 1
-    counts = torch.zeros_like(lengths)
+    counts = torch.empty_like(lengths)
     ends = torch.cumsum(lengths, 0)
     begin = 0
     while begin < lengths.numel():
-        end = int(torch.searchsorted(ends, ends[begin] - lengths[begin] + PAIR_CHUNK, right=True))
-        end = max(end, begin + 1)
+        end = max(begin + 1, int(torch.searchsorted(ends, ends[begin] - lengths[begin] + PAIR_CHUNK, right=True)))
         total = int(lengths[begin:end].sum())
-        rows, entities = side.expand(starts[begin:end], lengths[begin:end], total)
-        inside = (position_of[entities] >= 0).long()
-        counts[begin:end] = torch.zeros(end - begin, dtype=torch.int64, device=rows.device).index_add_(0, rows, inside)
+        pairs = expand_pairs(side, starts[begin:end], lengths[begin:end], total, true_positions[begin:end], position_of)
+        counts[begin:end] = pairs.num_filtered
         begin = end
-    return counts - 1
+    return counts

@@ -115,11 +115,14 @@ def test_each_query_vector_is_computed_once_by_its_owner(outcomes, world_size: i
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_failures_raise_on_every_rank(outcomes, world_size: int) -> None:
-    """A gap between shards, a failing model on one rank and NaN scores: every rank raises, none hangs."""
+    """A gap between shards, shards declared on some ranks only, a failing model on one rank and NaN scores: every
+    rank raises, none hangs."""
     per_rank = outcomes[world_size]
     for rank, outcome in enumerate(per_rank):
         assert outcome["sharded_gap"][:2] == ("error", "ValueError")
         assert "must tile the entities [0, 30)" in outcome["sharded_gap"][2]
+        assert outcome["sharded_on_some_ranks"][:2] == ("error", "ValueError"), outcome["sharded_on_some_ranks"]
+        assert "candidate_shards" in outcome["sharded_on_some_ranks"][2]
         expected = "RuntimeError" if rank == 1 else "DistributedEvaluationError"
         assert outcome["sharded_failure"][:2] == ("error", expected), outcome["sharded_failure"]
         assert outcome["sharded_nan"][:2] == ("error", "ValueError")
@@ -184,12 +187,12 @@ def test_filtered_candidates_count_the_known_candidates(seed: int, monkeypatch: 
     position_of = torch.full((NUM_ENTITIES,), -1)
     position_of[whitelist] = torch.arange(17)
     triples = data.triples[torch.isin(data.triples[:, 2], whitelist)]
-    got = filtered_candidates(side, triples[:, :2], position_of)
+    got = filtered_candidates(side, triples[:, :2], position_of[triples[:, 2]], position_of)
     known_set = {tuple(t) for t in known.tolist()}
     allowed = set(whitelist.tolist())
     expected = [sum((h, r, e) in known_set for e in allowed) - 1 for h, r, _t in triples.tolist()]
     assert got.tolist() == expected
-    everything = filtered_candidates(side, data.triples[:, :2], None)
+    everything = filtered_candidates(side, data.triples[:, :2], data.triples[:, 2], None)
     assert everything.tolist() == [
         sum((h, r, e) in known_set for e in range(NUM_ENTITIES)) - 1 for h, r, _t in data.triples.tolist()
     ]

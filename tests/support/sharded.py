@@ -207,7 +207,24 @@ class GappedForm(ShardedForm):
 
 def sharded_gap(rank: int | None) -> Any:
     base = model_for(rank)
-    model = GappedForm(embeddings(7)[0], embeddings(7)[1], base.start, base.stop, "dot")
+    model = GappedForm(*embeddings(7), base.start, base.stop, "dot")
+    return _evaluate(rank, RankBasedEvaluator(), model)
+
+
+class UndeclaredForm(ShardedForm):
+    """A form without the shard method, with its own whole-triple scores: the whole table, an ordinary model."""
+
+    kgeval_candidate_shard = None  # type: ignore[assignment]
+
+    def score_hrt(self, hrt: torch.Tensor) -> torch.Tensor:
+        return (self.entities[hrt[:, 0]] * self.relations[hrt[:, 1]] * self.entities[hrt[:, 2]]).sum(dim=1)
+
+
+def sharded_on_some_ranks(rank: int | None) -> Any:
+    """Rank 1 evaluates an ordinary model holding the whole table while the others hold shards: every rank raises
+    the ranks' disagreement before any of them gathers shards (no rank waits in a collective the others skip)."""
+    entities, relations = embeddings(7)
+    model = UndeclaredForm(entities, relations, 0, NUM_ENTITIES, "dot") if rank == 1 else model_for(rank)
     return _evaluate(rank, RankBasedEvaluator(), model)
 
 
@@ -222,7 +239,7 @@ class FailingForm(ShardedForm):
 
 def sharded_failure(rank: int | None) -> Any:
     base = model_for(rank)
-    model = FailingForm(embeddings(7)[0], embeddings(7)[1], base.start, base.stop, "dot")
+    model = FailingForm(*embeddings(7), base.start, base.stop, "dot")
     return _evaluate(rank, RankBasedEvaluator(), model)
 
 
@@ -275,6 +292,7 @@ SHARDED_SCENARIOS = {
         sharded_on_cuda,
         sharded_queries_asked,
         sharded_gap,
+        sharded_on_some_ranks,
         sharded_failure,
         sharded_nan,
         sharded_refused,

@@ -34,6 +34,7 @@ from _harness import (
     run_contender,
     run_worker,
 )
+from floor import bare_scores
 
 #: the headline model (PyKEEN's comparison in the issue used DistMult, dim 200)
 DIM = 200
@@ -130,23 +131,6 @@ def _fastest(run, shapes, repeats: int) -> tuple[object, dict]:
     return shape, results[shape]
 
 
-def _bare_scores(model: Any, target: str, pairs: torch.Tensor, shape: tuple[int, int | None]) -> None:
-    """The scores of ``pairs``' query vectors against all candidates (cdist for L1), in blocks of ``shape``, into
-    one preallocated buffer (the GEMM of kgeval's form, nothing else)."""
-    rows, width = shape
-    candidates = model.kgeval_candidates(target)
-    width = width or candidates.shape[0]
-    out = torch.empty(rows * width)
-    for start in range(0, len(pairs), rows):
-        vectors = model.kgeval_query(pairs[start : start + rows], target)
-        for column in range(0, candidates.shape[0], width):
-            block = candidates[column : column + width]
-            if model.kgeval_similarity == "l1":
-                torch.cdist(vectors, block, p=1)
-            else:
-                torch.matmul(vectors, block.T, out=out[: len(vectors) * len(block)].view(len(vectors), len(block)))
-
-
 def _shapes(model: Any) -> tuple[tuple[int, int | None], ...]:
     return BARE_SHAPES if model.kgeval_similarity != "l1" else ((1024, None),)  # cdist: slow, one shape
 
@@ -161,7 +145,7 @@ def bare_gemm_all(args):
     def run(shape: tuple[int, int | None]) -> None:
         with torch.inference_mode():
             for target, pairs in queries.items():
-                _bare_scores(model, target, pairs, shape)
+                bare_scores(model, target, pairs, shape)
 
     shape, result = _fastest(run, _shapes(model), args.repeats)
     return {**result, "block": shape}
@@ -178,7 +162,7 @@ def bare_gemm_distinct(args):
     def run(shape: tuple[int, int | None]) -> None:
         with torch.inference_mode():
             for target, pairs in distinct.items():
-                _bare_scores(model, target, pairs, shape)
+                bare_scores(model, target, pairs, shape)
 
     shape, result = _fastest(run, _shapes(model), args.repeats)
     return {**result, "rows": sum(len(q) for q in distinct.values()), "tasks": 2 * len(data.test), "block": shape}

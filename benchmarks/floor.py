@@ -20,6 +20,7 @@ import sys
 import time
 import warnings
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -38,20 +39,29 @@ def distinct_queries(test: torch.Tensor) -> dict[str, torch.Tensor]:
     return {"tail": torch.unique(test[:, [0, 1]], dim=0), "head": torch.unique(test[:, [1, 2]], dim=0)}
 
 
-def floor_seconds(model: DistMult, queries: dict[str, torch.Tensor], shape: tuple[int, int | None]) -> float:
-    """Seconds of the bare GEMM of every distinct query against all candidates, in blocks of ``shape`` (rows,
-    candidate columns) written into a preallocated output."""
+def bare_scores(model: Any, target: str, pairs: torch.Tensor, shape: tuple[int, int | None]) -> None:
+    """The scores of ``pairs``' query vectors against all candidates of the query/candidate form (cdist for "l1"),
+    in blocks of ``shape`` (rows, candidate columns; None: all) written into one preallocated output: the GEMM of
+    the form and nothing else."""
     rows, width = shape
+    candidates = model.kgeval_candidates(target)
+    width = width or candidates.shape[0]
+    out = torch.empty(rows * width)
+    for start in range(0, len(pairs), rows):
+        vectors = model.kgeval_query(pairs[start : start + rows], target)
+        for column in range(0, candidates.shape[0], width):
+            block = candidates[column : column + width]
+            if model.kgeval_similarity == "l1":
+                torch.cdist(vectors, block, p=1)
+            else:
+                torch.matmul(vectors, block.T, out=out[: len(vectors) * len(block)].view(len(vectors), len(block)))
+
+
+def floor_seconds(model: Any, queries: dict[str, torch.Tensor], shape: tuple[int, int | None]) -> float:
+    """Seconds of :func:`bare_scores` of every side's distinct queries in blocks of ``shape``."""
     started = time.perf_counter()
     for target, pairs in queries.items():
-        candidates = model.kgeval_candidates(target)
-        width_here = width or candidates.shape[0]
-        out = torch.empty(rows * width_here)
-        for start in range(0, len(pairs), rows):
-            vectors = model.kgeval_query(pairs[start : start + rows], target)
-            for column in range(0, candidates.shape[0], width_here):
-                block = candidates[column : column + width_here]
-                torch.matmul(vectors, block.T, out=out[: len(vectors) * len(block)].view(len(vectors), len(block)))
+        bare_scores(model, target, pairs, shape)
     return time.perf_counter() - started
 
 

@@ -6,6 +6,7 @@ num_candidates records, and the ``*_moments(summary, k)`` closed forms the metri
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 from collections.abc import Sequence
 
@@ -154,6 +155,12 @@ def geometric_mean_rank_null(
     else:
         weight_array = np.asarray(weights, dtype=np.float64)
         exponents = weight_array / math.fsum(weight_array.tolist())
+    key = None
+    if weights is None:  # every rank type of a side has the same num_candidates: computed once, not per metric
+        key = (hashlib.blake2b(candidates.tobytes(), digest_size=16).digest(), candidates.size)
+        cached = _GMR_NULL_CACHE.get(key)
+        if cached is not None:
+            return cached
     log_first_terms: list[float] = []
     log_ratio_terms: list[float] = []
     for exponent in np.unique(exponents).tolist():
@@ -162,7 +169,19 @@ def geometric_mean_rank_null(
         log_first_terms.extend((counts * log_first).tolist())
         log_ratio_terms.extend((counts * log_ratio).tolist())
     expectation = math.exp(math.fsum(log_first_terms))
-    return expectation, expectation * expectation * math.expm1(math.fsum(log_ratio_terms))
+    moments = expectation, expectation * expectation * math.expm1(math.fsum(log_ratio_terms))
+    if key is not None:
+        _GMR_NULL_CACHE[key] = moments
+        while len(_GMR_NULL_CACHE) > GMR_NULL_CACHE_SIZE:
+            _GMR_NULL_CACHE.pop(next(iter(_GMR_NULL_CACHE)))  # the oldest entry
+    return moments
+
+
+#: unweighted GMR null moments kept, by a 128-bit digest of the num_candidates records (a summary computes them for
+#: each of its 3 GMR metrics, and the 3 rank types of a side share the records: 9 computations, ~1 ms each, for
+#: one side's results otherwise)
+GMR_NULL_CACHE_SIZE = 16
+_GMR_NULL_CACHE: dict[tuple[bytes, int], Moments] = {}
 
 
 # -- closed forms read off a RankSummary ----------------------------------------------------------------------

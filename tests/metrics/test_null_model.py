@@ -142,6 +142,26 @@ def test_gmr_with_two_million_candidates_matches_a_plain_two_pass_sum() -> None:
     assert variance == pytest.approx(math.exp(2 * log_expectation) * math.expm1(excess), rel=1e-11)
 
 
+def test_gmr_moments_are_kept_by_content_and_never_mixed_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each rank type of a side asks for the same GMR null moments: the second ask is served from the cache, and
+    records that differ in one task or in length get their own moments (checked against high precision)."""
+    first = np.array([5, 9, 9, 300, 17] * 40)
+    changed, longer = first.copy(), np.append(first, 9)
+    changed[77] = 10
+    calls: list[int] = []
+    real_power_moments = nm._power_moments
+    monkeypatch.setattr(nm, "_power_moments", lambda *args: calls.append(1) or real_power_moments(*args))
+    nm._GMR_NULL_CACHE.clear()
+    for records in (first, changed, first.copy(), longer, changed):
+        expectation, variance = nm.geometric_mean_rank_null(records)
+        exact_expectation, exact_variance = high_precision_gmr(records)
+        assert expectation == pytest.approx(exact_expectation, rel=1e-12)
+        assert variance == pytest.approx(exact_variance, rel=1e-12)
+    assert len(calls) == 3  # first, changed, longer: the repeats come from the cache
+    weighted = nm.geometric_mean_rank_null(first, np.arange(1.0, first.size + 1))
+    assert weighted != nm.geometric_mean_rank_null(first)  # weights are never served from the unweighted cache
+
+
 # -- reading the moments off a summary ----------------------------------------------------------------------------
 def test_hits_moments_for_an_untracked_k_come_from_the_records() -> None:
     num_candidates = [1, 3, 8, 20, 20]

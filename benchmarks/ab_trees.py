@@ -9,10 +9,10 @@ Usage (one command: the working tree against a commit, both kernels)::
 is checked out into a temporary worktree for the run and removed afterwards.
 
 Each (tree, kernel) runs in its own subprocess with that tree first on ``sys.path``, evaluates the dataset's test
-split (filtered by train + valid + test, both sides, every metric) with a seeded DistMult, and reports its best of
-``--repeats`` calls; ``--rounds`` interleaves the trees, every other round in reverse order (use an even number).
-Printed: the best time per tree and kernel, the after / before
-ratio, and the MRR of each (which must agree).
+split (filtered by train + valid + test, both sides, every metric) with a seeded DistMult (``--model``: another of
+kgeval.models, e.g. TransE for the "l2" fast path), and reports its best of ``--repeats`` calls; ``--rounds``
+interleaves the trees, every other round in reverse order (use an even number). Printed: the best time per tree and
+kernel, the after / before ratio, and the MRR of each (which must agree).
 """
 
 from __future__ import annotations
@@ -34,9 +34,9 @@ import kgeval
 assert kgeval.__file__.startswith({tree!r}), kgeval.__file__
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_dataset
-from kgeval.models import DistMult
+from kgeval.models import {model}
 data = load_dataset({dataset!r})
-model = DistMult(data.num_entities, data.num_relations, dim={dim}, seed=0)
+model = {model}(data.num_entities, data.num_relations, dim={dim}, seed=0)
 evaluator = RankBasedEvaluator(kernel={kernel!r})
 kwargs = data.evaluation_kwargs("test")
 best = float("inf")
@@ -49,7 +49,8 @@ print(best, results["mrr"])
 
 
 def run(tree: str, kernel: str, args: argparse.Namespace) -> tuple[float, float]:
-    code = WORKER.format(tree=tree, dataset=args.dataset, dim=args.dim, kernel=kernel, repeats=args.repeats)
+    code = WORKER.format(tree=tree, dataset=args.dataset, dim=args.dim, kernel=kernel, repeats=args.repeats,
+                         model=args.model)
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     seconds, mrr = done.stdout.split()[-2:]
     return float(seconds), float(mrr)
@@ -78,6 +79,8 @@ def main() -> None:
     parser.add_argument("--after", default=".", help="a kgeval checkout folder or a git revision (default: .)")
     parser.add_argument("--dataset", default="FB15k-237")
     parser.add_argument("--dim", type=int, default=200)
+    parser.add_argument("--model", default="DistMult", choices=["DistMult", "TransE", "RotatE", "ComplEx"],
+                        help="a seeded model of kgeval.models (TransE: the \"l2\" fast path)")  # fmt: skip
     parser.add_argument("--kernels", nargs="+", default=["eager", "numba"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--rounds", type=int, default=4)
@@ -99,7 +102,8 @@ def compare(trees: dict[str, str], args: argparse.Namespace) -> None:
             seconds, mrr = run(tree, kernel, args)
             best[name, kernel] = min(best.get((name, kernel), float("inf")), seconds)
             mrrs[name, kernel] = mrr
-    print(f"{args.dataset}, DistMult d={args.dim}, full filtered test, best of {args.repeats} x {args.rounds} rounds")
+    print(f"{args.dataset}, {args.model} d={args.dim}, full filtered test, "
+          f"best of {args.repeats} x {args.rounds} rounds")
     print(f"before: {trees['before']}\nafter:  {trees['after']}")
     for kernel in args.kernels:
         before, after = best["before", kernel], best["after", kernel]

@@ -101,6 +101,20 @@ def test_the_pages_of_counted_slices_are_let_go(big_table, tmp_path) -> None:
     assert growth_mib < BUDGET_MIB, growth_mib
 
 
+def test_an_l2_model_never_copies_the_table(big_table, tmp_path) -> None:
+    """TransE ("l2": scores 2 q.c - ||c||^2) over the 488 MiB table, released slice by slice, ranks as with the
+    table in memory, and neither file-backed nor anonymous memory grows by the budget: the squared norms are one
+    float per entity, and the table is not extended by a column (a copy as large as the table, before)."""
+    path, _distmult_ranks = big_table
+    loaded = _rank_in_subprocess(path, tmp_path / "loaded.npz", "--loaded", "--model", "transe")
+    mapped = _rank_in_subprocess(path, tmp_path / "mapped.npz", "--always-release", "--model", "transe")
+    _assert_same_ranks(mapped, loaded)
+    file_growth_mib = (mapped["file_peak"] - mapped["file_before"]) / 1024
+    anonymous_growth_mib = (mapped["anonymous_peak"] - mapped["anonymous_before"]) / 1024
+    assert file_growth_mib < BUDGET_MIB, file_growth_mib
+    assert anonymous_growth_mib < BUDGET_MIB, anonymous_growth_mib
+
+
 def _memory_cgroup(limit_bytes: int) -> Path | None:
     """A new cgroup (v1 memory controller, or v2) limited to ``limit_bytes``: its procs file, or None where this
     machine does not let the test create one."""

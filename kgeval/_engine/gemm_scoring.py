@@ -65,8 +65,10 @@ class GemmScorer(CandidateScorer):
     """Query/candidate models with ``"dot"`` or ``"l2"`` similarity: one GEMM per tile, into a reused buffer.
 
     For ``"l2"`` the distance is expanded, ||q - c||^2 = ||q||^2 + ||c||^2 - 2 q.c, and the per-row constant
-    ||q||^2 dropped: the scores 2 q.c - ||c||^2 = [2q, -1] . [c, ||c||^2] order the candidates like -||q - c||
-    and are one GEMM with one extra column.
+    ||q||^2 dropped: the scores 2 q.c - ||c||^2 order the candidates like -||q - c||. They are a GEMM of the
+    model's own table followed by one subtraction of the squared norms, computed once (one float per candidate):
+    the table is never copied, so a memory-mapped or sharded table stays where it is. (The fused kernel, which has
+    no subtraction, multiplies [2q, -1] . [c, ||c||^2] instead, a copy of the table on its device.)
     """
 
     owns_blocks = True
@@ -75,21 +77,27 @@ class GemmScorer(CandidateScorer):
         super().__init__(model, target, num_entities, candidate_ids)
         self.similarity = model.kgeval_similarity
         candidates = self._candidate_matrix()
-        if self.similarity == "l2":
-            candidates = torch.cat([candidates, (candidates * candidates).sum(dim=1, keepdim=True)], dim=1)
-            self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
         self._candidates = candidates
         self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
         #: where slices are read from: in place (pages released for a large shared file mapping), or streamed once
         #: :meth:`use_device` names another device
         self._slices: InPlaceSlices | StreamedSlices = candidate_slices(candidates, candidates.device)
         self._largest_candidate: float | None = None  #: max |c| over the table, read once when first needed
+        #: "l2": ||c||^2 of every candidate (N,), in the table's dtype, and its copy on the scoring device
+        self._norms: torch.Tensor | None = None
+        self._device_norms: torch.Tensor | None = None
+        self._fused_candidates: torch.Tensor | None = None  #: the fused kernel's "l2" candidates, once built
+        if self.similarity == "l2":
+            self._norms = self._device_norms = _squared_norms(candidates, self._release_callback())
+            self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
 
     def use_device(self, device: torch.device) -> None:
         """Read the candidate slices in place on ``device``, releasing the pages of a large shared file mapping
         once counted, or stream them from host memory to ``device`` (kgeval._engine.candidate_slices)."""
         if device != self._candidates.device or self._slices.streams:
             self._slices = candidate_slices(self._candidates, device)
+        if self._norms is not None:
+            self._device_norms = self._norms.to(device)
 
     def max_slice(self, device: torch.device) -> int | None:
         """At most this many candidates per slice when the table is streamed to ``device`` (else None)."""
@@ -111,10 +119,10 @@ class GemmScorer(CandidateScorer):
 
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
-        width = self._candidates.shape[1] - (1 if self.similarity == "l2" else 0)
+        width = self._candidates.shape[1]
         vectors = _check_vectors(self._query_matrix(queries), (queries.shape[0], width), "kgeval_query")
         if self.similarity == "l2":
-            vectors = torch.cat([2 * vectors, vectors.new_full((vectors.shape[0], 1), -1.0)], dim=1)
+            vectors = 2 * vectors
         self._vectors = vectors.to(self._candidates.dtype)
         if isinstance(self._slices, MappedFileSlices):  # the model's gathers of query rows mapped whole folios
             self._slices.release(0, self._candidates.shape[0])
@@ -126,12 +134,19 @@ class GemmScorer(CandidateScorer):
         return self._candidates.dtype in FUSABLE_DTYPES and not self._slices.streams
 
     def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
-        return self._vectors, self._candidates
+        """(queries, candidates) whose products are the scores: for "l2", [2q, -1] and [c, ||c||^2] (the
+        candidates' extended copy is built on the first call, on the table's device, and kept)."""
+        if self._norms is None:
+            return self._vectors, self._candidates
+        if self._fused_candidates is None:
+            self._fused_candidates = torch.cat([self._candidates, self._norms.unsqueeze(1)], dim=1)
+        minus_one = self._vectors.new_full((self._vectors.shape[0], 1), -1.0)
+        return torch.cat([self._vectors, minus_one], dim=1), self._fused_candidates
 
     @property
     def probe_dims(self) -> int:
-        """The width d of the form's query and candidate vectors (without the "l2" expansion's extra column)."""
-        return self._candidates.shape[1] - (1 if self.similarity == "l2" else 0)
+        """The width d of the form's query and candidate vectors."""
+        return self._candidates.shape[1]
 
     def probe_scores(self, start: int, stop: int) -> tuple[torch.Tensor, torch.Tensor]:
         """The form's scores of the current batch's queries against candidate positions [start, stop), computed in
@@ -156,17 +171,24 @@ class GemmScorer(CandidateScorer):
         return -torch.cdist(queries, candidates, p=1.0), scale * terms + underflow
 
     def _bounded(self) -> bool:
-        """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c| (CPU only: a host check)."""
+        """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c|, plus max ||c||^2 for "l2"
+        (CPU only: a host check)."""
         if self._vectors.device.type != "cpu":
             return False
-        return self._vectors.shape[1] * _largest(self._vectors) * self._candidates_largest() < FINITE_BOUND
+        bound = self._vectors.shape[1] * _largest(self._vectors) * self._candidates_largest()
+        if self._norms is not None:
+            bound += _largest(self._norms.unsqueeze(1))
+        return bound < FINITE_BOUND
 
     def _candidates_largest(self) -> float:
         """max |c| over the candidate table, read once (a memory-mapped table's pages are let go as it is read)."""
         if self._largest_candidate is None:
-            release = self._slices.release if isinstance(self._slices, MappedFileSlices) else None
-            self._largest_candidate = _largest(self._candidates, release)
+            self._largest_candidate = _largest(self._candidates, self._release_callback())
         return self._largest_candidate
+
+    def _release_callback(self) -> Callable[[int, int], None] | None:
+        """``release(start, stop)`` of a table whose pages are let go once read (a large shared file mapping)."""
+        return self._slices.release if isinstance(self._slices, MappedFileSlices) else None
 
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
@@ -207,12 +229,16 @@ class GemmScorer(CandidateScorer):
         if self._buffer.numel() < size or self._buffer.device != vectors.device:
             self._buffer = torch.empty(size, dtype=vectors.dtype, device=vectors.device)
         out = self._buffer[:size].view(vectors.shape[0], width)
+        norms = None if self._device_norms is None else self._device_norms[self._start : self._stop]  # "l2"
         if vectors.device.type != "cpu" or width < 2 * CPU_GEMM_COLUMNS:
-            return torch.matmul(vectors, self._slice.T, out=out)
+            torch.matmul(vectors, self._slice.T, out=out)
+            return out if norms is None else out.sub_(norms)  # "l2": 2 q.c - ||c||^2
         candidates = self._slice.T
         for start in range(0, width, CPU_GEMM_COLUMNS):  # column blocks, written in place through the row stride
             stop = start + CPU_GEMM_COLUMNS
-            torch.mm(vectors, candidates[:, start:stop], out=out[:, start:stop])
+            block = torch.mm(vectors, candidates[:, start:stop], out=out[:, start:stop])
+            if norms is not None:  # while the block is in cache
+                block.sub_(norms[start:stop])
         return out
 
 
@@ -246,8 +272,22 @@ def query_candidate_form(model: Any) -> Any | None:
     return None
 
 
-#: elements of a matrix read at once by :func:`_largest` (16 MiB of float32)
+#: elements of a matrix read at once by :func:`_largest` and :func:`_squared_norms` (16 MiB of float32)
 LARGEST_CHUNK = 2**22
+
+
+def _squared_norms(table: torch.Tensor, release: Callable[[int, int], None] | None = None) -> torch.Tensor:
+    """||c||^2 of every row of a (N, d) table, shape (N,), in its dtype and on its device, read
+    :data:`LARGEST_CHUNK` elements at a time (a table larger than memory is never copied whole); ``release(start,
+    stop)`` (given) lets go of each chunk's rows once read."""
+    norms = torch.empty(table.shape[0], dtype=table.dtype, device=table.device)
+    rows = max(1, LARGEST_CHUNK // max(1, table.shape[1]))
+    for start in range(0, len(table), rows):
+        chunk = table[start : start + rows].detach()
+        torch.sum(chunk * chunk, dim=1, out=norms[start : start + rows])
+        if release is not None:
+            release(start, min(start + rows, len(table)))
+    return norms
 
 
 def _largest(vectors: torch.Tensor, release: Callable[[int, int], None] | None = None) -> float:

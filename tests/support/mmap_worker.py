@@ -1,11 +1,12 @@
 """Ranks a memory-mapped (or loaded) entity table in a process of its own, optionally inside a memory cgroup, for
 tests/test_mmap_candidates.py.
 
-    python -m tests.support.mmap_worker TABLE ENTITIES DIM OUT [--loaded] [--cgroup-procs PATH]
+    python -m tests.support.mmap_worker TABLE ENTITIES DIM OUT [--loaded] [--cgroup-procs PATH] [--model transe]
 
 Writes OUT (``.npz``): the head and tail ranks and candidate counts of 20 seeded test triples (filtered by 20,000
 seeded known triples, eager kernel), and the process's memory: peak RssFile and RssAnon sampled during the
-evaluation, and their values before it (KiB).
+evaluation, and their values before it (KiB). The model is DistMult ("dot"), or TransE ("l2": its squared-norm
+expansion must not copy the table either).
 """
 
 from __future__ import annotations
@@ -28,6 +29,23 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine import candidate_slices  # noqa: E402
 
 
+class MappedTransE(MappedDistMult):
+    """TransE-L2 over a memory-mapped entity table: query h + r (or t - r), similarity "l2"."""
+
+    kgeval_similarity = "l2"
+
+    def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+        if target == "tail":
+            return self.table[batch[:, 0]] + self.relations[batch[:, 1]]
+        return self.table[batch[:, 1]] - self.relations[batch[:, 0]]
+
+    def score_hrt(self, hrt: torch.Tensor) -> torch.Tensor:
+        return -(self.table[hrt[:, 0]] + self.relations[hrt[:, 1]] - self.table[hrt[:, 2]]).norm(dim=1)
+
+
+MODELS = {"distmult": MappedDistMult, "transe": MappedTransE}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("table", type=Path)
@@ -38,6 +56,7 @@ def main() -> None:
     parser.add_argument("--cgroup-procs", type=Path, help="a memory cgroup's procs file to join before the evaluation")
     parser.add_argument("--always-release", action="store_true", help="release the mapped table's pages whatever "
                         "the memory available (else only when it crowds the memory: kgeval's default)")  # fmt: skip
+    parser.add_argument("--model", choices=sorted(MODELS), default="distmult")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.cgroup_procs is not None:
@@ -57,7 +76,7 @@ def main() -> None:
     before = memory_kib()
     with PeakMemory(interval=0.01) as peak:
         results = RankBasedEvaluator(kernel="eager").evaluate(
-            MappedDistMult(table, 4, seed=1), test, additional_filter_triples=known, use_tqdm=False
+            MODELS[args.model](table, 4, seed=1), test, additional_filter_triples=known, use_tqdm=False
         )
     records = results.records
     np.savez(

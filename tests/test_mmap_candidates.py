@@ -115,6 +115,22 @@ def test_an_l2_model_never_copies_the_table(big_table, tmp_path) -> None:
     assert anonymous_growth_mib < BUDGET_MIB, anonymous_growth_mib
 
 
+@pytest.mark.parametrize("model", ["distmult", "transe"])
+def test_a_whitelist_is_gathered_a_slice_at_a_time(big_table, tmp_path, model: str) -> None:
+    """Candidates restricted to half the 488 MiB table's entities, released slice by slice: the ranks are those of
+    the table in memory, and neither file-backed nor anonymous memory grows by the budget -- each slice's rows are
+    gathered when it is counted (before, the whitelist's rows were copied at once: 244 MiB)."""
+    path, _distmult_ranks = big_table
+    loaded = _rank_in_subprocess(path, tmp_path / "loaded.npz", "--loaded", "--whitelist", "--model", model)
+    mapped = _rank_in_subprocess(path, tmp_path / "mapped.npz", "--always-release", "--whitelist", "--model", model)
+    _assert_same_ranks(mapped, loaded)
+    assert (loaded["num_candidates"] <= BIG_ENTITIES // 2).all()
+    file_growth_mib = (mapped["file_peak"] - mapped["file_before"]) / 1024
+    anonymous_growth_mib = (mapped["anonymous_peak"] - mapped["anonymous_before"]) / 1024
+    assert file_growth_mib < BUDGET_MIB, file_growth_mib
+    assert anonymous_growth_mib < BUDGET_MIB, anonymous_growth_mib
+
+
 def _memory_cgroup(limit_bytes: int) -> Path | None:
     """A new cgroup (v1 memory controller, or v2) limited to ``limit_bytes``: its procs file, or None where this
     machine does not let the test create one."""

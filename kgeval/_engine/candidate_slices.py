@@ -11,6 +11,9 @@ are let go once a slice is counted, or copied from host memory to the device a s
   and its pages left to the kernel, which drops clean file pages itself under memory pressure. Checked, not
   assumed: the mapping is looked up in ``/proc/self/maps`` (Linux); anything else -- anonymous memory, a private
   copy-on-write mapping, another system -- is read in place and never released.
+- :class:`GatheredSlices`: a candidate whitelist over a table that :class:`MappedFileSlices` would release: each
+  slice's rows are gathered when it is counted (a copy of one slice, on the computing device) and the pages of the
+  table rows it spans released after, so a whitelist never copies the table either.
 - :class:`StreamedSlices`: the table lives in host memory (pinned, or a memory-mapped file) while the queries are
   on an accelerator: each slice is copied to the device when it is counted, never the whole table; on CUDA the
   next slice is copied on a side stream while the current one is counted (overlapped when the table is pinned).
@@ -138,13 +141,51 @@ class StreamedSlices:
         return self.table[start:stop].to(self.device, non_blocking=self._overlap)
 
 
+class GatheredSlices(MappedFileSlices):
+    """Slices of a sorted candidate whitelist over a CPU table backed by a large shared file mapping.
+
+    Parameters
+    ----------
+    table : Tensor of shape (n, d), on the CPU, in a shared file mapping
+    rows : LongTensor of shape (k,)
+        The whitelist: sorted table rows; candidate position p is table row ``rows[p]``.
+    device : torch.device
+        Where the slices are used (a GPU gets each gathered slice copied, never the table).
+    """
+
+    def __init__(self, table: torch.Tensor, rows: torch.Tensor, device: torch.device) -> None:
+        super().__init__(table)
+        self.rows, self.device = rows.cpu(), device
+        self.streams = device != table.device
+        self.gathered_rows = 0  #: rows gathered so far (for tests)
+
+    def slice(self, start: int, stop: int) -> torch.Tensor:
+        """The whitelist's rows at positions [start, stop), gathered; the table rows of the previous slice are
+        released first."""
+        if self._previous is not None:
+            self.release(*self._previous)
+        rows = self.rows[start:stop]
+        self._previous = (int(rows[0]), int(rows[-1]) + 1) if rows.numel() else None
+        self.gathered_rows += rows.numel()
+        return self.table.index_select(0, rows).to(self.device)
+
+    def take(self, start: int, stop: int) -> torch.Tensor:
+        """The whitelist's rows at positions [start, stop), gathered on the CPU, nothing released (for checks)."""
+        return self.table.index_select(0, self.rows[start:stop])
+
+
 def streamed_slice_rows(table: torch.Tensor) -> int:
     """The most rows of ``table`` one streamed slice holds: :data:`STREAM_SLICE_BYTES` of vectors (at least 1)."""
     return max(1, STREAM_SLICE_BYTES // max(1, table.shape[1] * table.element_size()))
 
 
-def candidate_slices(table: torch.Tensor, device: torch.device) -> InPlaceSlices | StreamedSlices:
-    """How to read slices of ``table`` for scores computed on ``device`` (see the module docstring)."""
+def candidate_slices(
+    table: torch.Tensor, device: torch.device, rows: torch.Tensor | None = None
+) -> InPlaceSlices | StreamedSlices:
+    """How to read slices of ``table`` for scores computed on ``device`` (see the module docstring); ``rows``
+    (sorted table rows of a candidate whitelist) only where :func:`releases_pages` holds for the table."""
+    if rows is not None:
+        return GatheredSlices(table, rows, device)
     if table.device != device:
         if table.device.type != "cpu":
             raise ValueError(
@@ -152,12 +193,23 @@ def candidate_slices(table: torch.Tensor, device: torch.device) -> InPlaceSlices
                 "the table must live on the model's device or in host memory (streamed a slice at a time)"
             )
         return StreamedSlices(table, device)
-    size = table.numel() * table.element_size()
-    if device.type == "cpu" and size >= RELEASE_MIN_BYTES and table.is_contiguous() and shared_file_mapping(table):
-        available = available_memory()
-        if available is None or size > available * RELEASE_MEMORY_FRACTION:
-            return MappedFileSlices(table)
+    if device.type == "cpu" and releases_pages(table):
+        return MappedFileSlices(table)
     return InPlaceSlices(table)
+
+
+def releases_pages(table: torch.Tensor) -> bool:
+    """Whether a table's pages are released slice by slice when read on the CPU: a contiguous CPU table of at least
+    :data:`RELEASE_MIN_BYTES` in a shared file mapping, larger than :data:`RELEASE_MEMORY_FRACTION` of the memory
+    available (:func:`available_memory`; unknown counts as too little)."""
+    size = table.numel() * table.element_size()
+    if table.device.type != "cpu" or size < RELEASE_MIN_BYTES or not table.is_contiguous():
+        return False
+    if not shared_file_mapping(table):
+        return False
+    available = available_memory()
+    return available is None or size > available * RELEASE_MEMORY_FRACTION
+
 
 
 def shared_file_mapping(table: torch.Tensor) -> bool:

@@ -13,10 +13,10 @@ import torch
 
 from kgeval._checks import RANKED_DTYPES
 from kgeval._engine.candidate_slices import (
-    InPlaceSlices,
+    GatheredSlices,
     MappedFileSlices,
-    StreamedSlices,
     candidate_slices,
+    releases_pages,
     streamed_slice_rows,
 )
 from kgeval._engine.scoring import CandidateScorer, Workspace
@@ -76,26 +76,33 @@ class GemmScorer(CandidateScorer):
     def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
         super().__init__(model, target, num_entities, candidate_ids)
         self.similarity = model.kgeval_similarity
+        #: the whitelist's table rows when its slices are gathered from the whole table (a large shared file
+        #: mapping: kgeval._engine.candidate_slices.GatheredSlices) instead of copied at once; else None
+        self._gathered_rows: torch.Tensor | None = None
         candidates = self._candidate_matrix()
+        #: the candidate vectors: (num_candidates, d), or the whole (num_entities, d) table when gathered
         self._candidates = candidates
         self._buffer = torch.empty(0, dtype=candidates.dtype, device=candidates.device)
-        #: where slices are read from: in place (pages released for a large shared file mapping), or streamed once
-        #: :meth:`use_device` names another device
-        self._slices: InPlaceSlices | StreamedSlices = candidate_slices(candidates, candidates.device)
+        #: where slices are read from: in place (pages released for a large shared file mapping), gathered (a
+        #: whitelist over such a table), or streamed once :meth:`use_device` names another device
+        self._slices = candidate_slices(candidates, candidates.device, self._gathered_rows)
         self._largest_candidate: float | None = None  #: max |c| over the table, read once when first needed
         #: "l2": ||c||^2 of every candidate (N,), in the table's dtype, and its copy on the scoring device
         self._norms: torch.Tensor | None = None
         self._device_norms: torch.Tensor | None = None
         self._fused_candidates: torch.Tensor | None = None  #: the fused kernel's "l2" candidates, once built
         if self.similarity == "l2":
-            self._norms = self._device_norms = _squared_norms(candidates, self._release_callback())
+            norms = _squared_norms(candidates, self._release_callback())
+            if self._gathered_rows is not None:
+                norms = norms.index_select(0, self._gathered_rows.to(norms.device))
+            self._norms = self._device_norms = norms
             self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
 
     def use_device(self, device: torch.device) -> None:
         """Read the candidate slices in place on ``device``, releasing the pages of a large shared file mapping
         once counted, or stream them from host memory to ``device`` (kgeval._engine.candidate_slices)."""
-        if device != self._candidates.device or self._slices.streams:
-            self._slices = candidate_slices(self._candidates, device)
+        if device != self._candidates.device or self._slices.streams or self._gathered_rows is not None:
+            self._slices = candidate_slices(self._candidates, device, self._gathered_rows)
         if self._norms is not None:
             self._device_norms = self._norms.to(device)
 
@@ -106,12 +113,17 @@ class GemmScorer(CandidateScorer):
         return streamed_slice_rows(self._candidates)
 
     def _candidate_matrix(self) -> torch.Tensor:
-        """The (num_candidates, d) candidate vectors: the model's matrix, restricted to ``candidate_ids``."""
+        """The (num_candidates, d) candidate vectors: the model's matrix, restricted to ``candidate_ids`` -- or the
+        whole matrix, its whitelist rows noted in ``_gathered_rows``, when its pages are released slice by slice
+        (a copy of the whitelist's rows could be as large as the table)."""
         matrix = self.model.kgeval_candidates(self.target)
         candidates = _check_vectors(matrix, (self.num_entities, None), "kgeval_candidates")
-        if self.candidate_ids is not None:
-            candidates = candidates.index_select(0, self.candidate_ids)
-        return candidates
+        if self.candidate_ids is None:
+            return candidates
+        if releases_pages(candidates):
+            self._gathered_rows = self.candidate_ids.cpu()
+            return candidates
+        return candidates.index_select(0, self.candidate_ids)
 
     def _query_matrix(self, queries: torch.Tensor) -> torch.Tensor:
         """The (U, d) query vectors of a batch's distinct (U, 2) queries, as the model computes them."""
@@ -131,7 +143,7 @@ class GemmScorer(CandidateScorer):
 
     @property
     def fusable(self) -> bool:
-        return self._candidates.dtype in FUSABLE_DTYPES and not self._slices.streams
+        return self._candidates.dtype in FUSABLE_DTYPES and not self._slices.streams and self._gathered_rows is None
 
     def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(queries, candidates) whose products are the scores: for "l2", [2q, -1] and [c, ||c||^2] (the
@@ -157,7 +169,7 @@ class GemmScorer(CandidateScorer):
         counts."""
         dims = self.probe_dims
         queries = self._vectors[:, :dims].double()
-        candidates = self._candidates[start:stop, :dims].to(queries.device, torch.float64)
+        candidates = self._candidate_rows(start, stop)[:, :dims].to(queries.device, torch.float64)
         info = torch.finfo(self._candidates.dtype)
         scale, underflow = 2 * (dims + 2) * info.eps, 2 * (dims + 2) * info.tiny  # relative, and absolute (subnormals)
         if self.similarity == "dot":
@@ -185,6 +197,12 @@ class GemmScorer(CandidateScorer):
         if self._largest_candidate is None:
             self._largest_candidate = _largest(self._candidates, self._release_callback())
         return self._largest_candidate
+
+    def _candidate_rows(self, start: int, stop: int) -> torch.Tensor:
+        """The vectors of candidate positions [start, stop) (gathered from the table for a gathered whitelist)."""
+        if isinstance(self._slices, GatheredSlices):
+            return self._slices.take(start, stop)
+        return self._candidates[start:stop]
 
     def _release_callback(self) -> Callable[[int, int], None] | None:
         """``release(start, stop)`` of a table whose pages are let go once read (a large shared file mapping)."""

@@ -13,6 +13,7 @@ from kgeval import RankBasedEvaluator
 from kgeval._engine import candidate_slices as slices_module
 from kgeval._engine.candidate_slices import (
     STREAM_SLICE_BYTES,
+    GatheredSlices,
     InPlaceSlices,
     MappedFileSlices,
     StreamedSlices,
@@ -46,6 +47,23 @@ class HostTableDistMult(torch.nn.Module):
     def score_hrt(self, hrt: torch.Tensor) -> torch.Tensor:
         heads, tails = (self.table[ids.to(self.table.device)].to(self.device) for ids in (hrt[:, 0], hrt[:, 2]))
         return (heads * self.relations[hrt[:, 1]] * tails).sum(dim=1)
+
+
+class HostTableTransE(HostTableDistMult):
+    """TransE-L2 (or L1) over ``table``: query h + r (or t - r), similarity "l2" ("l1")."""
+
+    def __init__(self, table: torch.Tensor, relations: torch.Tensor, device: torch.device, p: int) -> None:
+        super().__init__(table, relations, device)
+        self.p, self.kgeval_similarity = p, f"l{p}"
+
+    def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+        if target == "tail":
+            return self.table[batch[:, 0]].to(self.device) + self.relations[batch[:, 1]]
+        return self.table[batch[:, 1]].to(self.device) - self.relations[batch[:, 0]]
+
+    def score_hrt(self, hrt: torch.Tensor) -> torch.Tensor:
+        heads, tails = (self.table[ids].to(self.device) for ids in (hrt[:, 0], hrt[:, 2]))
+        return -(heads + self.relations[hrt[:, 1]] - tails).norm(p=self.p, dim=1)
 
 
 def _graph(num_entities: int = 900, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -91,7 +109,8 @@ def test_streamed_candidates_rank_as_in_place(monkeypatch: pytest.MonkeyPatch) -
     )
     made: list[StreamedSlices] = []
 
-    def always_streamed(table: torch.Tensor, device: torch.device) -> StreamedSlices:
+    def always_streamed(table: torch.Tensor, device: torch.device, rows: None = None) -> StreamedSlices:
+        assert rows is None  # no whitelist here
         made.append(StreamedSlices(table, device))
         return made[-1]
 
@@ -165,6 +184,68 @@ def test_a_mapped_table_is_released_only_when_it_crowds_the_memory(tmp_path, mon
     assert type(candidate_slices(table, torch.device("cpu"))) is InPlaceSlices
     monkeypatch.setattr(slices_module, "available_memory", lambda: 2 * 2**20 - 1)
     assert type(candidate_slices(table, torch.device("cpu"))) is MappedFileSlices
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc/self/maps")
+def test_gathered_whitelist_slices_hold_the_whitelist_rows_and_release_the_previous_span(
+    tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(slices_module, "RELEASE_MIN_BYTES", 1)
+    monkeypatch.setattr(slices_module, "RELEASE_MEMORY_FRACTION", 0.0)
+    table = _mapped(tmp_path, "r+")
+    expected = table.clone()
+    rows = torch.tensor([3, 4, 700, 701, 2048, 4000, 4095])
+    slices = candidate_slices(table, torch.device("cpu"), rows)
+    assert type(slices) is GatheredSlices and not slices.streams
+    released: list[tuple[int, int]] = []
+    monkeypatch.setattr(slices, "release", lambda start, stop: released.append((start, stop)))
+    for start in range(0, 7, 3):
+        assert torch.equal(slices.slice(start, min(start + 3, 7)), expected[rows[start : start + 3]])
+    assert released == [(3, 701), (701, 4001)]  # the table rows each earlier slice spanned
+    assert slices.gathered_rows == 7 and torch.equal(slices.take(1, 4), expected[rows[1:4]])
+    assert torch.equal(table, expected)
+
+
+@pytest.mark.skipif(not __import__("sys").platform.startswith("linux"), reason="reads /proc/self/maps")
+@pytest.mark.parametrize("similarity", ["dot", "l2", "l1"])
+def test_a_whitelist_over_a_released_table_ranks_as_its_copy(
+    tmp_path, monkeypatch: pytest.MonkeyPatch, similarity: str
+) -> None:
+    """A whitelist over a table whose pages are released is gathered slice by slice (never copied whole) and ranks
+    exactly as the whitelist's copy in memory, with ties everywhere, filtered and raw, in several slices."""
+    entities, relations, test, known = _graph()
+    path = tmp_path / "entities.f32"
+    entities.numpy().tofile(path)
+    mapped = torch.from_numpy(np.memmap(path, dtype=np.float32, mode="r+", shape=tuple(entities.shape)))
+    whitelist = torch.arange(0, entities.shape[0], 3)
+    test = test[torch.isin(test[:, 0], whitelist) & torch.isin(test[:, 2], whitelist)]
+    assert len(test) >= 5
+    options = {"restrict_entities_to": whitelist, "additional_filter_triples": known, "use_tqdm": False}
+    gathered: list[GatheredSlices] = []
+    real_slices = slices_module.candidate_slices
+
+    def recording(*args, **kwargs):
+        made = real_slices(*args, **kwargs)
+        if isinstance(made, GatheredSlices):
+            gathered.append(made)
+        return made
+
+    results = {}
+    for name, table in (("copied", entities), ("gathered", mapped)):
+        cpu = torch.device("cpu")
+        model = HostTableDistMult(table, relations, cpu) if similarity == "dot" else HostTableTransE(
+            table, relations, cpu, p=int(similarity[1])
+        )
+        with monkeypatch.context() as patch:
+            patch.setattr(slices_module, "RELEASE_MIN_BYTES", 1 if name == "gathered" else 2**62)
+            patch.setattr(slices_module, "RELEASE_MEMORY_FRACTION", 0.0)
+            patch.setattr("kgeval._engine.gemm_scoring.candidate_slices", recording)
+            evaluator = RankBasedEvaluator(kernel="eager", filtered="both", slice_size=70)
+            results[name] = evaluator.evaluate(model, test, **options)
+    assert sum(slices.gathered_rows for slices in gathered) > 0  # the scorers read gathered slices
+    for column in ("optimistic", "pessimistic", "num_candidates"):
+        np.testing.assert_array_equal(results["gathered"].records[column], results["copied"].records[column])
+    assert results["gathered"] == results["copied"] and results["gathered"].raw == results["copied"].raw
 
 
 @pytest.mark.cuda

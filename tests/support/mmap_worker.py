@@ -2,11 +2,13 @@
 tests/test_mmap_candidates.py.
 
     python -m tests.support.mmap_worker TABLE ENTITIES DIM OUT [--loaded] [--cgroup-procs PATH] [--model transe]
+        [--whitelist]
 
 Writes OUT (``.npz``): the head and tail ranks and candidate counts of 20 seeded test triples (filtered by 20,000
 seeded known triples, eager kernel), and the process's memory: peak RssFile and RssAnon sampled during the
 evaluation, and their values before it (KiB). The model is DistMult ("dot"), or TransE ("l2": its squared-norm
-expansion must not copy the table either).
+expansion must not copy the table either); ``--whitelist`` restricts the candidates to the even entity ids
+(the test triples' heads and tails moved onto them), a whitelist as large as half the table.
 """
 
 from __future__ import annotations
@@ -57,6 +59,7 @@ def main() -> None:
     parser.add_argument("--always-release", action="store_true", help="release the mapped table's pages whatever "
                         "the memory available (else only when it crowds the memory: kgeval's default)")  # fmt: skip
     parser.add_argument("--model", choices=sorted(MODELS), default="distmult")
+    parser.add_argument("--whitelist", action="store_true", help="rank among the even entity ids only")
     args = parser.parse_args()
     torch.set_num_threads(1)
     if args.cgroup_procs is not None:
@@ -73,10 +76,14 @@ def main() -> None:
     bounds = torch.tensor([args.entities, 4, args.entities])
     test = (torch.rand(20, 3, generator=generator) * bounds).long()
     known = (torch.rand(20_000, 3, generator=generator) * bounds).long()
+    options = {}
+    if args.whitelist:
+        test[:, [0, 2]] = test[:, [0, 2]] // 2 * 2
+        options["restrict_entities_to"] = torch.arange(0, args.entities, 2)
     before = memory_kib()
     with PeakMemory(interval=0.01) as peak:
         results = RankBasedEvaluator(kernel="eager").evaluate(
-            MODELS[args.model](table, 4, seed=1), test, additional_filter_triples=known, use_tqdm=False
+            MODELS[args.model](table, 4, seed=1), test, additional_filter_triples=known, use_tqdm=False, **options
         )
     records = results.records
     np.savez(

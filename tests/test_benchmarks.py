@@ -43,3 +43,26 @@ def test_the_floor_benchmark_runs(tmp_path: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "[eager] kgeval median" in done.stdout and "kgeval / floor of the same round" in done.stdout
+
+
+def test_the_tile_shapes_benchmark_runs(tmp_path: Path) -> None:
+    """benchmarks/tile_shapes.py, shrunk: every layout it compares is timed and printed."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "tile_shapes.py"), "--rows", "2048", "--candidates", "1100",
+         "--dim", "16", "--repeats", "1"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    for label in ("strided 576:", "contiguous 2048:", "strided 1024 + pass:", "hot 2048:"):
+        assert label in done.stdout, label
+
+
+def test_the_ab_worker_builds_each_model() -> None:
+    """benchmarks/ab_trees.py's worker names the --model it is given (TransE: the "l2" fast path)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        import ab_trees
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+    code = ab_trees.WORKER.format(tree="/x", dataset="umls", dim=8, kernel="eager", repeats=1, model="TransE")
+    assert "from kgeval.models import TransE" in code and "model = TransE(" in code

@@ -91,6 +91,7 @@ class GemmScorer(CandidateScorer):
         self._norms: torch.Tensor | None = None
         self._device_norms: torch.Tensor | None = None
         self._fused_candidates: torch.Tensor | None = None  #: the fused kernel's "l2" candidates, once built
+        self._largest_norm: float | None = None  #: max ||c||^2, read once when first needed
         if self.similarity == "l2":
             norms = _squared_norms(candidates, self._release_callback())
             if self._gathered_rows is not None:
@@ -189,7 +190,9 @@ class GemmScorer(CandidateScorer):
             return False
         bound = self._vectors.shape[1] * _largest(self._vectors) * self._candidates_largest()
         if self._norms is not None:
-            bound += _largest(self._norms.unsqueeze(1))
+            if self._largest_norm is None:  # read once: one float per candidate, however many batches
+                self._largest_norm = _largest(self._norms.unsqueeze(1))
+            bound += self._largest_norm
         return bound < FINITE_BOUND
 
     def _candidates_largest(self) -> float:

@@ -130,6 +130,22 @@ def test_nan_free_flags() -> None:
     assert scorer.nan_free
 
 
+def test_l2_scores_subtract_the_squared_norms_and_bound_them() -> None:
+    """"l2" tiles are 2 q.c - ||c||^2 of the model's own vectors (no extended copy of the table), and a squared norm
+    that overflows (||c||^2 = inf in float32, though q . c is small) makes the scores not NaN-free."""
+    generator = torch.Generator().manual_seed(3)
+    query, candidates = torch.randn(2, 3, generator=generator), torch.randn(5, 3, generator=generator)
+    scorer = make_scorer(QueryCandidate("l2", query, candidates), "tail", 5, None)
+    tile, _owned = _tile(scorer, torch.zeros(2, 2, dtype=torch.long), 0, 5)
+    expected = 2 * query.double() @ candidates.double().T - (candidates.double() ** 2).sum(dim=1)
+    torch.testing.assert_close(tile.double(), expected, rtol=1e-6, atol=1e-6)
+    assert scorer.nan_free and scorer._candidates is candidates  # read in place
+    candidates[4] = torch.tensor([1e20, 0.0, 0.0])  # ||c||^2 = 1e40: inf in float32
+    scorer = make_scorer(QueryCandidate("l2", query * 1e-30, candidates), "tail", 5, None)
+    scorer.begin(torch.zeros(2, 2, dtype=torch.long))
+    assert not scorer.nan_free
+
+
 def test_workspace_reuses_its_buffer() -> None:
     workspace = Workspace()
     like = torch.zeros(1)

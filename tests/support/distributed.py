@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import faulthandler
 import os
 import pickle
 import runpy
+import signal
 import socket
 import time
 import traceback
@@ -296,7 +298,18 @@ def _outcome(run: Callable[[], Any]) -> tuple[str, ...] | tuple[str, Any]:
         return ("error", type(error).__name__, str(error))
 
 
+#: the signal on which a rank prints every thread's stack (to its stderr) before a timed-out launch kills it
+STACKS_SIGNAL = getattr(signal, "SIGUSR1", None)
+
+
+def _stacks_on_signal() -> None:
+    """Let :func:`launch` ask this rank for its threads' stacks (where it hangs) before killing it."""
+    if STACKS_SIGNAL is not None:
+        faulthandler.register(STACKS_SIGNAL, all_threads=True)
+
+
 def _worker(rank: int, world_size: int, port: int, out_dir: str, names: list[str], backend: str = "gloo") -> None:
+    _stacks_on_signal()
     torch.set_num_threads(1)
     if backend == "nccl":
         torch.cuda.set_device(rank)  # NCCL: one GPU per rank
@@ -334,6 +347,7 @@ def run_scenarios(
 
 def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: str, argv: list[str]) -> None:
     """Run an example script's ``main(argv)`` as torchrun would: rendezvous through environment variables."""
+    _stacks_on_signal()
     torch.set_num_threads(1)
     os.environ.update(
         RANK=str(rank),
@@ -354,6 +368,16 @@ def run_example(world_size: int, path: Path, argv: list[str], out_dir: Path, dea
     return launch(_example_worker, args, world_size, out_dir, deadline)
 
 
+def _dump_stacks(pids: list[int]) -> None:
+    """Ask each process for its threads' stacks (:func:`_stacks_on_signal`) and give them a moment to print."""
+    if STACKS_SIGNAL is None:
+        return
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, STACKS_SIGNAL)
+    time.sleep(2.0)
+
+
 def launch(worker: Callable[..., None], args: tuple, world_size: int, out_dir: Path, deadline: float) -> list:
     """Start ``worker(rank, *args)`` on ``world_size`` processes, wait (killing them after ``deadline`` s), and
     return what each rank pickled to ``out_dir/rank<i>.pkl``."""
@@ -363,7 +387,12 @@ def launch(worker: Callable[..., None], args: tuple, world_size: int, out_dir: P
     try:
         while not context.join(timeout=1.0):
             if time.monotonic() > stop:
-                raise TimeoutError(f"{worker.__name__} did not finish within {deadline} s")
+                alive = [process.pid for process in context.processes if process.is_alive()]
+                _dump_stacks(alive)
+                raise TimeoutError(
+                    f"{worker.__name__} did not finish within {deadline} s; ranks' processes still alive: {alive} "
+                    "(their threads' stacks are in the captured stderr)"
+                )
     finally:
         for process in context.processes:
             if process.is_alive():

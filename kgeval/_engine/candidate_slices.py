@@ -211,7 +211,6 @@ def releases_pages(table: torch.Tensor) -> bool:
     return available is None or size > available * RELEASE_MEMORY_FRACTION
 
 
-
 def shared_file_mapping(table: torch.Tensor) -> bool:
     """Whether the CPU tensor's memory lies entirely inside one shared mapping of a file (``/proc/self/maps``,
     Linux; False elsewhere or when the maps cannot be read)."""

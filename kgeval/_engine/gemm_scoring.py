@@ -169,8 +169,8 @@ class GemmScorer(CandidateScorer):
         of shape (U, stop - start); for the form check (kgeval._engine.form_check), apart from the tiles the loop
         counts."""
         dims = self.probe_dims
-        queries = self._vectors[:, :dims].double()
-        candidates = self._candidate_rows(start, stop)[:, :dims].to(queries.device, torch.float64)
+        queries = self._vectors.double()
+        candidates = self._candidate_rows(start, stop).to(queries.device, torch.float64)
         info = torch.finfo(self._candidates.dtype)
         scale, underflow = 2 * (dims + 2) * info.eps, 2 * (dims + 2) * info.tiny  # relative, and absolute (subnormals)
         if self.similarity == "dot":

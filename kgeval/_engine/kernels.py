@@ -72,10 +72,17 @@ class Kernel:
 
 class EagerKernel(Kernel):
     """PyTorch operations: comparison codes summed per row ("sign": sign(s - s*), two passes, CPU; "compare":
-    (s > s*) - (s < s*), any device, never synchronises)."""
+    (s > s*) - (s < s*), any device, never synchronises).
 
-    def __init__(self, name: str) -> None:
+    With ``reads_rows_in_place`` (the CPU "sign" kernel) it takes the distinct-query tile and the row map, like
+    the numba kernel, and codes the task rows :data:`EAGER_CHUNK_ELEMENTS` at a time: each chunk of rows is copied
+    (repeated queries' rows gathered) into one scratch buffer small enough to stay in the last-level cache through
+    the passes over it. Tiles of distinct queries keep the GEMM at its full height however many tasks share a
+    query (FB15k-237, DistMult d = 200, 2 cores: 1.62 -> 1.38 s for the whole evaluation)."""
+
+    def __init__(self, name: str, reads_rows_in_place: bool = False) -> None:
         self.name = name
+        self.reads_rows_in_place = reads_rows_in_place
 
     def count(
         self,
@@ -86,6 +93,8 @@ class EagerKernel(Kernel):
         nan_free: bool = False,
         workspace: Workspace | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        if self.reads_rows_in_place:
+            return _count_in_chunks(self.name, tile, true_scores, rows, owned, nan_free, workspace or Workspace())
         if rows is not None:  # the eager kernels count a copy of the task rows
             if workspace is None:
                 tile = tile.index_select(0, rows)
@@ -169,7 +178,7 @@ class TritonKernel(RowCountingKernel):
         return pick_scores(queries, candidates, rows, columns)
 
 
-SIGN: Kernel = EagerKernel("sign")
+SIGN: Kernel = EagerKernel("sign", reads_rows_in_place=True)
 COMPARE: Kernel = EagerKernel("compare")
 NUMBA: Kernel = NumbaKernel()
 TRITON: Kernel = TritonKernel()
@@ -197,15 +206,61 @@ def count_tile(
     return KERNEL_OBJECTS[kernel].count(tile, true_scores, rows, owned, nan_free, workspace)
 
 
+#: score elements the chunked eager count codes at once (CPU; 8 MiB of float32): each chunk of task rows stays in
+#: the last-level cache through its four passes (FB15k-237's 595M scores in chunks of 2**18 / 2**19 / 2**20 / 2**21 /
+#: 2**23 elements: 0.25 / 0.20 / 0.19 / 0.16 / 0.27 s, 2 cores)
+EAGER_CHUNK_ELEMENTS = 2**21
+
+
+def _count_in_chunks(
+    kernel: str,
+    tile: torch.Tensor,
+    true_scores: torch.Tensor,
+    rows: torch.Tensor | None,
+    owned: bool,
+    nan_free: bool,
+    workspace: Workspace,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(greater, less, nan) of :meth:`EagerKernel.count`, coding the task rows (``tile[rows]``, or the tile's rows)
+    :data:`EAGER_CHUNK_ELEMENTS` at a time in ``workspace``; the tile is overwritten only when ``owned`` and
+    there is no row map."""
+    size, width = true_scores.numel(), tile.shape[1]
+    step = max(1, EAGER_CHUNK_ELEMENTS // max(1, width))
+    exact = kernel == "sign" and _subtraction_is_exact(true_scores)  # one host check per tile, not per chunk
+    sums = torch.empty((2, size), dtype=torch.float64, device=tile.device)  # exact: |sums| <= width
+    nan = torch.empty(size, dtype=torch.bool, device=tile.device)
+    for start in range(0, size, step):
+        stop = min(size, start + step)
+        if rows is None:
+            part, part_owned = tile[start:stop], owned
+        else:  # a copy of the chunk's task rows, which the passes may overwrite
+            part = torch.index_select(tile, 0, rows[start:stop], out=workspace.tile(stop - start, width, tile))
+            part_owned = True
+        total, absolute, nan[start:stop] = _eager_sums(
+            part, true_scores[start:stop], kernel, part_owned, nan_free, None if part_owned else workspace, exact
+        )
+        sums[0, start:stop], sums[1, start:stop] = total, absolute
+    return (*counts_from_code_sums(sums[0], sums[1]), nan)
+
+
 def _eager_sums(
-    tile: torch.Tensor, true_scores: torch.Tensor, kernel: str, owned: bool, nan_free: bool, workspace: Workspace | None
+    tile: torch.Tensor,
+    true_scores: torch.Tensor,
+    kernel: str,
+    owned: bool,
+    nan_free: bool,
+    workspace: Workspace | None,
+    exact: bool | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per row: the sum of the comparison codes, the sum of their absolute values (exact integers, NaN-free) and
     the NaN flag. ``torch.sign`` maps NaN to 0, so the "sign" kernel finds NaN rows through the row sums of
-    s - s* (NaN when a NaN is present -- or +inf and -inf both are, which an exact check then rules out)."""
+    s - s* (NaN when a NaN is present -- or +inf and -inf both are, which an exact check then rules out).
+    ``exact``: :func:`_subtraction_is_exact` of the true scores, when the caller has checked it already."""
     column = true_scores.unsqueeze(1)
     dtype = _exact_sum_dtype(tile)
-    if kernel == "sign" and _subtraction_is_exact(true_scores):
+    if exact is None:
+        exact = kernel == "sign" and _subtraction_is_exact(true_scores)
+    if exact:
         if owned:
             codes = tile.sub_(column)
         elif workspace is not None:

@@ -67,6 +67,47 @@ def test_count_tile_matches_brute_force(kernel: str, seed: int, with_rows: bool)
     assert [int(less[i]) for i in clean] == [expected[1][i] for i in clean]
 
 
+@pytest.mark.parametrize("owned", [False, True])
+@pytest.mark.parametrize("with_rows", [False, True])
+@pytest.mark.parametrize("chunk_elements", [1, 29, 64, 2**21])
+@pytest.mark.parametrize("seed", range(4))
+def test_sign_kernel_in_row_chunks_matches_brute_force(
+    monkeypatch, seed: int, chunk_elements: int, with_rows: bool, owned: bool
+) -> None:
+    """The CPU "sign" kernel codes the task rows a chunk at a time (one row per chunk, a row and a part, two rows,
+    all at once): every chunk boundary gives the brute-force counts, row maps with repeated rows gather the right
+    rows, and a tile it does not own is left as it was."""
+    monkeypatch.setattr(kernels, "EAGER_CHUNK_ELEMENTS", chunk_elements)
+    rng = np.random.default_rng(100 + seed)
+    height, width = int(rng.integers(1, 12)), int(rng.integers(20, 33))
+    tile = rng.integers(-2, 3, size=(height, width)).astype(np.float32)  # heavy ties
+    for value, share in ((INF, 0.1), (-INF, 0.1), (NAN, 0.03 * (seed % 2))):
+        tile[rng.random(tile.shape) < share] = value
+    rows = np.sort(rng.integers(0, height, size=int(rng.integers(1, 25)))) if with_rows else np.arange(height)
+    true = tile[rows, rng.integers(0, width, size=rows.size)]
+    true[rng.random(rows.size) < 0.1] = rng.choice([INF, -INF, NAN, 3.0])
+    expected = _tile_brute_force(tile, rows, true)
+    tensor = torch.from_numpy(tile.copy())
+    greater, less, nan = kernels.SIGN.count(
+        tensor, torch.from_numpy(true), torch.from_numpy(rows) if with_rows else None, owned=owned,
+        workspace=Workspace(),
+    )  # fmt: skip
+    assert nan.tolist() == expected[2]
+    clean = [i for i, flagged in enumerate(expected[2]) if not flagged]  # counts of NaN rows are unspecified
+    assert [int(greater[i]) for i in clean] == [expected[0][i] for i in clean]
+    assert [int(less[i]) for i in clean] == [expected[1][i] for i in clean]
+    if with_rows or not owned:
+        assert np.array_equal(tensor.numpy(), tile, equal_nan=True)
+
+
+def test_sign_kernel_reads_repeated_queries_rows_in_place() -> None:
+    """On CPU the "sign" kernel takes the distinct-query tile and the row map (batches and GEMMs of distinct
+    queries, as for the numba kernel); "compare" (every other device) still takes one row per task."""
+    assert kernels.SIGN.reads_rows_in_place
+    assert not kernels.COMPARE.reads_rows_in_place
+    assert kernels.eager_kernel(torch.device("cpu")) is kernels.SIGN
+
+
 @pytest.mark.parametrize("kernel", KERNELS)
 def test_count_tile_leaves_a_tile_it_does_not_own_unchanged(kernel: str) -> None:
     tile = torch.tensor([[1.0, 2.0, 3.0], [3.0, 2.0, 1.0]])

@@ -115,6 +115,24 @@ def test_restricted_candidates_match_reference(data, model_kind, filtered, sizes
     assert_same_ranks(results.records, expected, task_rows=keep)
 
 
+@pytest.mark.parametrize("chunk_elements", [1, 7])
+@pytest.mark.parametrize("model_kind", list(MODELS))
+def test_sign_kernel_in_row_chunks_matches_reference(monkeypatch, model_kind: str, chunk_elements: int) -> None:
+    """The "sign" kernel coding one or a few task rows per chunk (kgeval._engine.kernels.EAGER_CHUNK_ELEMENTS),
+    through every edge case, batch and slice size, filtered and raw."""
+    from kgeval._engine import kernels
+
+    monkeypatch.setattr(kernels, "EAGER_CHUNK_ELEMENTS", chunk_elements)
+    for graph, table in edge_cases().values():
+        for batch_size, slice_size in SIZES:
+            for variant in [v for v in VARIANTS if v[0] == "sign"]:
+                results = _evaluate(graph, table, model_kind, "both", batch_size, slice_size, variant)
+                filtered = reference_ranks(table, graph.triples, graph.filter_triples)
+                assert_same_ranks(results.records, filtered)
+                raw = reference_ranks(table, graph.triples, graph.filter_triples, filtered=False)
+                assert_same_ranks(results.raw.records, raw)
+
+
 def test_both_equals_separate_filtered_and_raw_runs() -> None:
     graph, table = edge_cases()["duplicated_triples"]
     both = _evaluate(graph, table, "sliced", "both", 4, 3)

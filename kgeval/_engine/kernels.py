@@ -78,7 +78,7 @@ class EagerKernel(Kernel):
     the numba kernel, and codes the task rows :data:`EAGER_CHUNK_ELEMENTS` at a time: each chunk of rows is copied
     (repeated queries' rows gathered) into one scratch buffer small enough to stay in the last-level cache through
     the passes over it. Tiles of distinct queries keep the GEMM at its full height however many tasks share a
-    query (FB15k-237, DistMult d = 200, 2 cores: 1.62 -> 1.38 s for the whole evaluation)."""
+    query (FB15k-237, DistMult d = 200, 2 cores, `benchmarks/ab_trees.py`: 1.40 -> 1.10 s for the whole evaluation)."""
 
     def __init__(self, name: str, reads_rows_in_place: bool = False) -> None:
         self.name = name

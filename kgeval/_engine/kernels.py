@@ -93,16 +93,8 @@ class EagerKernel(Kernel):
         nan_free: bool = False,
         workspace: Workspace | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        if self.reads_rows_in_place:
-            return _count_in_chunks(self.name, tile, true_scores, rows, owned, nan_free, workspace or Workspace())
-        if rows is not None:  # the eager kernels count a copy of the task rows
-            if workspace is None:
-                tile = tile.index_select(0, rows)
-            else:
-                tile = torch.index_select(tile, 0, rows, out=workspace.tile(rows.numel(), tile.shape[1], tile))
-            owned = True
-        total, absolute, nan = _eager_sums(tile, true_scores, self.name, owned, nan_free, workspace)
-        return (*counts_from_code_sums(total, absolute), nan)
+        chunk = EAGER_CHUNK_ELEMENTS if self.reads_rows_in_place else None  # elsewhere: every task row at once
+        return _count_in_chunks(self.name, tile, true_scores, rows, owned, nan_free, workspace or Workspace(), chunk)
 
 
 class RowCountingKernel(Kernel):
@@ -220,14 +212,15 @@ def _count_in_chunks(
     owned: bool,
     nan_free: bool,
     workspace: Workspace,
+    chunk_elements: int | None,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(greater, less, nan) of :meth:`EagerKernel.count`, coding the task rows (``tile[rows]``, or the tile's rows)
-    :data:`EAGER_CHUNK_ELEMENTS` at a time in ``workspace``; the tile is overwritten only when ``owned`` and
-    there is no row map."""
+    ``chunk_elements`` scores at a time (None: all at once) in ``workspace``; the tile is overwritten only when
+    ``owned`` and there is no row map."""
     size, width = true_scores.numel(), tile.shape[1]
-    step = max(1, EAGER_CHUNK_ELEMENTS // max(1, width))
+    step = max(1, size if chunk_elements is None else chunk_elements // max(1, width))
     exact = kernel == "sign" and _subtraction_is_exact(true_scores)  # one host check per tile, not per chunk
-    sums = torch.empty((2, size), dtype=torch.float64, device=tile.device)  # exact: |sums| <= width
+    sums = torch.empty((2, size), dtype=_exact_sum_dtype(tile), device=tile.device)  # exact: |sums| <= width
     nan = torch.empty(size, dtype=torch.bool, device=tile.device)
     for start in range(0, size, step):
         stop = min(size, start + step)
@@ -237,36 +230,24 @@ def _count_in_chunks(
             part = torch.index_select(tile, 0, rows[start:stop], out=workspace.tile(stop - start, width, tile))
             part_owned = True
         total, absolute, nan[start:stop] = _eager_sums(
-            part, true_scores[start:stop], kernel, part_owned, nan_free, None if part_owned else workspace, exact
+            part, true_scores[start:stop], exact, part_owned, nan_free, workspace
         )
         sums[0, start:stop], sums[1, start:stop] = total, absolute
     return (*counts_from_code_sums(sums[0], sums[1]), nan)
 
 
 def _eager_sums(
-    tile: torch.Tensor,
-    true_scores: torch.Tensor,
-    kernel: str,
-    owned: bool,
-    nan_free: bool,
-    workspace: Workspace | None,
-    exact: bool | None = None,
+    tile: torch.Tensor, true_scores: torch.Tensor, exact: bool, owned: bool, nan_free: bool, workspace: Workspace
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Per row: the sum of the comparison codes, the sum of their absolute values (exact integers, NaN-free) and
-    the NaN flag. ``torch.sign`` maps NaN to 0, so the "sign" kernel finds NaN rows through the row sums of
-    s - s* (NaN when a NaN is present -- or +inf and -inf both are, which an exact check then rules out).
-    ``exact``: :func:`_subtraction_is_exact` of the true scores, when the caller has checked it already."""
+    the NaN flag; the codes are written over ``tile`` when ``owned``, else into ``workspace``. ``exact``: the
+    "sign" kernel and :func:`_subtraction_is_exact` of the true scores -- then the codes are sign(s - s*).
+    ``torch.sign`` maps NaN to 0, so that path finds NaN rows through the row sums of s - s* (NaN when a NaN is
+    present -- or +inf and -inf both are, which an exact check then rules out)."""
     column = true_scores.unsqueeze(1)
     dtype = _exact_sum_dtype(tile)
-    if exact is None:
-        exact = kernel == "sign" and _subtraction_is_exact(true_scores)
     if exact:
-        if owned:
-            codes = tile.sub_(column)
-        elif workspace is not None:
-            codes = torch.sub(tile, column, out=workspace.tile(*tile.shape, tile))
-        else:
-            codes = tile - column
+        codes = tile.sub_(column) if owned else torch.sub(tile, column, out=workspace.tile(*tile.shape, tile))
         nan = torch.zeros(tile.shape[0], dtype=torch.bool, device=tile.device)
         if not nan_free and bool(torch.isnan(codes.sum(dim=1)).any()):
             nan = torch.isnan(codes).any(dim=1)
@@ -274,7 +255,7 @@ def _eager_sums(
         return codes.sum(dim=1, dtype=dtype), codes.abs_().sum(dim=1, dtype=dtype), nan
     nan = torch.isnan(tile).any(dim=1) | torch.isnan(true_scores)
     below = tile < column
-    codes = tile if owned else workspace.tile(*tile.shape, tile) if workspace is not None else torch.empty_like(tile)
+    codes = tile if owned else workspace.tile(*tile.shape, tile)
     torch.gt(tile, column, out=codes)
     codes.sub_(below.to(codes.dtype))
     return codes.sum(dim=1, dtype=dtype), codes.abs_().sum(dim=1, dtype=dtype), nan

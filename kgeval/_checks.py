@@ -11,12 +11,14 @@ import operator
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
 import torch
 
+from kgeval.integrations import scoring_view
+from kgeval.integrations.wrappers import SCORING_ATTRIBUTES, delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
 
 
@@ -92,8 +94,12 @@ def check_triples(triples: Any, name: str, num_entities: int, num_relations: int
 
 def model_num_relations(model: Any) -> int | None:
     """``model.num_relations`` when the model declares a positive integer count (relation ids are checked against
-    it), else None (relation ids only need to be >= 0)."""
+    it), else None (relation ids only need to be >= 0); for a module that declares none, the count of the one
+    model it holds that declares one (as :func:`check_num_entities`)."""
     count = _declared_count(getattr(model, "num_relations", None))
+    if count is None and _entity_count(model) is None:
+        held = delegate_of(model, lambda child: _declared_count(getattr(child, "num_relations", None)) is not None)
+        count = None if held is None else _declared_count(held[1].num_relations)
     return count if count is not None and count >= 1 else None
 
 
@@ -120,18 +126,31 @@ def check_filter_triples(
 ENTITY_COUNT_ATTRIBUTES = ("num_entities", "num_nodes", "n_ent")
 
 
-def check_num_entities(model: Any, num_entities: int | None) -> int:
-    """The number of entities: the argument, else ``model.num_entities``; both must agree when both are given
-    (the model scores that many candidates)."""
-    declared = next(
+def _entity_count(model: Any) -> Any:
+    """The entity count ``model`` declares under one of :data:`ENTITY_COUNT_ATTRIBUTES`, else None."""
+    return next(
         (getattr(model, name) for name in ENTITY_COUNT_ATTRIBUTES if getattr(model, name, None) is not None), None
     )
+
+
+def check_num_entities(model: Any, num_entities: int | None) -> int:
+    """The number of entities: the argument, else ``model.num_entities``; both must agree when both are given
+    (the model scores that many candidates).
+
+    A module that declares no count but holds exactly one model that does (a LightningModule delegating to
+    ``self.model``) has that model's count; the widths of the module's own scores are checked against it as they
+    come."""
+    declared = _entity_count(model)
+    if declared is None:
+        held = delegate_of(model, lambda child: _entity_count(child) is not None)
+        declared = None if held is None else _entity_count(held[1])
     if isinstance(declared, torch.Tensor):
         declared = int(declared)
     if num_entities is None:
         if declared is None:
             raise ValueError(
-                "num_entities is not given and the model has no num_entities (num_nodes, n_ent) attribute"
+                f"num_entities is not given and {describe(model)} has no num_entities (num_nodes, n_ent) attribute"
+                + held_models_hint(model, lambda child: _entity_count(child) is not None, "num_entities")
             )
         return check_positive_int(declared, "model.num_entities")  # type: ignore[return-value]
     if isinstance(num_entities, torch.Tensor):
@@ -210,19 +229,39 @@ def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = Fa
             if served:
                 have = ", ".join(methods[side] for side in served)
                 hint = f"; it has {have}: pass targets={served!r} to rank only those sides"
+            if not hint:
+                hint = held_models_hint(model, _scores, "scoring methods")
             raise TypeError(
-                f"{type(model).__name__} has no {methods[target]}(batch) to rank {target}s with, and does not score "
+                f"{describe(model)} has no {methods[target]}(batch) to rank {target}s with, and does not score "
                 "whole triples (score_hrt(hrt_batch), forward(h, r, t), or evaluate(..., score_fn=...))" + hint
             )
 
 
-def accepts_keyword(function: Any, keyword: str) -> bool:
-    """Whether ``function`` can be called with ``keyword=...`` (explicitly or through ``**kwargs``)."""
+def _scores(model: Any) -> bool:
+    """Whether ``model`` has a scoring method kgeval ranks with, or is a model of a library kgeval integrates."""
     try:
-        parameters = inspect.signature(function).parameters
-    except (TypeError, ValueError):
+        view = scoring_view(model)
+    except TypeError:  # a library's model kgeval refuses
         return False
-    return keyword in parameters or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    return view is not model or any(
+        callable(getattr(model, name, None)) for name in SCORING_ATTRIBUTES if name != "kgeval_similarity"
+    )
+
+
+def candidate_argument(function: Any, name: str) -> Literal["keyword", "positional"] | None:
+    """How ``function(batch, ...)`` takes candidate ids called ``name`` (``tails`` / ``heads`` / ``relations``):
+    ``"keyword"`` (a parameter of that name that takes keywords, or ``**kwargs``), ``"positional"`` (a
+    positional-only parameter of that name right after the batch), or None (it takes none)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    named = next((p for p in parameters if p.name == name), None)
+    if named is not None and named.kind is inspect.Parameter.POSITIONAL_ONLY:
+        return "positional" if parameters.index(named) == 1 else None
+    if named is not None and named.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY):
+        return "keyword"
+    return "keyword" if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters) else None
 
 
 #: floating dtypes kgeval compares in directly; others (float8) are widened to float32 first, which is exact

@@ -17,7 +17,6 @@ from tqdm.auto import tqdm
 from kgeval import _checks
 from kgeval._engine import (
     MATMUL_PRECISIONS,
-    PROBE_QUERIES,
     SCORE_METHOD,
     CandidateShard,
     CollectiveCheck,
@@ -559,7 +558,7 @@ class RankBasedEvaluator:
                 candidate_ids,
                 fast_path=self.fast_path,
                 score_fn=inputs.score_fn,  # type: ignore[arg-type]
-                probe_queries=group[:PROBE_QUERIES, QUERY_COLUMNS[target]],
+                probe_queries=group[:, QUERY_COLUMNS[target]],  # the probe reads a few (one per relation: more)
                 checks=checks,
             )
             tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)  # type: ignore[arg-type]

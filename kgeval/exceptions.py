@@ -17,5 +17,11 @@ class FastPathWarning(UserWarning):
     its own methods instead, with the ranks those give."""
 
 
+class IgnoredCandidatesWarning(UserWarning):
+    """A model's scoring method accepts candidate ids (``tails=`` / ``heads=``, or ``**kwargs``) but returned the
+    scores of every entity when asked for a slice: kgeval ranks from those rows (exactly) and stops asking for
+    slices, so the model's memory per call is a batch of whole rows, not bounded by ``slice_size``."""
+
+
 class DistributedEvaluationError(RuntimeError):
     """Raised on every other rank when distributed evaluation failed on some rank (which raises its own error)."""

@@ -10,7 +10,6 @@ import torch
 
 from kgeval import _checks
 from kgeval._engine import (
-    PROBE_QUERIES,
     SCORE_METHOD,
     FilterIndex,
     FormChecks,
@@ -19,7 +18,6 @@ from kgeval._engine import (
     exact_matmul,
     make_scorer,
     model_device,
-    query_candidate_form,
     slice_bounds,
     triple_function,
 )
@@ -152,10 +150,8 @@ def _predict(
     if candidate_ids is not None and candidate_ids.numel() == 0:
         shape = (queries.shape[0], k)
         return torch.full(shape, -1, device=device), torch.full(shape, torch.nan, device=device)
-    form = query_candidate_form(view) if fast_path else None
-    model_scored = form is None or form.kgeval_similarity != "l2"  # the L2 GEMM ranks a transform of the scores
-    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path and model_scored,
-                         probe_queries=queries[:PROBE_QUERIES], checks=checks)  # fmt: skip
+    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path, probe_queries=queries,
+                         checks=checks, model_scores_only=True)  # the L2 GEMM ranks a transform of the scores
     sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
     position_of = candidate_positions(candidate_ids, num_entities, device)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)

@@ -146,7 +146,7 @@ def test_num_entities_required() -> None:
         def score_h(self, batch):
             return torch.zeros(batch.shape[0], 8)
 
-    with raises(ValueError, "num_entities is not given and the model has no num_entities (num_nodes, n_ent) attribute"):
+    with raises(ValueError, "num_entities is not given and Anonymous has no num_entities (num_nodes, n_ent) attribute"):
         evaluate(model=Anonymous())
     assert evaluate(model=Anonymous(), num_entities=8).get_metric("count") == 20
 

@@ -40,16 +40,19 @@ def method_below_form(form: Any, method: str) -> str | None:
     return f"{mro[definer].__name__}.{method}"
 
 
-def probe_disagreement(form_scorer: Any, own_scorer: Any, queries: torch.Tensor, method: str) -> str | None:
+def probe_disagreement(
+    form_scorer: Any, own_scorer: Any, queries: torch.Tensor, method: str, limit: int | None = None
+) -> str | None:
     """What the form gets wrong about the model's own scores, in words, or None when they agree.
 
-    Scores the first :data:`PROBE_QUERIES` of ``queries`` (a (B, 2) batch of the evaluation's queries) against the
-    first and the last :data:`PROBE_WINDOW` candidates with both scorers. Only the order of scores matters (an "l2"
-    form ranks a transform of the distance), so the check is on pairs of candidates of one query: the form says one
-    scores above the other by more than its rounding bound (:meth:`GemmScorer.probe_scores`) while the model's own
-    scores put it below by more than their rounding, or level with it; or one of the two gives NaN, the other not.
+    Scores the first ``limit`` (default :data:`PROBE_QUERIES`) of ``queries`` (a (B, 2) batch of the evaluation's
+    queries) against the first and the last :data:`PROBE_WINDOW` candidates with both scorers. Only the order of
+    scores matters (an "l2" form ranks a transform of the distance), so the check is on pairs of candidates of one
+    query: the form says one scores above the other by more than its rounding bound
+    (:meth:`GemmScorer.probe_scores`) while the model's own scores put it below by more than their rounding, or
+    level with it; or one of the two gives NaN, the other not.
     """
-    queries = queries[:PROBE_QUERIES]
+    queries = queries[: PROBE_QUERIES if limit is None else limit]
     size = form_scorer.num_candidates
     windows = [(0, min(size, PROBE_WINDOW))]
     if size > PROBE_WINDOW:

@@ -157,6 +157,11 @@ class GemmScorer(CandidateScorer):
         return torch.cat([self._vectors, minus_one], dim=1), self._fused_candidates
 
     @property
+    def vector_dtype(self) -> torch.dtype:
+        """The dtype the form's vectors are multiplied in (the candidate table's)."""
+        return self._candidates.dtype
+
+    @property
     def probe_dims(self) -> int:
         """The width d of the form's query and candidate vectors."""
         return self._candidates.shape[1]

@@ -8,12 +8,20 @@ from typing import Any
 
 import torch
 
-from kgeval._checks import accepts_keyword, check_model
-from kgeval._engine.form_check import FormChecks, method_below_form, model_name, probe_disagreement
+from kgeval._checks import candidate_argument, check_model
+from kgeval._engine.form_check import (
+    PROBE_QUERIES,
+    PROBE_WINDOW,
+    FormChecks,
+    method_below_form,
+    model_name,
+    probe_disagreement,
+)
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, query_candidate_form
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
 from kgeval._engine.triple_scoring import TripleFunction, TripleScorer, triple_function
 from kgeval.integrations import scoring_view
+from kgeval.integrations.wrappers import delegate_of
 from kgeval.typing import Target
 
 
@@ -26,47 +34,84 @@ def make_scorer(
     score_fn: TripleFunction | None = None,
     probe_queries: torch.Tensor | None = None,
     checks: FormChecks | None = None,
+    model_scores_only: bool = False,
 ) -> CandidateScorer:
     """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows, then
     whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
 
-    A model of another library is scored through its integration's view (:func:`kgeval.integrations.scoring_view`).
-    The GEMM form is used only where it computes the model's own scores: not when a subclass redefines the scoring
-    method below the class that declares the form (or an integration refused the form for that reason), nor when
-    the one-off probe of ``probe_queries`` (a (B, 2) batch of the evaluation's queries; None: no probe) finds the
-    two disagree; a FastPathWarning says so, through ``checks`` (one evaluation's verdicts and warnings).
+    A model of another library, or inside torch's wrappers, is scored through its integration's view
+    (:func:`kgeval.integrations.scoring_view`). The GEMM form is used only where it computes the model's own scores:
+
+    - not when a subclass redefines the scoring method below the class that declares the form (or an integration
+      refused the form for that reason);
+    - not for a form in float16 / bfloat16 when the model has scoring methods of its own: a GEMM rounds its
+      half-precision sums otherwise than the model's computation, and at that precision the rounding ties and
+      unties candidates, so the model's own methods score it;
+    - not when the probe of ``probe_queries`` (the evaluation's (B, 2) queries of this side; None: no probe)
+      finds the form and the model's own method disagree.
+
+    A module with no form of its own that holds one model with a form (a LightningModule whose ``score_t`` calls
+    ``self.model.score_t``) is scored through that model's form only where the probe, run on one query of every
+    relation among ``probe_queries``, finds it agrees with the module's own method (never without the probe). A
+    FastPathWarning says when a form is not used, through ``checks`` (one evaluation's verdicts and warnings).
+    ``model_scores_only``: no form whose tiles order the candidates like the scores without being them ("l2").
+
+    Raises
+    ------
+    TypeError
+        When a half-precision model's own method fails on the evaluation's first query (e.g. complex arithmetic
+        in bfloat16), with what to do instead.
     """
     if score_fn is not None:
         function, name = triple_function(model, score_fn)  # type: ignore[misc]
         return TripleScorer(model, target, num_entities, candidate_ids, function, name)
     checks = checks if checks is not None else FormChecks(probe=probe_queries is not None)
     view = scoring_view(model)
+    own_name = own_method(view, target)
     form = query_candidate_form(view) if fast_path else None
+    delegated = form is None and fast_path and own_name is not None and checks.probe and probe_queries is not None
+    form = _delegate_form(view) if delegated else form
+    delegated = delegated and form is not None
     if form is not None and target not in getattr(form, "kgeval_targets", ("head", "tail")):
         form = None  # a form for entity candidates only
+    if form is not None and model_scores_only and form.kgeval_similarity == "l2":
+        form = None
     refused = getattr(view, "kgeval_form_refused", None)
     if fast_path and refused:
         checks.warn(_refusal_message(view, refused, declare=False))
-    own_name = own_method(view, target)
-    if form is not None and own_name is not None:
+    if form is not None and own_name is not None and not delegated:
         overridden = method_below_form(form, own_name)
         if overridden is not None:
             reason = f"{overridden} overrides the scoring method the fast path stands in for"
             checks.warn(_refusal_message(view, reason))
             form = None
+    half = parameter_dtype(form) if form is not None and own_name is not None else None
+    if half in HALF_DTYPES:  # judged before the form is built: building it may fail in half precision already
+        own = _own_scorer(view, target, num_entities, candidate_ids, probe_queries)  # fails first, if it fails
+        checks.warn(_half_message(view, f"its parameters are {half}"))
+        return own
     if form is None:
-        return _own_scorer(view, target, num_entities, candidate_ids)
+        return _own_scorer(view, target, num_entities, candidate_ids, probe_queries)
     scorer = (L1Scorer if form.kgeval_similarity == "l1" else GemmScorer)(form, target, num_entities, candidate_ids)
-    if own_name is None or probe_queries is None or not checks.probe:
+    if own_name is None:
+        return scorer
+    if scorer.vector_dtype in HALF_DTYPES:
+        own = _own_scorer(view, target, num_entities, candidate_ids, probe_queries)
+        checks.warn(_half_message(view, f"its vectors are {scorer.vector_dtype}"))
+        return own
+    if probe_queries is None or not checks.probe:
         return scorer
     known, problem = checks.verdict(model, target)
     if known and problem is None:
         return scorer
     own = _own_scorer(view, target, num_entities, candidate_ids)
     if not known:
+        queries = _relation_probe(probe_queries, target, scorer.num_candidates) if delegated else probe_queries
         try:
-            problem = probe_disagreement(scorer, own, probe_queries, own_name)
+            problem = probe_disagreement(scorer, own, queries, own_name, limit=len(queries) if delegated else None)
         except Exception as error:  # the model's own method fails where its form works (e.g. cdist of float16 on CPU)
+            if delegated:
+                raise
             checks.warn(f"kgeval: the query/candidate fast path of {model_name(view)} could not be checked against "
                         f"its own {own_name}, which raised {type(error).__name__}: {error}; the fast path is used "
                         "unchecked")  # fmt: skip
@@ -75,10 +120,46 @@ def make_scorer(
     if problem is None:
         return scorer
     name = model_name(view)
+    if delegated:  # a module that scores otherwise than the model it holds: its own method, without a word
+        return own
     checks.warn(f"kgeval: the query/candidate fast path of {name} disagrees with its own {own_name} ({problem}); "
                 f"{name} is scored through {own_name} instead, with the ranks it gives. If the model is known "
                 "to be right, RankBasedEvaluator(check_fast_path=False) skips this check")  # fmt: skip
     return own
+
+
+#: vector dtypes whose fast path is not used for a model with scoring methods of its own (see make_scorer)
+HALF_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
+
+#: score elements the delegation probe asks the module's own method for at most (one query per relation)
+DELEGATION_PROBE_SCORES = 2**22
+
+
+def _delegate_form(view: Any) -> Any | None:
+    """The query/candidate form of the one model ``view`` holds that has one (see :func:`make_scorer`), or None."""
+    found = delegate_of(view, _has_form)
+    return None if found is None else query_candidate_form(found[1])
+
+
+def _has_form(model: Any) -> bool:
+    try:
+        return query_candidate_form(model) is not None
+    except (TypeError, ValueError):  # an integration refuses the model, or a malformed form: not a delegate
+        return False
+
+
+def _relation_probe(queries: torch.Tensor, target: Target, num_candidates: int) -> torch.Tensor:
+    """The probe of a delegated form: the first :data:`PROBE_QUERIES` queries and the first query of every relation
+    among ``queries`` (entity targets), as many as :data:`DELEGATION_PROBE_SCORES` whole rows allow."""
+    most = max(PROBE_QUERIES, DELEGATION_PROBE_SCORES // max(1, num_candidates))
+    if target == "relation":
+        return queries[:most]
+    relations = queries[:, 1 if target == "tail" else 0]
+    order = torch.argsort(relations, stable=True)
+    first = torch.ones_like(relations, dtype=torch.bool)
+    first[1:] = relations[order][1:] != relations[order][:-1]
+    rows = torch.cat([torch.arange(min(PROBE_QUERIES, len(queries)), device=queries.device), order[first]])
+    return queries[torch.unique(rows)[:most]]
 
 
 def own_method(model: Any, target: Target) -> str | None:
@@ -90,18 +171,66 @@ def own_method(model: Any, target: Target) -> str | None:
     return None if triples is None else triples[1]
 
 
-def _own_scorer(model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> CandidateScorer:
+def _own_scorer(
+    model: Any,
+    target: Target,
+    num_entities: int,
+    candidate_ids: torch.Tensor | None,
+    probe_queries: torch.Tensor | None = None,
+) -> CandidateScorer:
+    """The scorer of the model's own methods (:func:`own_method`), or a TypeError naming what is missing; for a
+    half-precision model, tried on the first of ``probe_queries`` (given) so that a model that cannot score in
+    its precision fails here with what to do, not in the middle of the loop."""
+    scorer = _own_method_scorer(model, target, num_entities, candidate_ids)
+    dtype = parameter_dtype(model)
+    if probe_queries is not None and len(probe_queries) and dtype in HALF_DTYPES:
+        try:
+            scorer.begin(probe_queries[:1])
+            scorer.start_slice(0, min(scorer.num_candidates, PROBE_WINDOW))
+            scorer.query_tile(0, 1)
+        except Exception as error:
+            name, method = model_name(model), own_method(model, target)
+            raise TypeError(
+                f"{name} holds {dtype} parameters, and its own {method} cannot score in {dtype} here: it raised "
+                f"{type(error).__name__}: {error}. Evaluate a float32 copy of the model instead (e.g. "
+                "copy.deepcopy(model).float()), or on a device where its operations support that precision"
+            ) from error
+    return scorer
+
+
+def parameter_dtype(model: Any) -> torch.dtype | None:
+    """The dtype of the first floating-point parameter of ``model`` (or of the model an integration's view holds),
+    None when it has none."""
+    module = model if isinstance(model, torch.nn.Module) else getattr(model, "model", None)
+    if not isinstance(module, torch.nn.Module):
+        return None
+    return next((p.dtype for p in module.parameters() if p.dtype.is_floating_point), None)
+
+
+def _own_method_scorer(
+    model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None
+) -> CandidateScorer:
     """The scorer of the model's own methods (:func:`own_method`), or a TypeError naming what is missing."""
     method = getattr(model, SCORE_METHOD[target], None)
     if callable(method):
-        if accepts_keyword(method, CANDIDATE_KEYWORD[target]):
-            return SlicedScorer(model, target, num_entities, candidate_ids)
-        return FullRowScorer(model, target, num_entities, candidate_ids)
+        passing = candidate_argument(method, CANDIDATE_KEYWORD[target])
+        if passing is None:
+            return FullRowScorer(model, target, num_entities, candidate_ids)
+        scorer = SlicedScorer(model, target, num_entities, candidate_ids)
+        scorer.passing = passing
+        return scorer
     triples = triple_function(model)
     if triples is None:  # the model cannot rank this side: the message of the evaluators' own check
         check_model(model, (target,))
         raise AssertionError("check_model accepted a model without a way to score")  # pragma: no cover
     return TripleScorer(model, target, num_entities, candidate_ids, *triples)
+
+
+def _half_message(view: Any, what: str) -> str:
+    """The warning for a form not used in half precision (``what``: which dtype was seen where)."""
+    reason = (f"{what}, and in half precision the fast path's GEMM rounds otherwise than the model's own methods, "
+              "which ties and unties candidates")  # fmt: skip
+    return _refusal_message(view, reason, declare=False)
 
 
 def _refusal_message(view: Any, reason: str, declare: bool = True) -> str:

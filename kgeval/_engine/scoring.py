@@ -7,11 +7,13 @@ addressed by position among all entities (or relations) or the whitelist.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Literal
 
 import torch
 
 from kgeval._checks import check_scores
+from kgeval.exceptions import IgnoredCandidatesWarning
 from kgeval.typing import Target
 
 SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h", "relation": "score_r"}
@@ -202,9 +204,26 @@ class FullRowScorer(HeldScoresScorer):
 
 
 class SlicedScorer(HeldScoresScorer):
-    """For models accepting ``tails=`` / ``heads=``: one call per slice with that slice's candidate ids."""
+    """For models accepting candidate ids (``tails=`` / ``heads=``, or positionally where the signature says so):
+    one call per slice with that slice's candidate ids.
+
+    A model that takes the ids but returns the scores of every entity (a ``**kwargs`` it never reads) is ranked
+    from those whole rows -- they are its scores all the same -- and asked for whole rows from then on (one call
+    per batch, as :class:`FullRowScorer`), with one :class:`~kgeval.exceptions.IgnoredCandidatesWarning`.
+    """
 
     sizing = "sliced"
+    #: how the model takes candidate ids: "keyword" (``tails=ids``) or "positional" (``score_t(batch, ids)``)
+    passing: Literal["keyword", "positional"] = "keyword"
+
+    def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
+        super().__init__(model, target, num_entities, candidate_ids)
+        self._ignores_ids = False  #: set once the model returned whole rows for a slice
+        self._rows: torch.Tensor | None = None  #: this batch's whole rows, once the model is known to ignore ids
+
+    def begin(self, queries: torch.Tensor) -> None:
+        super().begin(queries)
+        self._rows = None
 
     def start_slice(self, start: int, stop: int) -> None:
         super().start_slice(start, stop)
@@ -214,14 +233,55 @@ class SlicedScorer(HeldScoresScorer):
         method = SCORE_METHOD[self.target]
         ids = self._ids(start, stop)
         queries = self._queries
+        assert queries is not None
         if ids is None:
             raw = getattr(self.model, method)(queries)
+        elif self._ignores_ids:
+            self._hold(self._columns(self._whole_rows(), start, stop))
+            return
+        elif self.passing == "positional":
+            raw = getattr(self.model, method)(queries, ids)
         else:
             raw = getattr(self.model, method)(queries, **{CANDIDATE_KEYWORD[self.target]: ids})
-        self._hold(check_scores(raw, (queries.shape[0], stop - start), method))  # type: ignore[union-attr]
+        expected = (queries.shape[0], stop - start)
+        if ids is not None and _shape(raw) == (queries.shape[0], self.num_entities) != expected:
+            self._ignores_ids = True
+            warnings.warn(
+                f"kgeval: {type(self.model).__name__}.{method} returned the scores of all {self.num_entities} "
+                f"entities when asked for {stop - start} candidates ({CANDIDATE_KEYWORD[self.target]}=...): it "
+                "ignores the candidate ids. kgeval ranks from those whole rows (exact) and asks for whole rows from "
+                "now on, so the model's memory per call is not bounded by slice_size",
+                IgnoredCandidatesWarning,
+                stacklevel=2,
+            )
+            self._rows = check_scores(raw, (queries.shape[0], self.num_entities), method)
+            self._hold(self._columns(self._rows, start, stop))
+            return
+        self._hold(check_scores(raw, expected, method))
+
+    def _whole_rows(self) -> torch.Tensor:
+        """The scores of every entity for this batch's queries, asked for once per batch."""
+        if self._rows is None:
+            method, queries = SCORE_METHOD[self.target], self._queries
+            assert queries is not None
+            self._rows = check_scores(
+                getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method
+            )
+        return self._rows
+
+    def _columns(self, rows: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """The columns of candidate positions [start, stop) of whole rows (every entity, in id order)."""
+        if self.candidate_ids is None:
+            return rows[:, start:stop]
+        return rows.index_select(1, self.candidate_ids[start:stop])
 
     def _query_block(self, query_start: int, query_stop: int) -> torch.Tensor:
         return self._held[query_start:query_stop]
+
+
+def _shape(value: Any) -> tuple[int, ...] | None:
+    """The shape of a tensor, else None."""
+    return tuple(value.shape) if isinstance(value, torch.Tensor) else None
 
 
 def candidate_positions(

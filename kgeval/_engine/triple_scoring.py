@@ -12,6 +12,7 @@ import torch
 
 from kgeval._checks import check_scores
 from kgeval._engine.scoring import CandidateScorer, SlicedScorer
+from kgeval.integrations.wrappers import eager_call
 from kgeval.typing import Target
 
 #: scores the triples (heads[i], relations[i], tails[i]) -> FloatTensor of shape (n,) (or (n, 1))
@@ -80,7 +81,8 @@ def score_triple_block(
 def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple[TripleFunction, str] | None:
     """How to score whole triples with ``model``: ``score_fn`` when given, else the model's ``score_hrt(hrt)``
     (PyKEEN's name; (n, 3) in, (n,) or (n, 1) out), else its ``forward(h, r, t)`` (PyTorch Geometric's KGE
-    models); None when it has none of these. Returns the function and its name for error messages."""
+    models; uncompiled, :func:`kgeval.integrations.wrappers.eager_call`); None when it has none of these. Returns
+    the function and its name for error messages."""
     if score_fn is not None:
         if not callable(score_fn):
             raise TypeError(f"score_fn must be callable as score_fn(heads, relations, tails), got {score_fn!r}")
@@ -93,7 +95,8 @@ def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple
         and type(model).forward is not torch.nn.Module.forward  # torch's stub, which raises when called
         and _takes_three_positional(model.forward)
     ):
-        return (lambda h, r, t: model(h, r, t)), "forward"
+        call = eager_call(model)  # a model compiled in place scores eagerly, as its own forward
+        return (lambda h, r, t: call(h, r, t)), "forward"
     return None
 
 

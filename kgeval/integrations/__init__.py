@@ -1,5 +1,7 @@
 """Models of other libraries (PyKEEN, PyTorch Geometric, TorchKGE, dicee) scored the way their own library scores them:
-:func:`scoring_view` returns an integration's view of a model it recognises, importing that integration only then.
+:func:`scoring_view` takes off torch's wrappers (``torch.compile``, ``DataParallel``, ``DistributedDataParallel``,
+``AveragedModel``, Lightning Fabric; :mod:`kgeval.integrations.wrappers`) and returns an integration's view of a
+model it recognises, importing that integration only then.
 """
 
 from __future__ import annotations
@@ -7,15 +9,19 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from kgeval.integrations.wrappers import unwrap
+
 
 def scoring_view(model: Any) -> Any:
-    """The object to score ``model`` through: an integration's view of it, or the model itself.
+    """The object to score ``model`` through: an integration's view of the model inside any of torch's wrappers,
+    or that model itself.
 
     Raises
     ------
     TypeError
         When an integration recognises the model but kgeval cannot score it the way its library does.
     """
+    model = unwrap(model).model
     pykeen_models = sys.modules.get("pykeen.models")
     if pykeen_models is not None and isinstance(model, pykeen_models.Model):
         from kgeval.integrations.pykeen_scoring import pykeen_view

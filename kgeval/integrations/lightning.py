@@ -28,6 +28,7 @@ import torch
 
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.integrations import scoring_view
+from kgeval.integrations.wrappers import held_models_hint
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import RankType
 
@@ -247,10 +248,19 @@ class KGEvalCallback(pl.Callback):
         inner = getattr(pl_module, "model", None)
         if inner is not None:
             return inner
+        hint = held_models_hint(pl_module, _scores, "scoring methods")
         raise TypeError(
             f"{type(pl_module).__name__} has no scoring method ({', '.join(_SCORING_METHODS)}) and no 'model' "
-            "attribute: pass KGEvalCallback(model='attribute name') or model=lambda module: ..."
+            f"attribute: pass KGEvalCallback(model='attribute name') or model=lambda module: ...{hint}"
         )
+
+
+def _scores(model: Any) -> bool:
+    """Whether kgeval can rank ``model``: a model of an integrated library, or one with a scoring method."""
+    try:
+        return scoring_view(model) is not model or any(callable(getattr(model, n, None)) for n in _SCORING_METHODS)
+    except TypeError:  # a library's model kgeval refuses
+        return False
 
 
 def _stage(trainer: Any) -> str:

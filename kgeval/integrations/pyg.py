@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 
 from kgeval.integrations.overrides import foreign_override
+from kgeval.integrations.wrappers import eager_call
 from kgeval.typing import Target
 
 
@@ -58,8 +59,8 @@ class PyGScoring:
         return self.model.node_emb.weight.device
 
     def score_hrt(self, hrt_batch: torch.Tensor) -> torch.Tensor:
-        """(n,) scores of (h, r, t) rows: the model's own ``forward``."""
-        return self.model(hrt_batch[:, 0], hrt_batch[:, 1], hrt_batch[:, 2])
+        """(n,) scores of (h, r, t) rows: the model's own ``forward`` (uncompiled, for a model compiled in place)."""
+        return eager_call(self.model)(hrt_batch[:, 0], hrt_batch[:, 1], hrt_batch[:, 2])
 
 
 class PyGDistMult(PyGScoring):

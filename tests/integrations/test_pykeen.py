@@ -377,3 +377,45 @@ def test_a_users_interaction_of_the_same_name_gets_no_form() -> None:
     theirs = pykeen_ranks(model, dataset)
     ours = kgeval_ranks(model, dataset)
     assert_same_target_ranks(ours, theirs)
+
+
+@pytest.mark.parametrize("compiled", ["torch.compile", "m.compile()"])
+@pytest.mark.parametrize("name", ["DistMult", "TransE-L2", "TransH"])
+def test_a_compiled_model_ranks_as_pykeens_evaluator_ranks_the_same_object(
+    dataset: Nations, name: str, compiled: str
+) -> None:
+    """The issue's case: a compiled model with inverse triples is PyKEEN's model all the same (its relation ids
+    mapped, heads scored through the inverse relations), ranked as PyKEEN's evaluator ranks the compiled object."""
+    model = build(dataset, name)
+    if compiled == "torch.compile":
+        model = torch.compile(model)
+    else:
+        model.compile()
+    theirs = pykeen_ranks(model, dataset)
+    exact = kgeval_ranks(model, dataset, fast_path=False)
+    for target in TARGETS:
+        for ours, expected in zip(exact[target], theirs[target], strict=True):
+            np.testing.assert_array_equal(ours, expected)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        fast = kgeval_ranks(model, dataset)
+    assert_near_ties_only(model, dataset, fast, exact)
+    expected_scorer = SlicedScorer if CONFIGS[name][2] is None else GemmScorer
+    assert type(make_scorer(model, "head", dataset.num_entities, None)) is expected_scorer
+
+
+def test_a_model_in_half_precision_ranks_as_its_own_scores_or_is_refused_at_the_door(dataset: Nations) -> None:
+    """float16 / bfloat16: PyKEEN's own methods score (the fast path's GEMM rounds otherwise and ties differ);
+    a model whose own methods cannot score in its precision is refused before any ranking, saying what to do."""
+    for name, dtype in (("DistMult", torch.bfloat16), ("TransE-L2", torch.float16), ("RESCAL", torch.bfloat16)):
+        model = build(dataset, name).to(dtype)
+        theirs = pykeen_ranks(model, dataset)
+        with pytest.warns(FastPathWarning, match=f"its parameters are {dtype}"):
+            ours = kgeval_ranks(model, dataset)
+        for target in TARGETS:
+            for got, expected in zip(ours[target], theirs[target], strict=True):
+                np.testing.assert_array_equal(got, expected)
+    for name, dtype in (("ComplEx", torch.bfloat16), ("RotatE", torch.bfloat16)):
+        model = build(dataset, name).to(dtype)
+        with pytest.raises(TypeError, match=r"cannot score in torch\.bfloat16.*float32 copy"):
+            kgeval_ranks(model, dataset)

@@ -29,7 +29,10 @@ from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine.distributed import all_gather_uneven
-from kgeval.models import DistMult
+from kgeval._engine.gemm_scoring import GemmScorer
+from kgeval._engine.scorer_choice import make_scorer
+from kgeval.integrations import scoring_view
+from kgeval.models import DistMult, TransE
 from kgeval.records import RankRecords
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 from tests.support.sharded import SHARDED_SCENARIOS
@@ -89,6 +92,40 @@ def restricted_tail(rank: int | None) -> Any:
 def gemm(rank: int | None) -> Any:
     graph, _ = tie_heavy_case()
     model = DistMult(12, 3, dim=8, seed=0)
+    return _evaluate(rank, RankBasedEvaluator(), model, graph.triples, additional_filter_triples=graph.filter_triples)
+
+
+def _in_ddp(rank: int | None, model: torch.nn.Module) -> Any:
+    """``model`` inside DistributedDataParallel on a rank (unwrapped in the single process); on a rank, checks that
+    kgeval scores it through the unwrapped model's fast path."""
+    if rank is None:
+        return model
+    wrapped = torch.nn.parallel.DistributedDataParallel(model)
+    view = scoring_view(wrapped)
+    queries = torch.tensor([[0, 0], [1, 1]])
+    kind = type(make_scorer(wrapped, "tail", view.num_entities, None, probe_queries=queries))
+    if kind is not GemmScorer:
+        raise AssertionError(f"a DDP-wrapped {type(model).__name__} is scored by {kind.__name__}, not its fast path")
+    return wrapped
+
+
+def ddp_transe(rank: int | None) -> Any:
+    """kgeval's TransE ("l2" fast path) inside DistributedDataParallel: the single-process ranks of the model."""
+    graph, _ = tie_heavy_case()
+    model = _in_ddp(rank, TransE(12, 3, dim=8, seed=0))
+    return _evaluate(rank, RankBasedEvaluator(), model, graph.triples, additional_filter_triples=graph.filter_triples)
+
+
+def ddp_pykeen_inverse(rank: int | None) -> Any:
+    """A PyKEEN DistMult trained with inverse triples inside DistributedDataParallel (its relation ids mapped,
+    heads scored through the inverse relations, as unwrapped)."""
+    from pykeen.models import DistMult as PyKEENDistMult
+    from pykeen.triples import TriplesFactory
+
+    graph, _ = tie_heavy_case()
+    factory = TriplesFactory(torch.cat(graph.filter_triples), {str(i): i for i in range(12)},
+                             {str(i): i for i in range(3)}, create_inverse_triples=True)  # fmt: skip
+    model = _in_ddp(rank, PyKEENDistMult(triples_factory=factory, embedding_dim=8, random_seed=0))
     return _evaluate(rank, RankBasedEvaluator(), model, graph.triples, additional_filter_triples=graph.filter_triples)
 
 
@@ -247,6 +284,8 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
         sums_only,
         restricted_tail,
         gemm,
+        ddp_transe,
+        ddp_pykeen_inverse,
         relations,
         few_triples,
         disagree,

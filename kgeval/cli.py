@@ -25,7 +25,7 @@ from kgeval.datasets import TriplesDataset, load_dataset
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.integrations import scoring_view
 from kgeval.models import DistMult
-from kgeval.models.checkpoint import load_model_file, save_checkpoint
+from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
 from kgeval.records import RankRecords, read_ranks
 
@@ -66,13 +66,17 @@ def _positive_float(text: str) -> float:
     return value
 
 
+#: the dataset the commands use when --dataset is not given (and a checkpoint names none)
+DEFAULT_DATASET = "umls"
+
+
 # -- demo ----------------------------------------------------------------------------------------------
 
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
-        default="umls",
+        default=DEFAULT_DATASET,
         metavar="NAME_OR_PATH",
         help="shipped dataset (umls, kinship, nations), a folder of train/valid/test TSV files, or a dataset "
         "name in the shared data folder (default: %(default)s)",
@@ -204,7 +208,8 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
         "results.ranks_df().to_csv(PATH, index=False))",
     )
     add = parser.add_argument
-    add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset of the ids (default: %(default)s)")
+    add("--dataset", metavar="NAME_OR_PATH", help=f"the dataset of the ids (default: the one a --checkpoint folder "
+        f"names, if it names one that exists here; else {DEFAULT_DATASET})")  # fmt: skip
     add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
     add(
         "--trust-checkpoint",
@@ -223,10 +228,8 @@ def _evaluate_checkpoint(
 ) -> tuple[Any, Any]:
     """(results, dataset): the checkpoint evaluated on the split for ``targets``, filtered by every triple known to
     it (valid: train + valid; test: train + valid + test). ``about``, if given, receives the model's class name."""
-    loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
-    dataset = load_dataset(args.dataset, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id)
+    loaded, dataset = _checkpoint_and_dataset(args)
     model = loaded.model
-    _check_model_fits(model, dataset)
     if about is not None:
         about["model"] = type(model).__name__
     evaluator = RankBasedEvaluator(ks=tuple(ks))
@@ -235,6 +238,24 @@ def _evaluate_checkpoint(
     if progress_file is not None:
         kwargs.update(progress_path=progress_file, save_every=args.save_every)
     return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
+
+
+def _checkpoint_and_dataset(args: argparse.Namespace) -> tuple[LoadedModel, TriplesDataset]:
+    """The checkpoint's model and the dataset with its ids: ``--dataset``, else the dataset the checkpoint names
+    (a dicee experiment's ``dataset_dir``), else :data:`DEFAULT_DATASET`. A dataset the user did not name that the
+    model does not fit is an error that says how it was chosen and what to pass."""
+    loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
+    name = args.dataset or loaded.dataset or DEFAULT_DATASET
+    try:
+        dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id)
+        _check_model_fits(loaded.model, dataset)
+    except ValueError as error:
+        if args.dataset:
+            raise
+        chosen = "the one the checkpoint names" if loaded.dataset else f"the default, {DEFAULT_DATASET}"
+        raise ValueError(f"{error} -- no --dataset was given, so the dataset was {chosen}: pass --dataset with the "
+                         "data the checkpoint was trained on") from error  # fmt: skip
+    return loaded, dataset
 
 
 def _check_model_fits(model: Any, dataset: TriplesDataset) -> None:
@@ -280,7 +301,7 @@ def _run_strat(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.ranks:
-            dataset = load_dataset(args.dataset)
+            dataset = load_dataset(args.dataset or DEFAULT_DATASET)
             ranks = read_ranks(args.ranks)
             RankRecords.from_frame(ranks, f"rank table {args.ranks}")  # every column checked, the file named
         else:
@@ -389,7 +410,8 @@ def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> di
 
 def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--dataset", default="umls", metavar="NAME_OR_PATH", help="the dataset to audit (default: %(default)s)")
+    add("--dataset", metavar="NAME_OR_PATH", help=f"the dataset to audit (default: the one a --checkpoint folder "
+        f"names, if it names one that exists here; else {DEFAULT_DATASET})")  # fmt: skip
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--checkpoint", metavar="PATH", help="a model of the dataset: adds its ties and the "
                         "sampled-vs-full gap (as kgeval evaluate reads it)")  # fmt: skip
@@ -405,12 +427,10 @@ def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
     if args.checkpoint:
-        loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
-        dataset = load_dataset(args.dataset, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id)
-        _check_model_fits(loaded.model, dataset)
+        loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model
     else:
-        dataset = load_dataset(args.dataset)
+        dataset = load_dataset(args.dataset or DEFAULT_DATASET)
     if args.ranks:
         records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
         results = RankBasedMetricResults.from_records(records)

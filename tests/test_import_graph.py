@@ -17,6 +17,7 @@ DEFERRED = {
     ("kgeval.integrations", "kgeval.integrations.pyg"): "torch_geometric is optional",
     ("kgeval.integrations", "kgeval.integrations.torchkge"): "torchkge is optional",
     ("kgeval.integrations", "kgeval.integrations.dicee"): "dicee is optional",
+    ("kgeval.models.checkpoint", "kgeval.integrations.dicee"): "dicee is optional (its experiment folders)",
     # the compiled loop imports numba, which costs ~0.5 s per process: only the numba kernel's first use pays it
     ("kgeval._engine.kernels", "kgeval._engine.numba_loop"): "numba loads only when the numba kernel runs",
     ("kgeval._engine.kernels", "kgeval._engine.triton_counts"): "triton is optional (the gpu extra)",

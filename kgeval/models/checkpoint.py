@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,9 @@ def load_checkpoint(
             "(fixed in torch 2.10); upgrade torch, or pass trusted=True for a file you made yourself"
         )
     try:
-        document = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # a pickled model file (read only with trust, below) is not its concern
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            document = torch.load(path, map_location="cpu", weights_only=True)
     except (RuntimeError, pickle.UnpicklingError, EOFError, OSError) as error:
         if isinstance(error, FileNotFoundError):
             raise
@@ -209,14 +212,20 @@ PYKEEN_MODEL_FILE = "trained_model.pkl"
 PYKEEN_ID_FILES = {"entity_to_id": "entity_to_id.tsv.gz", "relation_to_id": "relation_to_id.tsv.gz"}
 
 
+#: the files that make a folder a dicee experiment (``Execute``'s ``path_to_store_single_run``)
+DICEE_FILES = ("configuration.json", "model.pt", "entity_to_idx.csv", "relation_to_idx.csv")
+
+
 @dataclass(frozen=True)
 class LoadedModel:
-    """A model read by :func:`load_model_file`, and the label-to-id maps it was trained with where the file says
-    (a PyKEEN results folder's ``training_triples``; else None)."""
+    """A model read by :func:`load_model_file`, the label-to-id maps it was trained with where the file says (a
+    PyKEEN results folder's ``training_triples``, a dicee experiment's indices; else None), and the dataset it was
+    trained on where the file names one that exists here (a dicee experiment's ``dataset_dir``; else None)."""
 
     model: Any
     entity_to_id: dict[str, int] | None = None
     relation_to_id: dict[str, int] | None = None
+    dataset: str | None = None
 
 
 def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> LoadedModel:
@@ -227,9 +236,11 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
     path : str or path-like
         A kgeval checkpoint (:func:`save_checkpoint`; read as :func:`load_checkpoint` reads it); a model object
         saved with ``torch.save(model, path)`` (a PyKEEN, PyTorch Geometric or TorchKGE model, or any model
-        kgeval can score); or a PyKEEN results folder (``PipelineResult.save_to_directory``), whose
+        kgeval can score); a PyKEEN results folder (``PipelineResult.save_to_directory``), whose
         ``trained_model.pkl`` is read and whose ``training_triples`` label-to-id files, when present, are returned
-        so that the dataset's ids line up with the model's.
+        so that the dataset's ids line up with the model's; or a dicee experiment folder, read by
+        :func:`kgeval.integrations.dicee.load_dicee_experiment` (its weights are plain tensors: no trust needed)
+        with its indices.
     trust : bool, default=False
         Read a pickled model object. Unpickling runs code from the file: pass it only for files you made or whose
         source you trust. Without it such a file is a ValueError that says so.
@@ -241,11 +252,14 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
     """
     location = Path(os.fspath(path))
     entity_to_id = relation_to_id = None
+    if location.is_dir() and all((location / name).is_file() for name in DICEE_FILES):
+        return _dicee_experiment(location)
     if location.is_dir():
         model_file = location / PYKEEN_MODEL_FILE
         if not model_file.is_file():
-            raise ValueError(f"{str(location)!r} is a folder without {PYKEEN_MODEL_FILE} (a PyKEEN results folder "
-                             "holds one); give a checkpoint file or a PyKEEN results folder")  # fmt: skip
+            raise ValueError(f"{str(location)!r} is a folder without {PYKEEN_MODEL_FILE} (a PyKEEN results folder) "
+                             f"or {', '.join(DICEE_FILES)} (a dicee experiment); give a checkpoint file or one of "
+                             "those folders")  # fmt: skip
         entity_to_id, relation_to_id = (_pykeen_ids(location / "training_triples" / PYKEEN_ID_FILES[name])
                                         for name in ("entity_to_id", "relation_to_id"))  # fmt: skip
         location = model_file
@@ -262,6 +276,20 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
     if not isinstance(model, nn.Module):
         raise ValueError(f"{str(location)!r} holds a {type(model).__name__}, not a model (an nn.Module)")
     return LoadedModel(model.eval(), entity_to_id, relation_to_id)
+
+
+def _dicee_experiment(location: Path) -> LoadedModel:
+    """The model of a dicee experiment folder with its indices (plain tensors and CSV files: no trust needed), and
+    its training data's folder when it exists here."""
+    try:
+        from kgeval.integrations.dicee import load_dicee_experiment
+    except ImportError as error:
+        raise ValueError(f"{str(location)!r} is a dicee experiment folder; reading it needs dicee "
+                         "(pip install --no-deps dicee)") from error  # fmt: skip
+    experiment = load_dicee_experiment(location)
+    dataset_dir = experiment.configuration.get("dataset_dir")
+    dataset = dataset_dir if isinstance(dataset_dir, str) and Path(dataset_dir).is_dir() else None
+    return LoadedModel(experiment.model, experiment.entity_to_id, experiment.relation_to_id, dataset)
 
 
 def _pykeen_ids(path: Path) -> dict[str, int] | None:

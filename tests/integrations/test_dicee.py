@@ -5,7 +5,12 @@ hits, and on tie-heavy scores dicee's rank (torch.sort position) inside kgeval's
 from __future__ import annotations
 
 import collections
+import copy
+import pickle
+import shutil
+import tempfile
 import types
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -172,3 +177,176 @@ def test_a_dicee_model_in_a_lightning_trainer_with_kgevals_callback(nations) -> 
     trainer.fit(model, train_dataloaders=loader)
     assert [evaluation.epoch for evaluation in callback.history] == [0, 1]
     assert callback.history[-1].results == evaluate(model.eval(), nations)
+
+
+# -- dicee's own training (Execute) and experiment folders ------------------------------------------------------
+def offline_tokenizer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dicee's KG builds a GPT-2 tokenizer whatever the model (tiktoken downloads its vocabulary): a stand-in, as
+    these models are not byte-pair encoded and never use it."""
+    tiktoken = pytest.importorskip("tiktoken")
+    stand_in = types.SimpleNamespace(n_vocab=50257, encode=lambda text: [0], decode=lambda tokens: "")
+    monkeypatch.setattr(tiktoken, "get_encoding", lambda name: stand_in)
+
+
+def labelled(ds, split: str) -> list[tuple[str, str, str]]:
+    """The split's triples as labels."""
+    entities = {i: label for label, i in ds.entity_to_id.items()}
+    relations = {i: label for label, i in ds.relation_to_id.items()}
+    return [(entities[h], relations[r], entities[t]) for h, r, t in getattr(ds, split).tolist()]
+
+
+def write_dataset(ds, folder) -> None:
+    """The shipped dataset as dicee reads it: train.txt / valid.txt / test.txt of labels."""
+    folder.mkdir()
+    for split in ("train", "valid", "test"):
+        (folder / f"{split}.txt").write_text("".join(f"{h}\t{r}\t{t}\n" for h, r, t in labelled(ds, split)))
+
+
+def train_with_execute(root, ds, scoring: str, model: str = "DistMult"):
+    """A dicee experiment folder trained by dicee's own ``Execute`` (its preprocessing, training and evaluation)
+    under ``root``, and dicee's report."""
+    from dicee.config import Namespace
+    from dicee.executer import Execute
+
+    root.mkdir()
+    write_dataset(ds, root / "data")
+    args = Namespace()
+    args.model, args.scoring_technique, args.dataset_dir = model, scoring, str(root / "data")
+    args.num_epochs, args.embedding_dim, args.batch_size, args.lr = 10, 16, 256, 0.05
+    args.neg_ratio = 4 if scoring == "NegSample" else 0
+    args.eval_model, args.path_to_store_single_run = "val_test", str(root / "experiment")
+    args.trainer, args.random_seed = "torchCPUTrainer", 1
+    report = Execute(args).start()
+    return root / "experiment", report
+
+
+@pytest.fixture(scope="module")
+def experiments(nations):
+    """{scoring technique: (experiment folder, dicee's report)}: KvsAll (reciprocal relations) and NegSample.
+
+    dicee tells its files apart by ``'test' in path`` over the whole path (dicee 0.3.3, read_from_disk.py): under
+    pytest's temporary folders (``.../pytest-of-root/...``) every file would be read as the test split. The
+    experiments live in a folder of their own whose path names no split."""
+    root = Path(tempfile.mkdtemp(prefix="kgeval_dicee_"))
+    if any(split in str(root) for split in ("train", "valid", "test")):
+        pytest.skip(f"dicee would misread the splits of a dataset under {root}")
+    patch = pytest.MonkeyPatch()
+    offline_tokenizer(patch)
+    patch.setattr(np, "Inf", np.inf, raising=False)
+    try:
+        yield {scoring: train_with_execute(root / scoring, nations, scoring) for scoring in ("KvsAll", "NegSample")}
+    finally:
+        patch.undo()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def experiment_dataset(experiment, nations):
+    """The shipped dataset read with the experiment's ids (as the CLI lines them up)."""
+    from kgeval.datasets import load_labelled_triples
+
+    splits = (np.asarray(labelled(nations, split)) for split in ("train", "valid", "test"))
+    return load_labelled_triples(*splits, entity_to_id=experiment.entity_to_id,
+                                 relation_to_id=experiment.relation_to_id)  # fmt: skip
+
+
+def test_a_kvsall_model_ranks_heads_through_its_reciprocal_relations_as_dicee_does(experiments, nations) -> None:
+    """dicee's own evaluator ranks the tails of the test triples and of their reverses (t, r_inverse, h); kgeval's
+    tail and head ranks are the same tasks: task for task inside the tie bounds (equal where there is no tie), and
+    the MRR dicee reported after training equals kgeval's realistic MRR."""
+    from kgeval.integrations.dicee import load_dicee_experiment
+
+    folder, report = experiments["KvsAll"]
+    experiment = load_dicee_experiment(folder)
+    assert experiment.reciprocal and experiment.model.num_relations == 2 * nations.num_relations
+    ds = experiment_dataset(experiment, nations)
+    results = RankBasedEvaluator(ks=(1, 3, 10)).evaluate(
+        experiment.model, ds.test, additional_filter_triples=[ds.train, ds.valid], use_tqdm=False
+    )
+    test = np.load(folder / "test_set.npy")  # dicee's test tasks: the triples, then their reverses
+    evaluator = DiceeEvaluator.__new__(DiceeEvaluator)
+    evaluator.er_vocab = pickle.loads((folder / "er_vocab.p").read_bytes())
+    evaluator.args = types.SimpleNamespace(batch_size=64, eval_model="test")
+    theirs, _hits = evaluator._evaluate_entity_prediction(experiment.model, test, len(test), [1, 3, 10])
+    records = results.records
+    inverse_of = {inv: r for r, inv in experiment.model.kgeval_inverse_relations.items()}
+    ours = {}
+    for h, r, t, side, lo, hi in zip(records.head, records.relation, records.tail, records.side,
+                                     records.optimistic, records.pessimistic, strict=True):  # fmt: skip
+        ours[(int(h), int(r), int(t)) if side == 1 else (int(t), -int(r) - 1, int(h))] = (lo, hi)
+    assert len(theirs) == len(test) == 2 * len(ds.test)
+    differing = []
+    for (h, r, t), rank in zip(test.tolist(), theirs, strict=True):
+        low, high = ours[(h, r, t) if r not in inverse_of else (h, -inverse_of[r] - 1, t)]
+        if not low <= rank <= high:
+            differing.append((h, r, t))
+    assert len(differing) <= 0.01 * len(test)
+    for h, r, t in differing:  # dicee scored its batches of 64 rows, kgeval others: float rounding, near-ties only
+        with torch.no_grad():
+            scores = experiment.model.forward_k_vs_all(x=torch.tensor([[h, r]]))[0].double()
+        gaps = (scores - scores[t]).abs()
+        gaps[t] = torch.inf
+        assert float(gaps.min()) <= 1e-5 * float(scores.abs().max()), (h, r, t)
+    assert results.get_metric("both.realistic.mrr") == pytest.approx(report["Test"]["MRR"], rel=1e-12)
+    assert results.get_metric("both.optimistic.mrr") == results.get_metric("both.pessimistic.mrr")  # no ties here
+
+
+def test_a_negsample_model_ranks_both_sides_by_forward_triples_as_dicee_does(experiments, nations) -> None:
+    from kgeval.integrations.dicee import load_dicee_experiment
+
+    folder, report = experiments["NegSample"]
+    experiment = load_dicee_experiment(folder)
+    assert not experiment.reciprocal and experiment.model.num_relations == nations.num_relations
+    ds = experiment_dataset(experiment, nations)
+    results = RankBasedEvaluator(ks=(1, 3, 10)).evaluate(
+        experiment.model, ds.test, additional_filter_triples=[ds.train, ds.valid], use_tqdm=False
+    )
+    assert results.get_metric("both.optimistic.mrr") == results.get_metric("both.pessimistic.mrr")
+    assert results.get_metric("both.realistic.mrr") == pytest.approx(report["Test"]["MRR"], rel=1e-12)
+    for k in (1, 3, 10):
+        assert results.get_metric(f"both.realistic.hits@{k}") == pytest.approx(report["Test"][f"H@{k}"], rel=1e-12)
+
+
+def test_a_reciprocal_model_without_its_index_is_refused_and_with_it_ranks_as_its_folder(experiments, nations):
+    from kgeval.integrations.dicee import load_dicee_experiment, with_relation_index
+
+    folder, _ = experiments["KvsAll"]
+    experiment = load_dicee_experiment(folder)
+    bare = copy.deepcopy(experiment.model)
+    del bare.kgeval_inverse_relations
+    ds = experiment_dataset(experiment, nations)
+    refusal = r"trained with reciprocal relations.*load_dicee_experiment.*with_relation_index"
+    with pytest.raises(TypeError, match=refusal):
+        RankBasedEvaluator().evaluate(bare, ds.test, use_tqdm=False)
+    with_relation_index(bare, experiment.relation_to_id)
+    kwargs = {"additional_filter_triples": [ds.train, ds.valid], "use_tqdm": False}
+    assert RankBasedEvaluator().evaluate(bare, ds.test, **kwargs) == RankBasedEvaluator().evaluate(
+        experiment.model, ds.test, **kwargs
+    )
+    with pytest.raises(ValueError, match="the index of another model"):
+        with_relation_index(bare, {label: i for label, i in experiment.relation_to_id.items() if i < 10})
+    inverse_id = next(iter(experiment.model.kgeval_inverse_relations.values()))
+    with pytest.raises(ValueError, match="it is an inverse relation itself"):
+        RankBasedEvaluator().evaluate(experiment.model, torch.tensor([[0, inverse_id, 1]]), use_tqdm=False)
+
+
+def test_the_cli_evaluates_an_experiment_folder_with_its_ids(experiments, nations, tmp_path) -> None:
+    """``kgeval evaluate --checkpoint FOLDER`` reads dicee's folder (plain tensors: no --trust-checkpoint), lines
+    the dataset's labels up with its index and reports dicee's own test MRR; without --dataset it reads the dataset
+    the folder's configuration names."""
+    import json
+    import subprocess
+    import sys
+
+    folder, report = experiments["KvsAll"]
+    dataset_dir = json.loads((folder / "configuration.json").read_text())["dataset_dir"]
+    for extra in (["--dataset", dataset_dir], []):
+        command = [sys.executable, "-m", "kgeval", "evaluate", "--checkpoint", str(folder), "--json", *extra]
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr
+        assert "pickle" not in done.stderr.lower()
+        metrics = json.loads(done.stdout)["metrics"]
+        assert metrics["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(report["Test"]["MRR"], rel=1e-12)
+    shipped = subprocess.run([sys.executable, "-m", "kgeval", "evaluate", "--checkpoint", str(folder),
+                              "--dataset", "umls"], capture_output=True, text=True, check=False)  # fmt: skip
+    assert shipped.returncode == 2
+    assert "umls" in shipped.stderr and "kgeval evaluate: error:" in shipped.stderr

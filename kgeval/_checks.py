@@ -133,9 +133,10 @@ def _entity_count(model: Any) -> Any:
     )
 
 
-def check_num_entities(model: Any, num_entities: int | None) -> int:
+def check_num_entities(model: Any, num_entities: int | None, name: str | None = None) -> int:
     """The number of entities: the argument, else ``model.num_entities``; both must agree when both are given
-    (the model scores that many candidates).
+    (the model scores that many candidates). ``name``: how errors name the model (default: its class, with the
+    wrappers it is inside).
 
     A module that declares no count but holds exactly one model that does (a LightningModule delegating to
     ``self.model``) has that model's count; the widths of the module's own scores are checked against it as they
@@ -149,7 +150,8 @@ def check_num_entities(model: Any, num_entities: int | None) -> int:
     if num_entities is None:
         if declared is None:
             raise ValueError(
-                f"num_entities is not given and {describe(model)} has no num_entities (num_nodes, n_ent) attribute"
+                f"num_entities is not given and {name or describe(model)} has no num_entities (num_nodes, n_ent) "
+                "attribute"
                 + held_models_hint(model, lambda child: _entity_count(child) is not None, "num_entities")
             )
         return check_positive_int(declared, "model.num_entities")  # type: ignore[return-value]
@@ -216,9 +218,10 @@ def check_device(device: Any, model_device: torch.device) -> None:
         )
 
 
-def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = False) -> None:
+def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = False, name: str | None = None) -> None:
     """The model exposes the scoring method of every requested target, unless it is scored triple by triple
-    (``scores_triples``: a ``score_fn``, ``score_hrt`` or ``forward(h, r, t)``)."""
+    (``scores_triples``: a ``score_fn``, ``score_hrt`` or ``forward(h, r, t)``). ``name``: how the error names
+    the model (default: its class, with the wrappers it is inside)."""
     if scores_triples:
         return
     methods = {"tail": "score_t", "head": "score_h", "relation": "score_r"}
@@ -232,7 +235,7 @@ def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = Fa
             if not hint:
                 hint = held_models_hint(model, _scores, "scoring methods")
             raise TypeError(
-                f"{describe(model)} has no {methods[target]}(batch) to rank {target}s with, and does not score "
+                f"{name or describe(model)} has no {methods[target]}(batch) to rank {target}s with, and does not score "
                 "whole triples (score_hrt(hrt_batch), forward(h, r, t), or evaluate(..., score_fn=...))" + hint
             )
 

@@ -62,6 +62,7 @@ from kgeval._tasks import (
 from kgeval.accumulator import MetricAccumulator
 from kgeval.constraints import TypeConstraints
 from kgeval.integrations import scoring_view
+from kgeval.integrations.wrappers import describe
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
 
@@ -331,7 +332,7 @@ class RankBasedEvaluator:
                 score_fn=score_fn,
                 type_constraints=type_constraints,
             )
-            inputs = self._checked_inputs(view, request)
+            inputs = self._checked_inputs(view, request, describe(model))
             declared = self._declared_shards(view, inputs)
             check.expect_same(
                 mapped_triples=inputs.triples,
@@ -437,19 +438,20 @@ class RankBasedEvaluator:
             raise ValueError(f"cannot evaluate this sharded candidate table: {'; '.join(problems)}")
 
     # -- input checks -----------------------------------------------------------------------------------------
-    def _checked_inputs(self, model: Any, request: EvaluationRequest) -> EvaluationInputs:
+    def _checked_inputs(self, model: Any, request: EvaluationRequest, name: str) -> EvaluationInputs:
         """The arguments of :meth:`evaluate`, checked and moved to the model's device (ValueError / TypeError
-        naming the offending argument otherwise)."""
+        naming the offending argument otherwise; ``name``: the model as the user handed it over, wrappers
+        included)."""
         targets = _checks.check_targets(request.targets)
         scores_triples = request.score_fn is not None or (
             not all(callable(getattr(model, SCORE_METHOD[target], None)) for target in targets)
             and triple_function(model) is not None
         )
         if _declares_shard(model):  # its form is the only way to score a table no rank holds whole
-            _checks.check_model(model, [t for t in targets if t == "relation"], scores_triples)
+            _checks.check_model(model, [t for t in targets if t == "relation"], scores_triples, name)
         else:
-            _checks.check_model(model, targets, scores_triples)
-        num_entities = _checks.check_num_entities(model, request.num_entities)
+            _checks.check_model(model, targets, scores_triples, name)
+        num_entities = _checks.check_num_entities(model, request.num_entities, name)
         device = model_device(model)
         num_relations = _checks.model_num_relations(model)
         if "relation" in targets and num_relations is None:

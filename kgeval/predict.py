@@ -24,6 +24,7 @@ from kgeval._engine import (
 from kgeval._modes import evaluation_mode
 from kgeval.constraints import TypeConstraints
 from kgeval.integrations import scoring_view
+from kgeval.integrations.wrappers import describe
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
 __all__ = ["predict_top_k"]
@@ -96,8 +97,8 @@ def predict_top_k(
     k = _checks.check_positive_int(k, "k")  # type: ignore[assignment]
     view = scoring_view(model)
     scores_triples = not callable(getattr(view, SCORE_METHOD[target], None)) and triple_function(view) is not None
-    _checks.check_model(view, (target,), scores_triples)
-    num_entities = _checks.check_num_entities(view, num_entities)
+    _checks.check_model(view, (target,), scores_triples, describe(model))
+    num_entities = _checks.check_num_entities(view, num_entities, describe(model))
     num_relations = _checks.model_num_relations(view)
     device = model_device(view)
     queries = _checked_queries(queries, target, num_entities, num_relations).to(device)

@@ -22,6 +22,7 @@ from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
 from kgeval.integrations import scoring_view
+from kgeval.integrations.wrappers import describe
 from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
@@ -142,7 +143,7 @@ class SampledRankBasedEvaluator:
         view = scoring_view(model)
         _checks.check_device(device, model_device(view))
         targets = _checks.check_targets(targets, ENTITY_TARGETS)
-        num_entities = _checks.check_num_entities(view, num_entities)
+        num_entities = _checks.check_num_entities(view, num_entities, describe(model))
         num_relations = _checks.model_num_relations(view)
         batch_size = _checks.check_positive_int(batch_size, "batch_size")  # type: ignore[assignment]
         device = model_device(view)

@@ -290,7 +290,11 @@ def test_a_kvsall_model_ranks_heads_through_its_reciprocal_relations_as_dicee_do
     assert results.get_metric("both.optimistic.mrr") == results.get_metric("both.pessimistic.mrr")  # no ties here
 
 
-def test_a_negsample_model_ranks_both_sides_by_forward_triples_as_dicee_does(experiments, nations) -> None:
+def test_a_negsample_model_ranks_both_sides_by_forward_triples_as_dicee_does(experiments, nations, monkeypatch):
+    """dicee evaluates a NegSample model with ``evaluate_lp`` (heads and tails by forward_triples): its rank of
+    every task, read as it computes them, equals kgeval's; and the MRR and hits it reported after training."""
+    from dicee.evaluation import link_prediction
+
     from kgeval.integrations.dicee import load_dicee_experiment
 
     folder, report = experiments["NegSample"]
@@ -300,6 +304,23 @@ def test_a_negsample_model_ranks_both_sides_by_forward_triples_as_dicee_does(exp
     results = RankBasedEvaluator(ks=(1, 3, 10)).evaluate(
         experiment.model, ds.test, additional_filter_triples=[ds.train, ds.valid], use_tqdm=False
     )
+    computed = []  # evaluate_lp ranks the tail, then the head, of each triple in turn
+    rank_of = link_prediction.compute_filtered_rank
+
+    def recorded(*args):
+        computed.append(rank_of(*args))
+        return computed[-1]
+
+    monkeypatch.setattr(link_prediction, "compute_filtered_rank", recorded)
+    vocabulary = {name: pickle.loads((folder / f"{name}.p").read_bytes()) for name in ("er_vocab", "re_vocab")}
+    test = np.load(folder / "test_set.npy")
+    link_prediction.evaluate_lp(experiment.model, test, experiment.model.num_entities, vocabulary["er_vocab"],
+                                vocabulary["re_vocab"])  # fmt: skip
+    np.testing.assert_array_equal(np.asarray(test, dtype=np.int64), ds.test.numpy())
+    optimistic, pessimistic = (kgeval_ranks(results, side=1)[i] for i in (0, 1))
+    np.testing.assert_array_equal(optimistic, pessimistic)  # no ties: a trained float model
+    np.testing.assert_array_equal(np.asarray(computed[0::2]), optimistic)
+    np.testing.assert_array_equal(np.asarray(computed[1::2]), kgeval_ranks(results, side=0)[0])
     assert results.get_metric("both.optimistic.mrr") == results.get_metric("both.pessimistic.mrr")
     assert results.get_metric("both.realistic.mrr") == pytest.approx(report["Test"]["MRR"], rel=1e-12)
     for k in (1, 3, 10):

@@ -102,6 +102,22 @@ def torchkge_model() -> tuple[Any, Callable[[Any], Any]]:
     return model, lambda m: (triple_table(lambda h, r, t: m.scoring_function(h, t, r)),) * 2
 
 
+def dicee_model() -> tuple[Any, Callable[[Any], Any]]:
+    """A dicee DistMult (no reciprocal relations): tails by forward_k_vs_all, heads by forward_triples."""
+    models = pytest.importorskip("dicee.models")
+    torch.manual_seed(0)
+    model = models.DistMult({"embedding_dim": 6, "num_entities": E, "num_relations": R, "learning_rate": 0.1,
+                             "optim": "Adam", "scoring_technique": "KvsAll", "model": "DistMult"})  # fmt: skip
+
+    def tables(m: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        with torch.no_grad():
+            tails = m.forward_k_vs_all(x=torch.cartesian_prod(ALL, torch.arange(R))).reshape(E, R, E)
+        heads = triple_table(lambda h, r, t: m.forward_triples(torch.stack([h, r, t], dim=1)).reshape(-1))
+        return tails, heads
+
+    return model.eval(), tables
+
+
 MODELS = {
     "kgeval-DistMult": kgeval_model(DistMult),
     "kgeval-TransE": kgeval_model(TransE),
@@ -113,6 +129,7 @@ MODELS = {
     "pyg-DistMult": pyg_model("DistMult"),
     "pyg-TransE": pyg_model("TransE"),
     "torchkge-TransE": torchkge_model,
+    "dicee-DistMult": dicee_model,
 }
 
 
@@ -387,3 +404,17 @@ def test_candidate_ids_are_passed_positionally_where_the_signature_says_so() -> 
     )
     assert_same_ranks(results.records, expected_ranks(kgeval_tables(model)))
     assert max(positional.widths) <= 5  # slices, as asked
+
+
+def test_an_error_about_a_wrapped_model_names_the_wrappers() -> None:
+    class TailsOnly(torch.nn.Module):
+        num_entities = E
+
+        def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+            return torch.zeros(hr_batch.shape[0], E)
+
+    wrapped = torch.compile(torch.nn.DataParallel(TailsOnly()))
+    with pytest.raises(TypeError, match=r"^TailsOnly \(inside DataParallel inside torch\.compile\) has no score_h"):
+        evaluate(wrapped)
+    results = RankBasedEvaluator().evaluate(wrapped, GRAPH.triples, targets=("tail",), use_tqdm=False)
+    assert results.get_metric("tail.optimistic.mr") == 1  # every score ties at zero

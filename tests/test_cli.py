@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 from typing import ClassVar
 
@@ -356,6 +357,26 @@ def test_evaluate_reads_a_pykeen_results_folder(tmp_path: Path, capsys) -> None:
     assert got["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(expected.get_metric("mrr"), rel=1e-12)
     unaligned = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
     assert unaligned.get_metric("mrr") != pytest.approx(expected.get_metric("mrr"))  # the alignment matters here
+
+
+def test_a_trusted_load_prints_no_pickle_warning_and_a_default_dataset_that_does_not_fit_says_so(
+    tmp_path: Path, capsys
+) -> None:
+    """A model pickled with protocol 5 (as PyKEEN saves) is first offered to the weights-only loader, which warns
+    about the protocol: kgeval's attempt keeps that to itself. Without --dataset the checkpoint is evaluated on the
+    default dataset; one it does not fit is an error that says no --dataset was given."""
+    data = load_shipped_dataset("nations")
+    model = DistMult(data.num_entities, data.num_relations, dim=4, seed=0)
+    torch.save(model, tmp_path / "whole.pt", pickle_protocol=5)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert main(["evaluate", "--dataset", "nations", "--checkpoint", str(tmp_path / "whole.pt"),
+                     "--trust-checkpoint", "--json"]) == 0  # fmt: skip
+    assert not [w for w in caught if "pickle" in str(w.message).lower()]
+    capsys.readouterr()
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "whole.pt"), "--trust-checkpoint"]) == 2
+    error = capsys.readouterr().err
+    assert "the dataset umls" in error and "no --dataset was given, so the dataset was the default, umls" in error
 
 
 def test_evaluate_reads_a_pickled_torchkge_model_when_trusted(tmp_path: Path, capsys) -> None:

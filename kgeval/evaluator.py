@@ -241,8 +241,10 @@ class RankBasedEvaluator:
             Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
             accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form of
             :class:`kgeval._engine.gemm_scoring.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts
-            (inverse relations included; see :mod:`kgeval.integrations.pykeen`). It is evaluated where it lives and
-            never moved.
+            (inverse relations included; see :mod:`kgeval.integrations.pykeen`). A model inside ``torch.compile``,
+            ``DataParallel``, ``DistributedDataParallel``, an ``AveragedModel`` or Lightning Fabric is scored as the
+            model inside (:mod:`kgeval.integrations.wrappers`). It is evaluated where it lives and never moved; the
+            training flag of every submodule is restored afterwards.
         mapped_triples : LongTensor of shape (n, 3)
             The (head, relation, tail) triples to rank. Always part of the filter set.
         additional_filter_triples : LongTensor of shape (m, 3), or a sequence of them, optional

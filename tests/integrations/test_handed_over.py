@@ -418,3 +418,12 @@ def test_an_error_about_a_wrapped_model_names_the_wrappers() -> None:
         evaluate(wrapped)
     results = RankBasedEvaluator().evaluate(wrapped, GRAPH.triples, targets=("tail",), use_tqdm=False)
     assert results.get_metric("tail.optimistic.mr") == 1  # every score ties at zero
+
+
+def test_a_model_set_up_by_lightning_fabric_ranks_as_the_model() -> None:
+    fabric = pytest.importorskip("lightning.fabric")
+    model = TransE(E, R, dim=6, seed=0)
+    wrapped = fabric.Fabric(accelerator="cpu", devices=1).setup_module(copy.deepcopy(model))
+    assert unwrap(wrapped).wrappers == ("Lightning Fabric",)
+    assert_same_records(evaluate(wrapped), evaluate(model))
+    assert scorer_kind(wrapped) is GemmScorer

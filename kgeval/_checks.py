@@ -17,8 +17,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval.integrations import scoring_view
-from kgeval.integrations.wrappers import SCORING_ATTRIBUTES, delegate_of, describe, held_models_hint
+from kgeval.adapters import scoring_view
+from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
 
 

@@ -19,11 +19,11 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
+from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
 from kgeval.datasets import TriplesDataset, load_dataset
 from kgeval.exceptions import UndefinedMetricWarning
-from kgeval.integrations import scoring_view
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model

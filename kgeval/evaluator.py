@@ -60,9 +60,9 @@ from kgeval._tasks import (
     tasks_inside_restriction,
 )
 from kgeval.accumulator import MetricAccumulator
+from kgeval.adapters import scoring_view
+from kgeval.adapters.wrappers import describe
 from kgeval.constraints import TypeConstraints
-from kgeval.integrations import scoring_view
-from kgeval.integrations.wrappers import describe
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
 
@@ -240,10 +240,10 @@ class RankBasedEvaluator:
         model : object
             Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
             accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form of
-            :class:`kgeval._engine.gemm_scoring.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts
+            :class:`kgeval.protocol.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts
             (inverse relations included; see :mod:`kgeval.integrations.pykeen`). A model inside ``torch.compile``,
             ``DataParallel``, ``DistributedDataParallel``, an ``AveragedModel`` or Lightning Fabric is scored as the
-            model inside (:mod:`kgeval.integrations.wrappers`). It is evaluated where it lives and never moved; the
+            model inside (:mod:`kgeval.adapters.wrappers`). It is evaluated where it lives and never moved; the
             training flag of every submodule is restored afterwards.
         mapped_triples : LongTensor of shape (n, 3)
             The (head, relation, tail) triples to rank. Always part of the filter set.

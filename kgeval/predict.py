@@ -22,9 +22,9 @@ from kgeval._engine import (
     triple_function,
 )
 from kgeval._modes import evaluation_mode
+from kgeval.adapters import scoring_view
+from kgeval.adapters.wrappers import describe
 from kgeval.constraints import TypeConstraints
-from kgeval.integrations import scoring_view
-from kgeval.integrations.wrappers import describe
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
 __all__ = ["predict_top_k"]

@@ -21,8 +21,8 @@ from kgeval._engine import (
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
-from kgeval.integrations import scoring_view
-from kgeval.integrations.wrappers import describe
+from kgeval.adapters import scoring_view
+from kgeval.adapters.wrappers import describe
 from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
@@ -116,6 +116,8 @@ class SampledRankBasedEvaluator:
         self.seed = int(seed)
         self.ks = _checks.check_ks(ks)
         self.keep_records = bool(keep_records)
+        #: the negatives of evaluation_factory's rows drawn by :meth:`negatives_of`: (num_entities, per side)
+        self._factory_negatives: tuple[int, dict[EntityTarget, torch.Tensor]] | None = None
 
     def __repr__(self) -> str:
         return (
@@ -185,6 +187,25 @@ class SampledRankBasedEvaluator:
         index = FilterIndex(torch.cat([reference, *known])) if self.filtered else None
         generator = torch.Generator().manual_seed(self.seed)
         return {target: self._negatives(target, reference, num_entities, index, generator) for target in targets}
+
+    def negatives_of(self, triples: torch.Tensor, num_entities: int, target: EntityTarget) -> torch.Tensor:
+        """The (n, K) negatives of the ``target`` tasks of ``triples`` (n, 3), each a triple of
+        ``evaluation_factory``: those of its first row there, as :meth:`evaluate` uses them (drawn once per entity
+        count, filtered against the factory's triples and ``additional_filter_triples``), on the CPU.
+
+        Raises
+        ------
+        ValueError
+            Without ``evaluation_factory``, or for a triple that is not one of its rows.
+        """
+        if self.evaluation_factory is None:
+            raise ValueError("the negatives of given triples need evaluation_factory (the triples the negatives "
+                             "belong to)")  # fmt: skip
+        reference = self.evaluation_factory.mapped_triples.cpu()
+        if self._factory_negatives is None or self._factory_negatives[0] != num_entities:
+            known = [t.cpu() for t in _checks.check_filter_triples(self.additional_filter_triples, num_entities)]
+            self._factory_negatives = (num_entities, self.draw_negatives(reference, num_entities, known))
+        return self._factory_negatives[1][target][rows_of(triples.cpu(), reference)]
 
     def _negatives(
         self,

@@ -13,11 +13,11 @@ PACKAGE = Path(kgeval.__file__).resolve().parent
 #: function-local imports of kgeval's own modules that are allowed, and why
 DEFERRED = {
     # the view modules import their library (pykeen, torch_geometric, torchkge) at module level
-    ("kgeval.integrations", "kgeval.integrations.pykeen_scoring"): "pykeen is optional",
-    ("kgeval.integrations", "kgeval.integrations.pyg"): "torch_geometric is optional",
-    ("kgeval.integrations", "kgeval.integrations.torchkge"): "torchkge is optional",
-    ("kgeval.integrations", "kgeval.integrations.dicee"): "dicee is optional",
-    ("kgeval.models.checkpoint", "kgeval.integrations.dicee"): "dicee is optional (its experiment folders)",
+    ("kgeval.adapters", "kgeval.adapters.pykeen"): "pykeen is optional",
+    ("kgeval.adapters", "kgeval.adapters.pyg"): "torch_geometric is optional",
+    ("kgeval.adapters", "kgeval.adapters.torchkge"): "torchkge is optional",
+    ("kgeval.adapters", "kgeval.adapters.dicee"): "dicee is optional",
+    ("kgeval.models.checkpoint", "kgeval.adapters.dicee"): "dicee is optional (its experiment folders)",
     # the compiled loop imports numba, which costs ~0.5 s per process: only the numba kernel's first use pays it
     ("kgeval._engine.kernels", "kgeval._engine.numba_loop"): "numba loads only when the numba kernel runs",
     ("kgeval._engine.kernels", "kgeval._engine.triton_counts"): "triton is optional (the gpu extra)",

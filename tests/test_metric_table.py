@@ -1,4 +1,4 @@
-"""docs/metrics.md's metric table agrees with the metric registry (keys, aliases, range, direction, rank types, ...)."""
+"""docs/metric_table.md agrees with the metric registry (keys, aliases, range, direction, rank types, ...)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from kgeval.metrics import METRICS
 
-TABLE = Path(__file__).resolve().parents[1] / "docs" / "metrics.md"
+TABLE = Path(__file__).resolve().parents[1] / "docs" / "metric_table.md"
 COLUMNS = ["key", "aliases", "range", "better", "rank types", "E, Var", "definition"]
 
 

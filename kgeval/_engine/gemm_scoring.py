@@ -1,13 +1,13 @@
 """The query/candidate fast path: models whose scores are a similarity between a query vector and a candidate
-vector (:class:`QueryCandidateModel`), scored one GEMM per tile (:class:`GemmScorer`; "l2" through its one-GEMM
-expansion) or by ``torch.cdist`` ("l1", :class:`L1Scorer`).
+vector (:class:`kgeval.protocol.QueryCandidateModel`), scored one GEMM per tile (:class:`GemmScorer`; "l2" through
+its one-GEMM expansion) or by ``torch.cdist`` ("l1", :class:`L1Scorer`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import torch
 
@@ -20,11 +20,9 @@ from kgeval._engine.candidate_slices import (
     streamed_slice_rows,
 )
 from kgeval._engine.scoring import CandidateScorer, Workspace
-from kgeval.integrations import scoring_view
+from kgeval.adapters import scoring_view
+from kgeval.protocol import SIMILARITIES, QueryCandidateModel
 from kgeval.typing import Target
-
-#: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
-SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
 
 #: scores are finite when |q . c| (or ||q - c||_1) is provably below this (float32 overflows at ~2**128)
 FINITE_BOUND = 2.0**100
@@ -39,26 +37,6 @@ CPU_GEMM_COLUMNS = 512
 
 #: vector dtypes a kernel that multiplies the vectors itself (the fused "triton" kernel) accepts
 FUSABLE_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16, torch.float32)
-
-
-@runtime_checkable
-class QueryCandidateModel(Protocol):
-    """A model whose scores are a similarity between a query vector and a candidate vector.
-
-    ``kgeval_query(batch, target)`` maps a (B, 2) batch ((h, r) for target "tail", (r, t) for "head") to
-    queries of shape (B, d); ``kgeval_candidates(target)`` is the (num_entities, d) candidate matrix;
-    ``kgeval_similarity`` names the similarity: ``"dot"`` (score = query @ candidates.T), ``"l2"`` (the model's
-    scores are a decreasing function of the Euclidean distance, e.g. -||q - c||), ``"l1"`` (likewise for the
-    Manhattan distance). Only the order of the scores matters for ranks. An optional ``kgeval_targets`` (default
-    ("head", "tail")) names the targets the form serves; with "relation", ``kgeval_query`` maps (h, t) pairs and
-    ``kgeval_candidates("relation")`` is the (num_relations, d) relation matrix.
-    """
-
-    kgeval_similarity: str
-
-    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor: ...
-
-    def kgeval_candidates(self, target: Target) -> torch.Tensor: ...
 
 
 class GemmScorer(CandidateScorer):

@@ -20,8 +20,8 @@ from kgeval._engine.form_check import (
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, query_candidate_form
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
 from kgeval._engine.triple_scoring import TripleFunction, TripleScorer, triple_function
-from kgeval.integrations import scoring_view
-from kgeval.integrations.wrappers import delegate_of
+from kgeval.adapters import scoring_view
+from kgeval.adapters.wrappers import delegate_of
 from kgeval.typing import Target
 
 
@@ -40,7 +40,7 @@ def make_scorer(
     whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
 
     A model of another library, or inside torch's wrappers, is scored through its integration's view
-    (:func:`kgeval.integrations.scoring_view`). The GEMM form is used only where it computes the model's own scores:
+    (:func:`kgeval.adapters.scoring_view`). The GEMM form is used only where it computes the model's own scores:
 
     - not when a subclass redefines the scoring method below the class that declares the form (or an integration
       refused the form for that reason);

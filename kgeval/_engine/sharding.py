@@ -1,7 +1,7 @@
 """Sharded candidates over ``torch.distributed``: each rank holds a contiguous shard of the entity table and ranks
 every task against it; the per-task integer counts are summed across the ranks.
 
-A query/candidate model (:class:`kgeval._engine.gemm_scoring.QueryCandidateModel`) says which shard it holds with
+A query/candidate model (:class:`kgeval.protocol.ShardedCandidateModel`) says which shard it holds with
 
     ``kgeval_candidate_shard(target) -> (start, stop)``
 

@@ -12,7 +12,7 @@ import torch
 
 from kgeval._checks import check_scores
 from kgeval._engine.scoring import CandidateScorer, SlicedScorer
-from kgeval.integrations.wrappers import eager_call
+from kgeval.adapters.wrappers import eager_call
 from kgeval.typing import Target
 
 #: scores the triples (heads[i], relations[i], tails[i]) -> FloatTensor of shape (n,) (or (n, 1))
@@ -81,7 +81,7 @@ def score_triple_block(
 def triple_function(model: Any, score_fn: TripleFunction | None = None) -> tuple[TripleFunction, str] | None:
     """How to score whole triples with ``model``: ``score_fn`` when given, else the model's ``score_hrt(hrt)``
     (PyKEEN's name; (n, 3) in, (n,) or (n, 1) out), else its ``forward(h, r, t)`` (PyTorch Geometric's KGE
-    models; uncompiled, :func:`kgeval.integrations.wrappers.eager_call`); None when it has none of these. Returns
+    models; uncompiled, :func:`kgeval.adapters.wrappers.eager_call`); None when it has none of these. Returns
     the function and its name for error messages."""
     if score_fn is not None:
         if not callable(score_fn):

@@ -1,45 +1,8 @@
-"""Models of other libraries (PyKEEN, PyTorch Geometric, TorchKGE, dicee) scored the way their own library scores them:
-:func:`scoring_view` takes off torch's wrappers (``torch.compile``, ``DataParallel``, ``DistributedDataParallel``,
-``AveragedModel``, Lightning Fabric; :mod:`kgeval.integrations.wrappers`) and returns an integration's view of a
-model it recognises, importing that integration only then.
+"""Drop-ins: kgeval inside other libraries' machinery -- PyKEEN's evaluator classes for its pipeline, stopper, HPO
+and evaluation loops (:mod:`kgeval.integrations.pykeen`), and a Lightning callback
+(:mod:`kgeval.integrations.lightning`). They are built on kgeval's public names only; the adapters that make other
+libraries' models scoreable live below the engine, in :mod:`kgeval.adapters`. Each drop-in imports its library:
+import the module you need.
 """
 
-from __future__ import annotations
-
-import sys
-from typing import Any
-
-from kgeval.integrations.wrappers import unwrap
-
-
-def scoring_view(model: Any) -> Any:
-    """The object to score ``model`` through: an integration's view of the model inside any of torch's wrappers,
-    or that model itself.
-
-    Raises
-    ------
-    TypeError
-        When an integration recognises the model but kgeval cannot score it the way its library does.
-    """
-    model = unwrap(model).model
-    pykeen_models = sys.modules.get("pykeen.models")
-    if pykeen_models is not None and isinstance(model, pykeen_models.Model):
-        from kgeval.integrations.pykeen_scoring import pykeen_view
-
-        return pykeen_view(model)
-    pyg_kge = sys.modules.get("torch_geometric.nn.kge")
-    if pyg_kge is not None and isinstance(model, pyg_kge.KGEModel):
-        from kgeval.integrations.pyg import pyg_view
-
-        return pyg_view(model)
-    torchkge_models = sys.modules.get("torchkge.models.interfaces")
-    if torchkge_models is not None and isinstance(model, torchkge_models.Model):
-        from kgeval.integrations.torchkge import torchkge_view
-
-        return torchkge_view(model)
-    dicee_models = sys.modules.get("dicee.models.base_model")
-    if dicee_models is not None and isinstance(model, dicee_models.BaseKGE):
-        from kgeval.integrations.dicee import dicee_view
-
-        return dicee_view(model)
-    return model
+__all__: list[str] = []

@@ -26,9 +26,9 @@ from typing import Any
 
 import torch
 
+from kgeval.adapters import scoring_view
+from kgeval.adapters.wrappers import held_models_hint
 from kgeval.evaluator import RankBasedEvaluator
-from kgeval.integrations import scoring_view
-from kgeval.integrations.wrappers import held_models_hint
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import RankType
 

@@ -1,5 +1,5 @@
 """PyKEEN integration: kgeval as a PyKEEN evaluator (pipeline, stopper, HPO), and PyKEEN models scored as PyKEEN
-predicts (:mod:`kgeval.integrations.pykeen_scoring`, which kgeval also uses for any PyKEEN model it meets).
+predicts (:mod:`kgeval.adapters.pykeen`, which kgeval also uses for any PyKEEN model it meets).
 """
 
 from __future__ import annotations
@@ -13,15 +13,13 @@ import torch
 from pykeen.evaluation import Evaluator, MetricResults
 from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricResults
 
-from kgeval import _checks
 from kgeval.accumulator import MetricAccumulator
+from kgeval.adapters.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
-from kgeval.integrations.pykeen_scoring import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.macro import macro_results
 from kgeval.precomputed import ranks_in_full_rows
 from kgeval.results import RankBasedMetricResults as KGEvalRankBasedMetricResults
 from kgeval.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
-from kgeval.sampled import rows_of
 
 
 class RankBasedMetricResults(KGEvalRankBasedMetricResults, MetricResults):
@@ -281,7 +279,6 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         self.slice_size: int | None = None
         self.num_entities: int | None = None
         self._streamed: dict[str, MetricAccumulator] = {}
-        self._stream_negatives: tuple[int, dict[str, torch.Tensor]] | None = None  # (num_entities, per side)
 
     def evaluate(  # type: ignore[override]
         self,
@@ -342,22 +339,11 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         true = _checked_score_batch(self, hrt_batch, target, scores, true_scores)
         if target not in ("head", "tail"):
             raise ValueError(f"sampled negatives rank heads and tails, got target {target!r}")
-        negatives = self._negatives_of_rows(hrt_batch, scores.shape[1], target).to(scores.device)
+        negatives = self.negatives_of(hrt_batch, scores.shape[1], target).to(scores.device)  # type: ignore[arg-type]
         picked = scores.detach().gather(1, negatives.clamp(min=0))
         picked = torch.where(negatives >= 0, picked, torch.full_like(picked, torch.nan))
         candidates = torch.cat([true.unsqueeze(1), picked], dim=1)
         self._stream(target, ranks_in_full_rows(true, candidates), hrt_batch, scores.shape[1])
-
-    def _negatives_of_rows(self, hrt_batch: torch.Tensor, num_entities: int, target: str) -> torch.Tensor:
-        """(B, K) negatives of the batch's tasks: those of each triple's row of ``evaluation_factory``."""
-        if self.evaluation_factory is None:
-            raise ValueError("streaming scores to SampledRankBasedEvaluator needs evaluation_factory (the triples the "
-                             "negatives belong to)")  # fmt: skip
-        reference = self.evaluation_factory.mapped_triples.cpu()
-        if self._stream_negatives is None or self._stream_negatives[0] != num_entities:
-            known = [t.cpu() for t in _checks.check_filter_triples(self.additional_filter_triples, num_entities)]
-            self._stream_negatives = (num_entities, self.draw_negatives(reference, num_entities, known))  # type: ignore[arg-type]
-        return self._stream_negatives[1][target][rows_of(hrt_batch.cpu(), reference)]
 
 
 __all__: Collection[str] = (

@@ -239,7 +239,7 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
         kgeval can score); a PyKEEN results folder (``PipelineResult.save_to_directory``), whose
         ``trained_model.pkl`` is read and whose ``training_triples`` label-to-id files, when present, are returned
         so that the dataset's ids line up with the model's; or a dicee experiment folder, read by
-        :func:`kgeval.integrations.dicee.load_dicee_experiment` (its weights are plain tensors: no trust needed)
+        :func:`kgeval.adapters.dicee.load_dicee_experiment` (its weights are plain tensors: no trust needed)
         with its indices.
     trust : bool, default=False
         Read a pickled model object. Unpickling runs code from the file: pass it only for files you made or whose
@@ -282,7 +282,7 @@ def _dicee_experiment(location: Path) -> LoadedModel:
     """The model of a dicee experiment folder with its indices (plain tensors and CSV files: no trust needed), and
     its training data's folder when it exists here."""
     try:
-        from kgeval.integrations.dicee import load_dicee_experiment
+        from kgeval.adapters.dicee import load_dicee_experiment
     except ImportError as error:
         raise ValueError(f"{str(location)!r} is a dicee experiment folder; reading it needs dicee "
                          "(pip install --no-deps dicee)") from error  # fmt: skip

@@ -23,9 +23,9 @@ from dicee.evaluation.link_prediction import evaluate_lp  # noqa: E402
 from dicee.models.base_model import BaseKGE  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
+from kgeval.adapters import scoring_view  # noqa: E402
+from kgeval.adapters.dicee import DiceeScoring  # noqa: E402
 from kgeval.datasets import load_shipped_dataset  # noqa: E402
-from kgeval.integrations import scoring_view  # noqa: E402
-from kgeval.integrations.dicee import DiceeScoring  # noqa: E402
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -253,7 +253,7 @@ def test_a_kvsall_model_ranks_heads_through_its_reciprocal_relations_as_dicee_do
     """dicee's own evaluator ranks the tails of the test triples and of their reverses (t, r_inverse, h); kgeval's
     tail and head ranks are the same tasks: task for task inside the tie bounds (equal where there is no tie), and
     the MRR dicee reported after training equals kgeval's realistic MRR."""
-    from kgeval.integrations.dicee import load_dicee_experiment
+    from kgeval.adapters.dicee import load_dicee_experiment
 
     folder, report = experiments["KvsAll"]
     experiment = load_dicee_experiment(folder)
@@ -295,7 +295,7 @@ def test_a_negsample_model_ranks_both_sides_by_forward_triples_as_dicee_does(exp
     every task, read as it computes them, equals kgeval's; and the MRR and hits it reported after training."""
     from dicee.evaluation import link_prediction
 
-    from kgeval.integrations.dicee import load_dicee_experiment
+    from kgeval.adapters.dicee import load_dicee_experiment
 
     folder, report = experiments["NegSample"]
     experiment = load_dicee_experiment(folder)
@@ -328,7 +328,7 @@ def test_a_negsample_model_ranks_both_sides_by_forward_triples_as_dicee_does(exp
 
 
 def test_a_reciprocal_model_without_its_index_is_refused_and_with_it_ranks_as_its_folder(experiments, nations):
-    from kgeval.integrations.dicee import load_dicee_experiment, with_relation_index
+    from kgeval.adapters.dicee import load_dicee_experiment, with_relation_index
 
     folder, _ = experiments["KvsAll"]
     experiment = load_dicee_experiment(folder)

@@ -21,8 +21,8 @@ import torch
 from kgeval import RankBasedEvaluator
 from kgeval._engine.gemm_scoring import GemmScorer
 from kgeval._engine.scorer_choice import make_scorer
+from kgeval.adapters.wrappers import describe, unwrap
 from kgeval.exceptions import FastPathWarning, IgnoredCandidatesWarning
-from kgeval.integrations.wrappers import describe, unwrap
 from kgeval.models import DistMult, RotatE, TransE
 from tests.helpers.graphs import random_graph
 from tests.helpers.ranks import assert_same_ranks

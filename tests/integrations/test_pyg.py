@@ -1,4 +1,4 @@
-"""kgeval.integrations.pyg: PyTorch Geometric's KGE models evaluated unchanged (skipped without torch_geometric).
+"""kgeval.adapters.pyg: PyTorch Geometric's KGE models evaluated unchanged (skipped without torch_geometric).
 
 Expected ranks come from the brute-force reference over a table of every (h, r, t) score computed by the model's
 own forward; PyG's KGEModel.test() is compared where its definitions coincide (tail side, raw, no ties).
@@ -18,9 +18,9 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
+from kgeval.adapters import scoring_view  # noqa: E402
+from kgeval.adapters.pyg import PyGScoring  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
-from kgeval.integrations import scoring_view  # noqa: E402
-from kgeval.integrations.pyg import PyGScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
 from tests.helpers.reference import reference_ranks  # noqa: E402
 from tests.support.invariance import assert_ranks_match  # noqa: E402

@@ -25,8 +25,8 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer  # noqa: E402
+from kgeval.adapters import scoring_view  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
-from kgeval.integrations import scoring_view  # noqa: E402
 from kgeval.integrations.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
 
 pytestmark = pytest.mark.pykeen

@@ -1,4 +1,4 @@
-"""kgeval.integrations.torchkge: TorchKGE models evaluated unchanged (skipped without torchkge).
+"""kgeval.adapters.torchkge: TorchKGE models evaluated unchanged (skipped without torchkge).
 
 Expected ranks: the brute-force reference over every (h, r, t) score of the model's own scoring_function, and
 TorchKGE's own LinkPredictionEvaluator (#(scores >= true) = kgeval's pessimistic rank; it filters the facts of
@@ -23,9 +23,9 @@ from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
+from kgeval.adapters import scoring_view  # noqa: E402
+from kgeval.adapters.torchkge import TorchKGEScoring  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
-from kgeval.integrations import scoring_view  # noqa: E402
-from kgeval.integrations.torchkge import TorchKGEScoring  # noqa: E402
 from tests.helpers.graphs import random_graph  # noqa: E402
 from tests.helpers.reference import reference_ranks  # noqa: E402
 from tests.support.invariance import assert_ranks_match  # noqa: E402

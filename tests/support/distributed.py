@@ -31,7 +31,7 @@ from kgeval import RankBasedEvaluator
 from kgeval._engine.distributed import all_gather_uneven
 from kgeval._engine.gemm_scoring import GemmScorer
 from kgeval._engine.scorer_choice import make_scorer
-from kgeval.integrations import scoring_view
+from kgeval.adapters import scoring_view
 from kgeval.models import DistMult, TransE
 from kgeval.records import RankRecords
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph

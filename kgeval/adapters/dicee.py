@@ -82,8 +82,8 @@ def dicee_view(model: BaseKGE) -> DiceeScoring:
             f"the dicee model {type(model).__name__} was trained with reciprocal relations (its args: "
             f"scoring_technique={model.args.get('scoring_technique')!r}, apply_reciprical_or_noise=True): dicee ranks "
             "its heads as the tails of (t, r_inverse, ?), and which relation id is whose inverse is recorded only in "
-            "its relation index. Load it with kgeval.integrations.dicee.load_dicee_experiment(folder), or pass its "
-            "index with kgeval.integrations.dicee.with_relation_index(model, relation_to_idx)"
+            "its relation index. Load it with kgeval.adapters.dicee.load_dicee_experiment(folder), or pass its "
+            "index with kgeval.adapters.dicee.with_relation_index(model, relation_to_idx)"
         )
     return DiceeScoring(model, inverse)
 

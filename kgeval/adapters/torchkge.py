@@ -10,7 +10,7 @@ from torchkge.models import DistMultModel, TransEModel
 from torchkge.models.interfaces import Model
 from torchkge.utils.dissimilarities import l1_dissimilarity, l2_dissimilarity
 
-from kgeval.integrations.overrides import foreign_override
+from kgeval.adapters.overrides import foreign_override
 from kgeval.typing import Target
 
 #: the methods through which a TorchKGE model scores (kgeval's own path and TorchKGE's evaluator): a subclass that

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch_geometric.nn.kge import ComplEx, DistMult, KGEModel, RotatE, TransE
 
-from kgeval.integrations.overrides import foreign_override
-from kgeval.integrations.wrappers import eager_call
+from kgeval.adapters.overrides import foreign_override
+from kgeval.adapters.wrappers import eager_call
 from kgeval.typing import Target
 
 

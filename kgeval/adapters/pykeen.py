@@ -9,7 +9,7 @@ from collections.abc import Collection
 import torch
 from pykeen.models import ERModel, Model
 
-from kgeval.integrations.overrides import foreign_override
+from kgeval.adapters.overrides import foreign_override
 from kgeval.typing import Target
 
 #: the methods through which a PyKEEN model computes its scores: a subclass that redefines one may score otherwise
@@ -180,7 +180,7 @@ class PyKEENPredicting(PyKEENScoring):
 
 
 class PyKEENQueryCandidate(PyKEENScoring):
-    """:class:`PyKEENScoring` with the query/candidate form (kgeval._engine.gemm_scoring.QueryCandidateModel)."""
+    """:class:`PyKEENScoring` with the query/candidate form (kgeval.protocol.QueryCandidateModel)."""
 
     def __init__(self, model: Model, kind: str, similarity: str) -> None:
         super().__init__(model)

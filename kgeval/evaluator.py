@@ -1,111 +1,28 @@
-"""RankBasedEvaluator: the public entry point. It checks the inputs, hands each side to the private engine
-(:mod:`kgeval._engine`) under ``torch.inference_mode()`` on the model's device, restores ``model.training``, and
-builds the results from one accumulator per side (docs/design.md, The data flow).
+"""RankBasedEvaluator: the public entry point. Check the arguments (:func:`kgeval._inputs.check_evaluation_inputs`),
+call the engine's front door (:func:`kgeval._engine.rank`, which ranks every side on the model's device, in its
+evaluation mode, under ``torch.inference_mode()``), build the results from each side's accumulators
+(docs/design.md, The data flow).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import torch
-from torch import distributed as dist
-from tqdm.auto import tqdm
 
 from kgeval import _checks
-from kgeval._engine import (
-    MATMUL_PRECISIONS,
-    SCORE_METHOD,
-    CandidateShard,
-    CollectiveCheck,
-    EngineState,
-    EvaluationProgress,
-    FilterIndex,
-    FormChecks,
-    KernelChoice,
-    KernelChooser,
-    MatmulPrecision,
-    ShardedSide,
-    SideCounts,
-    SideIndex,
-    SideTasks,
-    candidate_positions,
-    choose_sizes,
-    declared_shard,
-    declares_shard,
-    exact_matmul,
-    gather_shards,
-    make_scorer,
-    model_device,
-    model_fingerprint,
-    query_candidate_form,
-    rank_file,
-    rank_side,
-    resolve_group,
-    shard,
-    synchronize,
-    triple_function,
-)
-from kgeval._engine import (
-    fingerprint as distributed_fingerprint,
-)
-from kgeval._modes import evaluation_mode
-from kgeval._tasks import (
-    ANSWER_COLUMN,
-    QUERY_COLUMNS,
-    candidate_groups,
-    tasks_inside_constraints,
-    tasks_inside_restriction,
-)
-from kgeval.accumulator import MetricAccumulator
-from kgeval.adapters import scoring_view
-from kgeval.adapters.wrappers import describe
+from kgeval._engine import RankOptions, RunSettings, new_state, rank
+from kgeval._inputs import check_evaluation_inputs
 from kgeval.constraints import TypeConstraints
 from kgeval.results import RankBasedMetricResults
-from kgeval.typing import Target
+from kgeval.typing import MATMUL_PRECISIONS, KernelChoice, MatmulPrecision, Target
+
+__all__ = ["FilterMode", "RankBasedEvaluator"]
 
 #: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
 FilterMode = bool | Literal["both"]
-
-
-@dataclass
-class EvaluationInputs:
-    """The checked arguments of one :meth:`RankBasedEvaluator.evaluate` call, on the model's device."""
-
-    triples: torch.Tensor  #: LongTensor (n, 3): mapped_triples
-    filter_triples: list[torch.Tensor]  #: the additional filter triples, each (m, 3)
-    task_index: torch.Tensor  #: LongTensor: rows of ``triples`` to evaluate (this process's share once sharded)
-    num_entities: int
-    targets: tuple[Target, ...]
-    candidate_ids: torch.Tensor | None  #: sorted candidate whitelist (restrict_entities_to), None: all entities
-    relation_ids: torch.Tensor | None  #: restrict_relations_to, None: all relations
-    batch_size: int | None
-    slice_size: int | None
-    score_fn: Any = None  #: scores whole triples instead of the model's methods (evaluate's score_fn)
-    constraints: TypeConstraints | None = None  #: per relation and side candidate sets (type_constraints)
-    num_relations: int | None = None  #: the model's relation count (needed to rank relations)
-    #: per entity side, this rank's shard of a sharded candidate table (kgeval._engine.sharding); empty: none
-    shards: dict[Target, CandidateShard] = field(default_factory=dict)
-    group: Any = None  #: the process group of a sharded evaluation
-
-
-@dataclass(frozen=True)
-class EvaluationRequest:
-    """The arguments of one :meth:`RankBasedEvaluator.evaluate` call as the caller gave them (checked later)."""
-
-    mapped_triples: Any
-    additional_filter_triples: Any = None
-    num_entities: Any = None
-    restrict_entities_to: Any = None
-    targets: Any = ("head", "tail")
-    batch_size: Any = None
-    slice_size: Any = None
-    drop_outside_restriction: bool = False
-    restrict_relations_to: Any = None
-    score_fn: Any = None
-    type_constraints: Any = None
 
 
 class RankBasedEvaluator:
@@ -140,9 +57,11 @@ class RankBasedEvaluator:
         How score tiles are counted: "eager" with PyTorch operations; "numba" in one parallel pass compiled by numba
         (CPU only; a one-off cost per process to load it; falls back to eager with a warning where it cannot run);
         "triton" Triton programs (CUDA with the ``gpu`` extra, or CPU tensors under ``TRITON_INTERPRET=1``; eager
-        with a warning elsewhere): for the "dot" and "l2" fast paths in float16 / bfloat16 / float32, one kernel
-        multiplies queries by candidates and counts without writing a score (IEEE float32 products, the true and
-        filtered scores picked by the same arithmetic); for other models one program per task reads its row once;
+        with a warning elsewhere): for the "dot" and "l2" fast paths in float32 (and in float16 / bfloat16 for a
+        model that has no scoring method besides its form: a half-precision model with ``score_t`` / ``score_h`` is
+        scored through them), one kernel multiplies queries by candidates and counts without writing a score (IEEE
+        float32 products, the true and filtered scores picked by the same arithmetic); for other models one
+        program per task reads its row once;
         it first passes a one-off probe on the device (exact counts, picked scores tying with the tiles'), or
         kgeval counts eagerly with a warning;
         "auto" on a CPU counts eagerly and switches to numba once this evaluator has counted (or is about to
@@ -188,7 +107,7 @@ class RankBasedEvaluator:
         if matmul_precision not in MATMUL_PRECISIONS:
             raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
         self.matmul_precision: MatmulPrecision = matmul_precision
-        self._state = EngineState(kernels=KernelChooser(kernel))  # what persists from one call to the next
+        self._state = new_state(kernel)  # what persists from one call to the next
 
     @property
     def kernel(self) -> KernelChoice:
@@ -239,9 +158,9 @@ class RankBasedEvaluator:
         ----------
         model : object
             Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
-            accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form of
-            :class:`kgeval.protocol.QueryCandidateModel`. A PyKEEN model is scored as PyKEEN predicts
-            (inverse relations included; see :mod:`kgeval.integrations.pykeen`). A model inside ``torch.compile``,
+            accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form (the protocols of
+            :mod:`kgeval.protocol`). A PyKEEN model is scored as PyKEEN predicts (inverse relations included; see
+            :mod:`kgeval.adapters.pykeen`). A model inside ``torch.compile``,
             ``DataParallel``, ``DistributedDataParallel``, an ``AveragedModel`` or Lightning Fabric is scored as the
             model inside (:mod:`kgeval.adapters.wrappers`). It is evaluated where it lives and never moved; the
             training flag of every submodule is restored afterwards.
@@ -316,311 +235,36 @@ class RankBasedEvaluator:
             With ``filtered="both"``, the filtered results whose ``raw`` attribute holds the raw ones.
         """
         del do_time_consuming_checks  # accepted for PyKEEN: kgeval's checks are cheap and always run
-        drop_outside_restriction = bool(drop_outside_restriction) or not pre_filtered_triples
-        group = resolve_group(distributed, process_group)
-        with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
-            view = scoring_view(model)  # a PyKEEN model: scored as PyKEEN predicts
-            _checks.check_device(device, model_device(view))
-            request = EvaluationRequest(
-                mapped_triples=mapped_triples,
+
+        def prepare() -> Any:  # called by the engine inside its collective check: every rank fails together
+            return check_evaluation_inputs(
+                model,
+                mapped_triples,
                 additional_filter_triples=additional_filter_triples,
                 num_entities=num_entities,
                 restrict_entities_to=restrict_entities_to,
                 targets=targets,
-                batch_size=batch_size,
-                slice_size=slice_size,
-                drop_outside_restriction=drop_outside_restriction,
+                batch_size=self.batch_size if batch_size is None else batch_size,
+                slice_size=self.slice_size if slice_size is None else slice_size,
+                drop_outside_restriction=bool(drop_outside_restriction) or not pre_filtered_triples,
                 restrict_relations_to=restrict_relations_to,
                 score_fn=score_fn,
                 type_constraints=type_constraints,
+                device=device,
             )
-            inputs = self._checked_inputs(view, request, describe(model))
-            declared = self._declared_shards(view, inputs)
-            check.expect_same(
-                mapped_triples=inputs.triples,
-                additional_filter_triples=inputs.filter_triples,
-                restrict_entities_to=inputs.candidate_ids,
-                restrict_relations_to=inputs.relation_ids,
-                drop_outside_restriction=drop_outside_restriction,
-                num_entities=inputs.num_entities,
-                targets=inputs.targets,
-                evaluator=(self.filtered, self.ks, self.keep_records),
-                candidate_shards=sorted(declared),  # the ranks gather their shards below only if all declare them
-            )
-            index = None
-            if self.filtered is not False:
-                index = self._state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
-        shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
-        with CollectiveCheck(group):
-            self._check_sharded(shards, inputs, progress_path)
-            resume = None
-            if progress_path is not None:
-                resume = self._progress(progress_path, save_every, model, inputs, group)
-        if shards:  # every rank ranks every task against its shard of the candidates
-            inputs.shards, inputs.group = shards, group
-        else:
-            inputs.task_index = shard(inputs.task_index, group)
-        precision = exact_matmul(self.matmul_precision)
-        with CollectiveCheck(group), evaluation_mode(model), torch.inference_mode(), precision:
-            accumulators = self._rank_all(view, inputs, index, _progress_settings(use_tqdm, tqdm_kwargs), resume)
-        filtered = {target: pair[0] for target, pair in accumulators.items()}
-        raw = {target: pair[1] for target, pair in accumulators.items()} if self.filtered == "both" else None
-        if group is not None and not shards:
-            with torch.inference_mode():
-                filtered = synchronize(filtered, group)
-                raw = synchronize(raw, group) if raw is not None else None  # type: ignore[arg-type]
-        if raw is not None:
-            results = RankBasedMetricResults.from_accumulators(
-                filtered,
-                self.ks,
-                raw=RankBasedMetricResults.from_accumulators(raw, self.ks),  # type: ignore[arg-type]
-            )
-        else:
-            results = RankBasedMetricResults.from_accumulators(filtered, self.ks)
-        if resume is not None:
-            resume.finish()
-        return results
 
-    def _progress(
-        self, path: str | os.PathLike[str], save_every: float, model: Any, inputs: EvaluationInputs, group: Any
-    ) -> EvaluationProgress:
-        """The progress of this evaluation (this rank's file under torch.distributed), read back if saved."""
-        constraints = inputs.constraints
-        fingerprint = distributed_fingerprint(
-            mapped_triples=inputs.triples,
-            additional_filter_triples=inputs.filter_triples,
-            restrict_entities_to=inputs.candidate_ids,
-            restrict_relations_to=inputs.relation_ids,
-            evaluated_rows=inputs.task_index,
-            num_entities=inputs.num_entities,
-            targets=inputs.targets,
-            type_constraints=None if constraints is None else (
-                sorted((r, tuple(ids.tolist())) for r, ids in constraints.heads.items()),
-                sorted((r, tuple(ids.tolist())) for r, ids in constraints.tails.items()),
-            ),
-            model=model_fingerprint(model),
-            score_fn=None if inputs.score_fn is None else getattr(inputs.score_fn, "__qualname__", "a function"),
-            evaluator_options=(self.filtered, self.ks, self.keep_records, self.fast_path, self.matmul_precision),
-        )  # fmt: skip
-        if group is not None:
-            rank, world_size = dist.get_rank(group), dist.get_world_size(group)
-            fingerprint["rank"] = (rank, world_size)
-            path = rank_file(path, rank, world_size)
-        return EvaluationProgress(path, fingerprint, save_every)
-
-    def _declared_shards(self, model: Any, inputs: EvaluationInputs) -> dict[Target, tuple[int, int] | None]:
-        """The candidate shard this rank's model declares for each entity side (None: none), when it has the
-        query/candidate form and a shard method; empty when it has none (kgeval._engine.sharding)."""
-        form = query_candidate_form(model)
-        if form is None or not declares_shard(form):
-            return {}
-        served = getattr(form, "kgeval_targets", ("head", "tail"))
-        return {
-            target: declared_shard(form, target, inputs.num_entities)
-            for target in ("head", "tail")
-            if target in served
-        }
-
-    def _check_sharded(
-        self, shards: dict[Target, CandidateShard], inputs: EvaluationInputs, progress_path: Any
-    ) -> None:
-        """ValueError for what a sharded candidate table cannot be evaluated with."""
-        if not shards:
-            return
-        missing = [target for target in inputs.targets if target not in shards]
-        problems = []
-        if missing:
-            problems.append(f"the targets {missing} have no shard (every ranked side must be sharded)")
-        if not self.fast_path or inputs.score_fn is not None:
-            problems.append("a sharded model is scored through its query/candidate form only (fast_path=True, no "
-                            "score_fn)")  # fmt: skip
-        if progress_path is not None:
-            problems.append("progress_path is not supported with sharded candidates")
-        if problems:
-            raise ValueError(f"cannot evaluate this sharded candidate table: {'; '.join(problems)}")
-
-    # -- input checks -----------------------------------------------------------------------------------------
-    def _checked_inputs(self, model: Any, request: EvaluationRequest, name: str) -> EvaluationInputs:
-        """The arguments of :meth:`evaluate`, checked and moved to the model's device (ValueError / TypeError
-        naming the offending argument otherwise; ``name``: the model as the user handed it over, wrappers
-        included)."""
-        targets = _checks.check_targets(request.targets)
-        scores_triples = request.score_fn is not None or (
-            not all(callable(getattr(model, SCORE_METHOD[target], None)) for target in targets)
-            and triple_function(model) is not None
-        )
-        if _declares_shard(model):  # its form is the only way to score a table no rank holds whole
-            _checks.check_model(model, [t for t in targets if t == "relation"], scores_triples, name)
-        else:
-            _checks.check_model(model, targets, scores_triples, name)
-        num_entities = _checks.check_num_entities(model, request.num_entities, name)
-        device = model_device(model)
-        num_relations = _checks.model_num_relations(model)
-        if "relation" in targets and num_relations is None:
-            raise ValueError(
-                "ranking relations (targets with 'relation') needs the model's number of relations: give the model "
-                "a positive int attribute num_relations"
-            )
-        triples = _checks.check_triples(request.mapped_triples, "mapped_triples", num_entities, num_relations)
-        triples = triples.to(device)
-        known = _checks.check_filter_triples(request.additional_filter_triples, num_entities, num_relations)
-        filter_triples = [f.to(device) for f in known]
-        candidate_ids = relation_ids = None
-        if request.restrict_entities_to is not None:
-            candidate_ids = _checks.check_entity_ids(request.restrict_entities_to, "restrict_entities_to", num_entities)
-            candidate_ids = candidate_ids.to(device)
-        if request.restrict_relations_to is not None:
-            relation_ids = _checks.check_relation_ids(request.restrict_relations_to, "restrict_relations_to").to(device)
-        constraints = request.type_constraints
-        if constraints is not None:
-            if not isinstance(constraints, TypeConstraints):
-                raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(constraints).__name__}")
-            constraints.check(num_entities)
-        task_index = tasks_inside_restriction(
-            triples, candidate_ids, num_entities, request.drop_outside_restriction, relation_ids
-        )
-        if constraints is not None:
-            task_index = tasks_inside_constraints(
-                triples, task_index, constraints, targets, request.drop_outside_restriction
-            )
-        if task_index.numel() == 0 and relation_ids is not None:
-            raise ValueError(
-                f"no triple of mapped_triples is left to evaluate with restrict_relations_to={relation_ids.tolist()}"
-            )
-        if task_index.numel() == 0:
-            raise ValueError("mapped_triples is empty: there is nothing to evaluate")
-        return EvaluationInputs(
-            triples=triples,
-            filter_triples=filter_triples,
-            task_index=task_index,
-            num_entities=num_entities,
-            targets=targets,
-            candidate_ids=candidate_ids,
-            relation_ids=relation_ids,
-            batch_size=_checks.check_positive_int(request.batch_size, "batch_size", allow_none=True) or self.batch_size,
-            slice_size=_checks.check_positive_int(request.slice_size, "slice_size", allow_none=True) or self.slice_size,
-            score_fn=request.score_fn,
-            constraints=constraints,
-            num_relations=num_relations,
+        run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
+                          save_every)  # fmt: skip
+        sides = rank(prepare, self._options(), run, self._state)
+        filtered = {target: side.ranked for target, side in sides.items()}
+        if self.filtered != "both":
+            return RankBasedMetricResults.from_accumulators(filtered, self.ks)
+        raw = {target: side.raw for target, side in sides.items()}
+        return RankBasedMetricResults.from_accumulators(
+            filtered, self.ks, raw=RankBasedMetricResults.from_accumulators(raw, self.ks)  # type: ignore[arg-type]
         )
 
-    # -- the loop ---------------------------------------------------------------------------------------------
-    def _rank_all(
-        self,
-        model: Any,
-        inputs: EvaluationInputs,
-        index: FilterIndex | None,
-        progress_settings: dict[str, Any],
-        resume: EvaluationProgress | None = None,
-    ) -> dict[Target, tuple[MetricAccumulator, MetricAccumulator | None]]:
-        """Rank this process's tasks (``inputs.task_index``) on every target side (``resume``: what an earlier call
-        did, and where this one's batches are recorded)."""
-        accumulators = {}
-        checks = FormChecks(probe=self.check_fast_path)  # this evaluation's fast-path verdicts and warnings
-        with tqdm(**{"total": len(inputs.targets) * inputs.task_index.numel(), **progress_settings}) as progress:
-            for target in inputs.targets:
-                side_index = index.side(target) if index is not None else None
-                accumulators[target] = self._rank_target(model, inputs, target, side_index, progress, checks, resume)
-        return accumulators
-
-    def _rank_target(
-        self,
-        model: Any,
-        inputs: EvaluationInputs,
-        target: Target,
-        side_index: SideIndex | None,
-        progress: tqdm,
-        checks: FormChecks,
-        resume: EvaluationProgress | None = None,
-    ) -> tuple[MetricAccumulator, MetricAccumulator | None]:
-        """Rank every task of one side, one candidate set at a time (one set without type constraints, else one per
-        constrained relation); the accumulators of the filtered (or raw) ranks and, for "both", raw."""
-        task_index = inputs.task_index
-        triples = inputs.triples[task_index]
-        both = self.filtered == "both"
-        if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
-            empty = MetricAccumulator(ks=self.ks, keep_records=self.keep_records).to(triples.device)
-            return empty, empty.clone() if both else None
-        parts = []
-        id_space = inputs.num_relations if target == "relation" else inputs.num_entities
-        groups = candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints)
-        sharded = None
-        if target in inputs.shards:  # shares the query vectors of the side's tasks (a collective)
-            form = query_candidate_form(model)
-            sharded = ShardedSide(form, target, triples[:, QUERY_COLUMNS[target]], inputs.shards[target], inputs.group)
-        for number, (rows, candidate_ids) in enumerate(groups):
-            group = triples if rows is None else triples[rows]
-            if sharded is not None:
-                tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)  # type: ignore[arg-type]
-                sizes = (inputs.batch_size, inputs.slice_size)
-                parts.append((rows, sharded.rank(tasks, candidate_ids, id_space, self._state, sizes, progress, both)))
-                continue
-            scorer = make_scorer(
-                model,
-                target,
-                id_space,
-                candidate_ids,
-                fast_path=self.fast_path,
-                score_fn=inputs.score_fn,  # type: ignore[arg-type]
-                probe_queries=group[:, QUERY_COLUMNS[target]],  # the probe reads a few (one per relation: more)
-                checks=checks,
-            )
-            tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)  # type: ignore[arg-type]
-            sizes = choose_sizes(scorer, group.shape[0], triples.device, inputs.batch_size, inputs.slice_size)
-            side_resume = resume.side((target, number)) if resume is not None else None
-            parts.append((rows, rank_side(scorer, tasks, sizes, self._state, progress, both, side_resume)))
-        rows, counts = parts[0]
-        if rows is not None:  # the tasks were ranked in groups: put them back in task order
-            counts = SideCounts.scatter(parts, triples.shape[0])  # type: ignore[arg-type]
-        self._raise_on_nan(counts.counts.has_nan, triples, task_index, target)
-        accumulators = []
-        for part in (counts.counts, counts.raw) if both else (counts.counts,):
-            accumulator = MetricAccumulator(ks=self.ks, keep_records=self.keep_records)
-            accumulator.update_unchecked(*part.ranks(), triples, task_index)  # type: ignore[union-attr]
-            accumulators.append(accumulator)
-        return accumulators[0], accumulators[1] if len(accumulators) > 1 else None
-
-    @staticmethod
-    def _raise_on_nan(has_nan: torch.Tensor, triples: torch.Tensor, task_index: torch.Tensor, target: Target) -> None:
-        """One host synchronisation after the loop: a NaN score is a model defect, reported with its triple."""
-        if bool(has_nan.any()):
-            first = int(has_nan.nonzero()[0, 0])
-            raise ValueError(
-                f"the model produced NaN scores for the {target} task of triple {triples[first].tolist()} "
-                f"(row {int(task_index[first])} of mapped_triples); {int(has_nan.sum())} {target} task(s) affected"
-            )
-
-
-def _declares_shard(model: Any) -> bool:
-    """Whether ``model`` has the query/candidate form with a candidate shard method (kgeval._engine.sharding)."""
-    form = query_candidate_form(model)
-    return form is not None and declares_shard(form)
-
-
-def _side_tasks(
-    triples: torch.Tensor,
-    target: Target,
-    candidate_ids: torch.Tensor | None,
-    id_space: int,
-    side_index: SideIndex | None,
-) -> SideTasks:
-    """The tasks of one side of ``triples`` (n, 3) among the candidates ``candidate_ids`` (None: all ids)."""
-    position_of = candidate_positions(candidate_ids, id_space, triples.device)
-    answers = triples[:, ANSWER_COLUMN[target]]
-    return SideTasks(
-        queries=triples[:, QUERY_COLUMNS[target]],
-        true_positions=position_of[answers] if position_of is not None else answers,
-        side_index=side_index,
-        position_of=position_of,
-    )
-
-
-def _progress_settings(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The progress bar's keyword arguments: kgeval's defaults, overridden by the caller's ``tqdm_kwargs``.
-
-    With ``use_tqdm`` the bar shows on a terminal only (tqdm's ``disable=None``): written to a log file or a pipe,
-    its carriage-return updates would run into the next line. ``leave=False`` clears it when done."""
-    settings: dict[str, Any] = {"unit": "task", "desc": "Evaluating", "disable": None if use_tqdm else True}
-    settings["leave"] = False
-    settings.update(tqdm_kwargs or {})
-    return settings
+    def _options(self) -> RankOptions:
+        """What every evaluation of this evaluator asks of the engine."""
+        return RankOptions(self.filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,
+                           self.matmul_precision)  # fmt: skip

@@ -9,21 +9,9 @@ from typing import Any
 import torch
 
 from kgeval import _checks
-from kgeval._engine import (
-    SCORE_METHOD,
-    FilterIndex,
-    FormChecks,
-    candidate_positions,
-    choose_sizes,
-    exact_matmul,
-    make_scorer,
-    model_device,
-    slice_bounds,
-    triple_function,
-)
-from kgeval._modes import evaluation_mode
-from kgeval.adapters import scoring_view
-from kgeval.adapters.wrappers import describe
+from kgeval._engine import TopKOptions, top_k
+from kgeval._inputs import SCORE_METHOD, RequestedSizes, resolve_model
+from kgeval.adapters.triples import triple_function
 from kgeval.constraints import TypeConstraints
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
@@ -95,35 +83,28 @@ def predict_top_k(
     if target not in ENTITY_TARGETS:
         raise ValueError(f"target must be one of {ENTITY_TARGETS}, got {target!r}")
     k = _checks.check_positive_int(k, "k")  # type: ignore[assignment]
-    view = scoring_view(model)
+    resolved = resolve_model(model)
+    view = resolved.view
     scores_triples = not callable(getattr(view, SCORE_METHOD[target], None)) and triple_function(view) is not None
-    _checks.check_model(view, (target,), scores_triples, describe(model))
-    num_entities = _checks.check_num_entities(view, num_entities, describe(model))
+    _checks.check_model(view, (target,), scores_triples, resolved.name)
+    num_entities = _checks.check_num_entities(view, num_entities, resolved.name)
     num_relations = _checks.model_num_relations(view)
-    device = model_device(view)
+    device = resolved.device
     queries = _checked_queries(queries, target, num_entities, num_relations).to(device)
     candidate_ids = None
     if restrict_entities_to is not None:
         ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
         candidate_ids = ids.to(device)
     known = [t.to(device) for t in _checks.check_filter_triples(filter_triples, num_entities, num_relations)]
-    side_index = FilterIndex(torch.cat(known)).sides[target] if known else None
     if type_constraints is not None:
         if not isinstance(type_constraints, TypeConstraints):
             raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(type_constraints).__name__}")
         type_constraints.check(num_entities)
-    options = (k, batch_size, slice_size, fast_path)
-    checks = FormChecks(probe=bool(check_fast_path))
-    with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
-        parts = [
-            (rows, *_predict(view, queries[rows], target, num_entities, group_ids, side_index, options, checks))
-            for rows, group_ids in _candidate_sets(queries, target, candidate_ids, type_constraints)
-        ]
-    ids = torch.empty((queries.shape[0], k), dtype=torch.int64, device=device)
-    scores = torch.empty((queries.shape[0], k), dtype=parts[0][2].dtype, device=device)
-    for rows, group_ids, group_scores in parts:
-        ids[rows], scores[rows] = group_ids, group_scores.to(scores.dtype)
-    return ids, scores
+    sizes = RequestedSizes(_checks.check_positive_int(batch_size, "batch_size", allow_none=True),
+                           _checks.check_positive_int(slice_size, "slice_size", allow_none=True))  # fmt: skip
+    options = TopKOptions(sizes, bool(fast_path), bool(check_fast_path))
+    sets = _candidate_sets(queries, target, candidate_ids, type_constraints)
+    return top_k(resolved, queries, target, k, num_entities, sets, known, options)
 
 
 def _candidate_sets(
@@ -133,42 +114,6 @@ def _candidate_sets(
     if constraints is None:
         return [(torch.arange(queries.shape[0], device=queries.device), whitelist)]
     return constraints.candidate_groups(queries[:, 1 - _ENTITY_COLUMN[target]], target, whitelist)
-
-
-def _predict(
-    view: Any,
-    queries: torch.Tensor,
-    target: EntityTarget,
-    num_entities: int,
-    candidate_ids: torch.Tensor | None,
-    side_index: Any,
-    options: tuple[int, int | None, int | None, bool],
-    checks: FormChecks,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids (n, k), scores (n, k)) of queries sharing one candidate set; -1 / NaN where fewer than k remain."""
-    k, batch_size, slice_size, fast_path = options
-    device = queries.device
-    if candidate_ids is not None and candidate_ids.numel() == 0:
-        shape = (queries.shape[0], k)
-        return torch.full(shape, -1, device=device), torch.full(shape, torch.nan, device=device)
-    scorer = make_scorer(view, target, num_entities, candidate_ids, fast_path=fast_path, probe_queries=queries,
-                         checks=checks, model_scores_only=True)  # the L2 GEMM ranks a transform of the scores
-    sizes = choose_sizes(scorer, queries.shape[0], device, batch_size, slice_size)
-    position_of = candidate_positions(candidate_ids, num_entities, device)
-    bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
-    parts = [
-        _top_k_of_batch(scorer, queries[start : start + sizes.batch_size], k, bounds, side_index, position_of)
-        for start in range(0, queries.shape[0], sizes.batch_size)
-    ]
-    positions = torch.cat([part[0] for part in parts])
-    scores = torch.cat([part[1] for part in parts])
-    if positions.shape[1] < k:  # fewer candidates than k in all: pad every row
-        missing = k - positions.shape[1]
-        positions = torch.nn.functional.pad(positions, (0, missing), value=-1)
-        scores = torch.nn.functional.pad(scores, (0, missing), value=-torch.inf)
-    found = positions >= 0
-    ids = positions if candidate_ids is None else torch.where(found, candidate_ids[positions.clamp(min=0)], -1)
-    return ids, torch.where(found, scores, torch.nan)
 
 
 def _checked_queries(queries: Any, target: EntityTarget, num_entities: int, num_relations: int | None) -> torch.Tensor:
@@ -186,72 +131,3 @@ def _checked_queries(queries: Any, target: EntityTarget, num_entities: int, num_
         row = int(bad.nonzero()[0, 0])
         raise ValueError(f"queries row {row} = {queries[row].tolist()} has an id out of range")
     return queries
-
-
-def _top_k_of_batch(
-    scorer: Any,
-    queries: torch.Tensor,
-    k: int,
-    bounds: Sequence[tuple[int, int]],
-    side_index: Any,
-    position_of: torch.Tensor | None,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(positions (b, k), scores (b, k)) of one batch of queries: every slice's tile is merged into a running top
-    k, ordered by score (descending) then position (ascending); -1 / -inf pad rows with fewer candidates."""
-    size = queries.shape[0]
-    known_rows, known_positions = _known_pairs(queries, side_index, position_of)
-    best_positions = torch.full((size, 0), -1, dtype=torch.int64, device=queries.device)
-    best_scores: torch.Tensor | None = None
-    scorer.begin(queries)
-    for start, stop in bounds:
-        scorer.start_slice(start, stop)
-        tile = scorer.query_tile(0, size)
-        removed = torch.zeros(tile.shape, dtype=torch.bool, device=tile.device)
-        inside = (known_positions >= start) & (known_positions < stop)
-        removed[known_rows[inside], known_positions[inside] - start] = True
-        nan = torch.isnan(tile) & ~removed
-        if bool(nan.any()):
-            row = int(nan.any(dim=1).nonzero()[0, 0])
-            raise ValueError(f"the model produced NaN scores for query row {row} = {queries[row].tolist()}")
-        positions = torch.arange(start, stop, device=tile.device).expand(size, -1)
-        if best_scores is None:
-            best_scores = tile.new_empty((size, 0))
-        candidates = torch.cat([best_positions, positions], dim=1)
-        values = torch.cat([best_scores, tile], dim=1)
-        valid = torch.cat([best_positions >= 0, ~removed], dim=1)
-        best_positions, best_scores = _first_k(candidates, values, valid, k)
-    assert best_scores is not None
-    return best_positions, best_scores
-
-
-def _first_k(
-    positions: torch.Tensor, values: torch.Tensor, valid: torch.Tensor, k: int
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """The first k entries of each row in the order: valid first, then score descending, then position ascending
-    (three stable sorts, least significant key first); invalid entries come out as -1 / -inf."""
-    values = values.masked_fill(~valid, -torch.inf)
-    for key in ("position", "score", "validity"):
-        if key == "position":
-            order = torch.argsort(positions, dim=1, stable=True)
-        elif key == "score":
-            order = torch.argsort(values, dim=1, descending=True, stable=True)
-        else:
-            order = torch.argsort((~valid).to(torch.int8), dim=1, stable=True)
-        positions, values, valid = positions.gather(1, order), values.gather(1, order), valid.gather(1, order)
-    positions, values, valid = positions[:, :k], values[:, :k], valid[:, :k]
-    return torch.where(valid, positions, -1), values
-
-
-def _known_pairs(
-    queries: torch.Tensor, side_index: Any, position_of: torch.Tensor | None
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """(row, candidate position) of every known answer of the batch's queries (non-candidates dropped)."""
-    empty = torch.zeros(0, dtype=torch.int64, device=queries.device)
-    if side_index is None:
-        return empty, empty
-    rows, entities = side_index.known_pairs(queries[:, 0], queries[:, 1])
-    if position_of is None:
-        return rows, entities
-    positions = position_of[entities]
-    keep = positions >= 0
-    return rows[keep], positions[keep]

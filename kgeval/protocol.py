@@ -23,6 +23,7 @@ import torch
 from kgeval.typing import Target
 
 __all__ = [
+    "SHARD_METHOD",
     "SIMILARITIES",
     "QueryCandidateModel",
     "ScoringModel",
@@ -32,6 +33,8 @@ __all__ = [
 
 #: similarities of the query/candidate form: "dot" scores q . c; "l2" and "l1" rank as -||q - c||_2 / -||q - c||_1
 SIMILARITIES: tuple[str, ...] = ("dot", "l2", "l1")
+#: the method by which a query/candidate model declares the shard of the candidate table it holds
+SHARD_METHOD = "kgeval_candidate_shard"
 
 
 @runtime_checkable

@@ -10,19 +10,11 @@ from typing import Any, Literal
 import torch
 
 from kgeval import _checks
-from kgeval._engine import (
-    FilterIndex,
-    exact_matmul,
-    model_device,
-    pack_pairs,
-    score_triple_block,
-    triple_function,
-)
+from kgeval._engine import FilterIndex, candidate_scorer, exact_matmul, pack_pairs
+from kgeval._inputs import resolve_model
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
-from kgeval.adapters import scoring_view
-from kgeval.adapters.wrappers import describe
 from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
@@ -142,13 +134,13 @@ class SampledRankBasedEvaluator:
         ``device`` (PyKEEN's argument) must be None or the model's device, as in
         :meth:`kgeval.RankBasedEvaluator.evaluate`."""
         del use_tqdm
-        view = scoring_view(model)
-        _checks.check_device(device, model_device(view))
+        resolved = resolve_model(model, device)
+        view = resolved.view
         targets = _checks.check_targets(targets, ENTITY_TARGETS)
-        num_entities = _checks.check_num_entities(view, num_entities, describe(model))
+        num_entities = _checks.check_num_entities(view, num_entities, resolved.name)
         num_relations = _checks.model_num_relations(view)
         batch_size = _checks.check_positive_int(batch_size, "batch_size")  # type: ignore[assignment]
-        device = model_device(view)
+        device = resolved.device
         triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
         reference, rows = triples, None  # the triples the negatives belong to, and each evaluated triple's row there
         if self.evaluation_factory is not None:
@@ -316,7 +308,7 @@ def _ranks(
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(optimistic, pessimistic, num_candidates) of each task among its true answer and its negatives."""
     optimistic, pessimistic = [], []
-    score = _scorer(model, target, num_entities)
+    score = candidate_scorer(model, target, num_entities)
     for start in range(0, triples.shape[0], batch_size):
         batch, batch_negatives = triples[start : start + batch_size], negatives[start : start + batch_size]
         candidates = torch.cat([batch[:, ANSWER_COLUMN[target], None], batch_negatives.clamp(min=0)], dim=1)
@@ -330,19 +322,3 @@ def _ranks(
         optimistic.append(best)
         pessimistic.append(worst)
     return torch.cat(optimistic), torch.cat(pessimistic), 1 + (negatives >= 0).sum(dim=1)
-
-
-def _scorer(model: Any, target: EntityTarget, num_entities: int) -> Any:
-    """``score(queries (B, 2), candidates (B, C)) -> (B, C)``: whole triples in one call when the model scores them,
-    else its full score_t / score_h rows with the candidates' columns picked."""
-    function = triple_function(model)
-
-    def by_triples(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return score_triple_block(*function, target, queries, candidates)  # type: ignore[misc]
-
-    def by_rows(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        method = "score_t" if target == "tail" else "score_h"
-        rows = _checks.check_scores(getattr(model, method)(queries), (queries.shape[0], num_entities), method)
-        return rows.gather(1, candidates)
-
-    return by_triples if function is not None else by_rows

@@ -1,4 +1,5 @@
-"""The package's vocabulary: the sides a metric is reported for, the sides a task ranks, and the rank types."""
+"""The package's vocabulary: the sides a metric is reported for, the sides a task ranks, the rank types, and the
+choices an evaluator offers (counting kernel, matmul precision)."""
 
 from __future__ import annotations
 
@@ -13,10 +14,33 @@ Target = Literal["head", "tail", "relation"]
 EntityTarget = Literal["head", "tail"]
 #: how ties with the true score are broken (METRICS.md, Rank types)
 RankType = Literal["optimistic", "pessimistic", "realistic"]
+#: how score tiles are counted: "auto", "eager" (sign on CPU, compare elsewhere), "numba" (CPU) or "triton"
+KernelChoice = Literal["auto", "eager", "numba", "triton"]
+#: "exact": full float32 matmuls inside evaluate; "inherit": whatever the process set (faster, approximate)
+MatmulPrecision = Literal["exact", "inherit"]
 
 SIDES: tuple[Side, ...] = get_args(Side)
 TARGETS: tuple[Target, ...] = get_args(Target)
 ENTITY_TARGETS: tuple[EntityTarget, ...] = get_args(EntityTarget)
 RANK_TYPES: tuple[RankType, ...] = get_args(RankType)
+KERNEL_CHOICES: tuple[KernelChoice, ...] = get_args(KernelChoice)
+MATMUL_PRECISIONS: tuple[MatmulPrecision, ...] = get_args(MatmulPrecision)
 DEFAULT_SIDE: Side = "both"
 DEFAULT_RANK_TYPE: RankType = "realistic"
+
+__all__ = [
+    "DEFAULT_RANK_TYPE",
+    "DEFAULT_SIDE",
+    "ENTITY_TARGETS",
+    "KERNEL_CHOICES",
+    "MATMUL_PRECISIONS",
+    "RANK_TYPES",
+    "SIDES",
+    "TARGETS",
+    "EntityTarget",
+    "KernelChoice",
+    "MatmulPrecision",
+    "RankType",
+    "Side",
+    "Target",
+]

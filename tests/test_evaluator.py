@@ -183,7 +183,7 @@ def test_training_flag_restored_and_model_not_moved() -> None:
 
 
 def test_progress_bar_counts_tasks(monkeypatch) -> None:
-    import kgeval.evaluator
+    import kgeval._engine.front
 
     bars = []
 
@@ -201,7 +201,7 @@ def test_progress_bar_counts_tasks(monkeypatch) -> None:
         def update(self, n):
             self.n += n
 
-    monkeypatch.setattr(kgeval.evaluator, "tqdm", RecordingBar)
+    monkeypatch.setattr(kgeval._engine.front, "tqdm", RecordingBar)
     graph = random_graph(10, num_entities=10, num_relations=2, num_triples=12, num_filter=5)
     model = TableModel(quantised_table(np.random.default_rng(10), 10, 2))
     RankBasedEvaluator(batch_size=5).evaluate(model, graph.triples, use_tqdm=True)

@@ -20,8 +20,6 @@ from kgeval._engine.candidate_slices import (
     streamed_slice_rows,
 )
 from kgeval._engine.scoring import CandidateScorer, Workspace
-from kgeval.adapters import scoring_view
-from kgeval.protocol import SIMILARITIES, QueryCandidateModel
 from kgeval.typing import Target
 
 #: scores are finite when |q . c| (or ||q - c||_1) is provably below this (float32 overflows at ~2**128)
@@ -263,17 +261,6 @@ class L1Scorer(GemmScorer):
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         return torch.cdist(vectors, self._slice, p=1).neg_()
-
-
-def query_candidate_form(model: Any) -> Any | None:
-    """The object exposing the query/candidate form for ``model`` (itself or an integration's view), or None."""
-    model = scoring_view(model)
-    if isinstance(model, QueryCandidateModel):
-        similarity = model.kgeval_similarity
-        if similarity not in SIMILARITIES:
-            raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {similarity!r}")
-        return model
-    return None
 
 
 #: elements of a matrix read at once by :func:`_largest` and :func:`_squared_norms` (16 MiB of float32)

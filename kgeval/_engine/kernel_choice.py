@@ -11,15 +11,12 @@ import importlib.util
 import os
 import warnings
 from collections.abc import Callable
-from typing import Literal
 
 import torch
 
 from kgeval._engine import kernels
+from kgeval.typing import KERNEL_CHOICES
 
-#: kernels a caller may request: "auto", "eager" (sign on CPU, compare elsewhere), "numba" (CPU) or "triton"
-KernelChoice = Literal["auto", "eager", "numba", "triton"]
-KERNEL_CHOICES: tuple[str, ...] = ("auto", "eager", "numba", "triton")
 #: eager scores (counted and about to be counted) at which "auto" switches to numba: at ~0.5 ns saved per score on a
 #: 2-core CPU, 10**9 scores (~0.5 s) match the cost of loading numba and the cached kernel (~0.5 s per process;
 #: ~2 s the first time, when numba compiles it)

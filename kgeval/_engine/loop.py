@@ -70,19 +70,34 @@ class SideTasks:
     true_scores: torch.Tensor | None = None
 
 
+@dataclass(frozen=True)
+class Observer:
+    """What a side's loop reports to and is asked for besides its tasks: ``progress`` (tqdm-like, or None) receives
+    ``update(number of tasks)`` after each batch; ``raw_too``: count raw ranks besides the filtered ones; ``resume``
+    (kgeval._engine.resume) holds the batches an earlier call did, which are not ranked again, and records every
+    batch done here."""
+
+    progress: object | None = None
+    raw_too: bool = False
+    resume: SideProgress | None = None
+
+    def on(self, resume: SideProgress | None) -> Observer:
+        """The same observer recording into ``resume``."""
+        return Observer(self.progress, self.raw_too, resume)
+
+
 def rank_side(
     scorer: CandidateScorer,
     tasks: SideTasks,
     sizes: batching.Sizes,
     state: EngineState,
-    progress: object | None = None,
-    raw_too: bool = False,
-    resume: SideProgress | None = None,
+    observer: Observer | None = None,
 ) -> SideCounts:
     """The counts of every task of one side, in the order of ``tasks``: filtered (raw without a side index), and
-    raw as well when ``raw_too``. ``state`` is the evaluator's (kernel chooser, remembered batch sizes, settings);
-    ``progress`` (tqdm-like) receives ``update(number of tasks)`` after each batch; ``resume`` (kgeval._engine.resume)
-    holds the batches an earlier call did, which are not ranked again, and records every batch done here."""
+    raw as well when ``observer.raw_too``. ``state`` is the evaluator's (kernel chooser, remembered batch sizes,
+    settings); ``observer`` the progress bar and the resumable progress (:class:`Observer`)."""
+    observer = observer if observer is not None else Observer()
+    progress, raw_too, resume = observer.progress, observer.raw_too, observer.resume
     queries, true_positions = tasks.queries, tasks.true_positions
     side_index, position_of = tasks.side_index, tasks.position_of
     device = queries.device

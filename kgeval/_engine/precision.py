@@ -6,13 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Literal
 
 import torch
 
-#: "exact": full float32 matmuls inside evaluate; "inherit": whatever the process set (faster, approximate)
-MatmulPrecision = Literal["exact", "inherit"]
-MATMUL_PRECISIONS: tuple[str, ...] = ("exact", "inherit")
+from kgeval.typing import MatmulPrecision
 
 #: the backends whose float32 matmul precision the guard pins to IEEE
 _BACKENDS = (torch.backends.cuda.matmul, torch.backends.mkldnn.matmul)

@@ -17,16 +17,16 @@ from kgeval._engine.form_check import (
     model_name,
     probe_disagreement,
 )
-from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, query_candidate_form
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
-from kgeval._engine.triple_scoring import TripleFunction, TripleScorer, triple_function
-from kgeval.adapters import scoring_view
-from kgeval.adapters.wrappers import delegate_of
+from kgeval._engine.triple_scoring import TripleScorer
+from kgeval._inputs import ResolvedModel, resolve_model
+from kgeval.adapters.triples import TripleFunction, triple_function
 from kgeval.typing import Target
 
 
 def make_scorer(
-    model: Any,
+    model: Any | ResolvedModel,
     target: Target,
     num_entities: int,
     candidate_ids: torch.Tensor | None,
@@ -39,8 +39,9 @@ def make_scorer(
     """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows, then
     whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
 
-    A model of another library, or inside torch's wrappers, is scored through its integration's view
-    (:func:`kgeval.adapters.scoring_view`). The GEMM form is used only where it computes the model's own scores:
+    ``model`` is resolved once by the caller (:func:`kgeval._inputs.resolve_model`: a model of another library, or
+    inside torch's wrappers, is scored through an adapter's view), or here when it is given as handed over. The
+    GEMM form is used only where it computes the model's own scores:
 
     - not when a subclass redefines the scoring method below the class that declares the form (or an integration
       refused the form for that reason);
@@ -62,15 +63,16 @@ def make_scorer(
         When a half-precision model's own method fails on the evaluation's first query (e.g. complex arithmetic
         in bfloat16), with what to do instead.
     """
+    resolved = resolve_model(model)
+    view = resolved.view
     if score_fn is not None:
-        function, name = triple_function(model, score_fn)  # type: ignore[misc]
-        return TripleScorer(model, target, num_entities, candidate_ids, function, name)
+        function, name = triple_function(view, score_fn)  # type: ignore[misc]
+        return TripleScorer(view, target, num_entities, candidate_ids, function, name)
     checks = checks if checks is not None else FormChecks(probe=probe_queries is not None)
-    view = scoring_view(model)
     own_name = own_method(view, target)
-    form = query_candidate_form(view) if fast_path else None
+    form = resolved.form if fast_path else None
     delegated = form is None and fast_path and own_name is not None and checks.probe and probe_queries is not None
-    form = _delegate_form(view) if delegated else form
+    form = resolved.held_form if delegated else form
     delegated = delegated and form is not None
     if form is not None and target not in getattr(form, "kgeval_targets", ("head", "tail")):
         form = None  # a form for entity candidates only
@@ -101,7 +103,7 @@ def make_scorer(
         return own
     if probe_queries is None or not checks.probe:
         return scorer
-    known, problem = checks.verdict(model, target)
+    known, problem = checks.verdict(view, target)
     if known and problem is None:
         return scorer
     own = _own_scorer(view, target, num_entities, candidate_ids)
@@ -116,7 +118,7 @@ def make_scorer(
                         f"its own {own_name}, which raised {type(error).__name__}: {error}; the fast path is used "
                         "unchecked")  # fmt: skip
             problem = None
-        checks.record(model, target, problem)
+        checks.record(view, target, problem)
     if problem is None:
         return scorer
     name = model_name(view)
@@ -133,19 +135,6 @@ HALF_DTYPES: tuple[torch.dtype, ...] = (torch.float16, torch.bfloat16)
 
 #: score elements the delegation probe asks the module's own method for at most (one query per relation)
 DELEGATION_PROBE_SCORES = 2**22
-
-
-def _delegate_form(view: Any) -> Any | None:
-    """The query/candidate form of the one model ``view`` holds that has one (see :func:`make_scorer`), or None."""
-    found = delegate_of(view, _has_form)
-    return None if found is None else query_candidate_form(found[1])
-
-
-def _has_form(model: Any) -> bool:
-    try:
-        return query_candidate_form(model) is not None
-    except (TypeError, ValueError):  # an integration refuses the model, or a malformed form: not a delegate
-        return False
 
 
 def _relation_probe(queries: torch.Tensor, target: Target, num_candidates: int) -> torch.Tensor:

@@ -299,15 +299,3 @@ def _nan_free(scores: torch.Tensor) -> bool:
     """Whether a CPU score block holds no NaN, by one row-sum pass (+inf and -inf in one row answer "unknown": False).
     Always False on other devices, where the check would synchronise (their counting kernel checks anyway)."""
     return scores.device.type == "cpu" and not bool(torch.isnan(scores.sum(dim=1)).any())
-
-
-def model_device(model: Any) -> torch.device:
-    """The device the model's parameters live on (``model.device`` if set; CPU for parameter-free models)."""
-    device = getattr(model, "device", None)
-    if isinstance(device, torch.device | str):
-        return torch.device(device)
-    parameters = getattr(model, "parameters", None)
-    if callable(parameters):
-        for parameter in parameters():
-            return parameter.device
-    return torch.device("cpu")

@@ -40,12 +40,11 @@ from kgeval._engine.counting import BatchCounts, SideCounts
 from kgeval._engine.distributed import CollectiveCheck, communication_device
 from kgeval._engine.filter_index import SideIndex
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, _check_vectors
-from kgeval._engine.loop import EngineState, SideTasks, rank_side
+from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
 from kgeval._engine.pairs import expand_pairs
+from kgeval._inputs import RequestedSizes
+from kgeval.protocol import SHARD_METHOD
 from kgeval.typing import Target
-
-#: the method by which a query/candidate model declares the shard of the candidate table it holds
-SHARD_METHOD = "kgeval_candidate_shard"
 
 #: the column of a (B, 2) query batch holding the query's entity, per target
 ENTITY_COLUMN: dict[Target, int] = {"tail": 0, "head": 1}
@@ -268,13 +267,12 @@ class ShardedSide:
         candidate_ids: torch.Tensor | None,
         num_entities: int,
         state: EngineState,
-        sizes: tuple[int | None, int | None],
-        progress: object | None = None,
-        raw_too: bool = False,
+        sizes: RequestedSizes,
+        observer: Observer,
     ) -> SideCounts:
         """The counts of ``tasks`` (global candidate positions, ``tasks.position_of`` of the whole candidate set
         ``candidate_ids``; None: every entity) over every rank's candidates: those a single process gives.
-        ``sizes`` is the caller's (batch_size, slice_size). A collective."""
+        ``sizes`` are the caller's. A collective."""
         device = tasks.queries.device
         n = tasks.queries.shape[0]
         ids = candidate_ids if candidate_ids is not None else torch.arange(num_entities, device=device)
@@ -292,13 +290,12 @@ class ShardedSide:
             scorer = (ShardL1Scorer if self.form.kgeval_similarity == "l1" else ShardGemmScorer)(
                 self.form, self.target, num_entities, ids[local_positions], self.shard, self.queries
             )
-            mine = self._rank_owned(scorer, tasks, owned, true_local, position_of, state, sizes, progress, raw_too)
+            mine = self._rank_owned(scorer, tasks, owned, true_local, position_of, state, sizes, observer)
         true_scores = self._shared_true_scores(mine, owned)
         with CollectiveCheck(self.group):
-            others = self._count_others(
-                scorer, tasks, ~owned, position_of, true_scores, state, sizes, progress, raw_too
-            )
-            local = _local_counts(n, device, tasks.side_index is not None, raw_too, [(owned, mine), (~owned, others)])
+            others = self._count_others(scorer, tasks, ~owned, position_of, true_scores, state, sizes, observer)
+            parts = [(owned, mine), (~owned, others)]
+            local = _local_counts(n, device, tasks.side_index is not None, observer.raw_too, parts)
             num_filtered = None
             if tasks.side_index is not None:
                 num_filtered = filtered_candidates(
@@ -306,7 +303,7 @@ class ShardedSide:
                 )
         summed = local.to(communication_device(self.group))
         dist.all_reduce(summed, group=self.group)  # (above, below) x (filtered?, raw?) and NaN flags, per task
-        return _global_counts(summed.to(device), ids.numel(), num_filtered, raw_too, true_scores)
+        return _global_counts(summed.to(device), ids.numel(), num_filtered, observer.raw_too, true_scores)
 
     def _shared_true_scores(self, mine: SideCounts | None, owned: torch.Tensor) -> torch.Tensor:
         """Every task's true score, as its owner's counting read it (a collective). The dtype is the owners'
@@ -329,17 +326,16 @@ class ShardedSide:
         true_local: torch.Tensor,
         position_of: torch.Tensor,
         state: EngineState,
-        sizes: tuple[int | None, int | None],
-        progress: object | None,
-        raw_too: bool,
+        sizes: RequestedSizes,
+        observer: Observer,
     ) -> SideCounts | None:
         """The owned tasks ranked against this shard (true scores read from their tiles), or None."""
         count = int(owned.sum())
         if count == 0:
             return None
         owned_tasks = SideTasks(tasks.queries[owned], true_local[owned], tasks.side_index, position_of)
-        chosen = batching.choose_sizes(scorer, count, tasks.queries.device, *sizes)
-        return rank_side(scorer, owned_tasks, chosen, state, progress, raw_too)
+        chosen = batching.choose_sizes(scorer, count, tasks.queries.device, sizes.batch_size, sizes.slice_size)
+        return rank_side(scorer, owned_tasks, chosen, state, observer)
 
     def _count_others(
         self,
@@ -349,22 +345,21 @@ class ShardedSide:
         position_of: torch.Tensor,
         true_scores: torch.Tensor,
         state: EngineState,
-        sizes: tuple[int | None, int | None],
-        progress: object | None,
-        raw_too: bool,
+        sizes: RequestedSizes,
+        observer: Observer,
     ) -> SideCounts | None:
         """The tasks whose answers lie on other ranks, counted against this whole shard with their shared true
         scores; None when there are none or this shard holds no candidate of the set."""
         count = int(others.sum())
         if count == 0 or scorer.num_candidates == 0:
-            if progress is not None and count:
-                progress.update(count)  # type: ignore[attr-defined]
+            if observer.progress is not None and count:
+                observer.progress.update(count)  # type: ignore[attr-defined]
             return None
         queries = tasks.queries[others]
         elsewhere = torch.full((count,), -1, dtype=torch.int64, device=queries.device)
         other_tasks = SideTasks(queries, elsewhere, tasks.side_index, position_of, true_scores[others])
-        chosen = batching.choose_sizes(scorer, count, queries.device, *sizes)
-        return rank_side(scorer, other_tasks, chosen, state, progress, raw_too)
+        chosen = batching.choose_sizes(scorer, count, queries.device, sizes.batch_size, sizes.slice_size)
+        return rank_side(scorer, other_tasks, chosen, state, observer)
 
 
 def _above_below(counts: BatchCounts) -> tuple[torch.Tensor, torch.Tensor]:

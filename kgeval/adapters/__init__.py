@@ -11,9 +11,12 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from kgeval.adapters.wrappers import unwrap
+import torch
 
-__all__ = ["scoring_view"]
+from kgeval.adapters.wrappers import delegate_of, unwrap
+from kgeval.protocol import SIMILARITIES, QueryCandidateModel
+
+__all__ = ["held_form", "model_device", "query_candidate_form", "scoring_view"]
 
 
 def scoring_view(model: Any) -> Any:
@@ -47,3 +50,48 @@ def scoring_view(model: Any) -> Any:
 
         return dicee_view(model)
     return model
+
+
+def query_candidate_form(model: Any) -> Any | None:
+    """The object exposing the query/candidate form (:class:`kgeval.protocol.QueryCandidateModel`) for ``model``
+    (itself or an adapter's view), or None.
+
+    Raises
+    ------
+    ValueError
+        For a form whose ``kgeval_similarity`` is none of :data:`kgeval.protocol.SIMILARITIES`.
+    """
+    model = scoring_view(model)
+    if isinstance(model, QueryCandidateModel):
+        similarity = model.kgeval_similarity
+        if similarity not in SIMILARITIES:
+            raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {similarity!r}")
+        return model
+    return None
+
+
+def held_form(model: Any) -> Any | None:
+    """The query/candidate form of the one model ``model`` holds that has one (a LightningModule's ``self.model``),
+    or None. Holding it proves nothing about how ``model`` scores: kgeval's probe compares the two before the form
+    is used (kgeval._engine.scorer_choice)."""
+    found = delegate_of(model, _has_form)
+    return None if found is None else query_candidate_form(found[1])
+
+
+def _has_form(model: Any) -> bool:
+    try:
+        return query_candidate_form(model) is not None
+    except (TypeError, ValueError):  # an adapter refuses the model, or a malformed form: not a delegate
+        return False
+
+
+def model_device(model: Any) -> torch.device:
+    """The device the model's parameters live on (``model.device`` if set; CPU for parameter-free models)."""
+    device = getattr(model, "device", None)
+    if isinstance(device, torch.device | str):
+        return torch.device(device)
+    parameters = getattr(model, "parameters", None)
+    if callable(parameters):
+        for parameter in parameters():
+            return parameter.device
+    return torch.device("cpu")

@@ -8,9 +8,10 @@ import weakref
 import pytest
 import torch
 
-from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer, query_candidate_form
+from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer, Workspace
+from kgeval.adapters import query_candidate_form
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table
 

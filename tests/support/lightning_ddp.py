@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from torch import distributed as dist
 
-import kgeval.evaluator
+import kgeval._engine.front
 from kgeval.datasets import load_shipped_dataset
 from kgeval.integrations.lightning import KGEvalCallback
 from tests.support.lightning_models import LitDistMult, loader
@@ -32,7 +32,7 @@ class WorldSize(pl.Callback):
 
 
 SHARES: list[tuple[int, int]] = []  # (tasks of the evaluation, tasks of this rank's share), per call of shard
-_shard = kgeval.evaluator.shard
+_shard = kgeval._engine.front.shard
 
 
 def recorded_shard(task_index: torch.Tensor, group: Any) -> torch.Tensor:
@@ -42,7 +42,7 @@ def recorded_shard(task_index: torch.Tensor, group: Any) -> torch.Tensor:
 
 
 def main(out: Path) -> None:
-    kgeval.evaluator.shard = recorded_shard  # see which share of the tasks this rank ranks
+    kgeval._engine.front.shard = recorded_shard  # see which share of the tasks this rank ranks
     torch.set_num_threads(1)
     ds = load_shipped_dataset("nations")
     callback = KGEvalCallback(ds.valid, additional_filter_triples=[ds.train, ds.valid])

@@ -1,0 +1,321 @@
+"""The engine's front door (:func:`rank`): one call ranks every side of an evaluation and returns each side's
+accumulators. It owns the orchestration -- the collective checks that make every rank of a distributed evaluation
+fail together, the sharing of tasks or of a sharded candidate table, resumable progress, the matmul precision, the
+model's evaluation mode and the per-target loop -- so that an evaluator is: check the arguments, call :func:`rank`,
+build results. A second kind of evaluation (temporal quadruples, say) is another front over the same stages.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import torch
+from torch import distributed as dist
+from tqdm.auto import tqdm
+
+from kgeval._engine.counting import SideCounts
+from kgeval._engine.distributed import CollectiveCheck, fingerprint, resolve_group, shard, synchronize
+from kgeval._engine.filter_index import FilterIndex, SideIndex
+from kgeval._engine.form_check import FormChecks
+from kgeval._engine.kernel_choice import KernelChooser
+from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
+from kgeval._engine.precision import MatmulPrecision, exact_matmul
+from kgeval._engine.resume import EvaluationProgress, model_fingerprint, rank_file
+from kgeval._engine.scorer_choice import make_scorer
+from kgeval._engine.scoring import candidate_positions
+from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
+from kgeval._engine.sizes import choose_sizes
+from kgeval._inputs import CheckedInputs
+from kgeval._modes import evaluation_mode
+from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS, candidate_groups
+from kgeval.accumulator import MetricAccumulator
+from kgeval.typing import Target
+
+__all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "new_state", "rank"]
+
+#: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
+FilterMode = bool | Literal["both"]
+
+
+def new_state(kernel: str = "auto") -> EngineState:
+    """The state an evaluator carries from call to call, counting with ``kernel`` (kgeval._engine.kernel_choice)."""
+    return EngineState(kernels=KernelChooser(kernel))  # type: ignore[arg-type]
+
+
+@dataclass(frozen=True)
+class RankOptions:
+    """What an evaluator asks of each evaluation: the filter setting (True, False, or "both": filtered with raw
+    beside it), the k of hits@k and whether records are kept (what the accumulators hold), and how the model may
+    be scored (the fast path, its probe, the matmul precision)."""
+
+    filtered: FilterMode = True
+    ks: tuple[int, ...] = (1, 3, 5, 10)
+    keep_records: bool = True
+    fast_path: bool = True
+    check_fast_path: bool = True
+    matmul_precision: MatmulPrecision = "exact"
+
+    @property
+    def raw_too(self) -> bool:
+        """Whether raw ranks are counted besides the filtered ones."""
+        return self.filtered == "both"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How one call runs: its progress bar (tqdm's keyword arguments), its process group (``distributed``: None,
+    True or False, as ``evaluate`` takes it), and its resumable progress file."""
+
+    progress: Mapping[str, Any] = field(default_factory=lambda: {"disable": True})
+    distributed: bool | None = None
+    process_group: Any = None
+    progress_path: str | os.PathLike[str] | None = None
+    save_every: float = 60.0
+
+    @staticmethod
+    def progress_bar(use_tqdm: bool, tqdm_kwargs: Mapping[str, Any] | None) -> dict[str, Any]:
+        """The progress bar's keyword arguments: kgeval's defaults, overridden by the caller's ``tqdm_kwargs``.
+
+        With ``use_tqdm`` the bar shows on a terminal only (tqdm's ``disable=None``): written to a log file or a
+        pipe, its carriage-return updates would run into the next line. ``leave=False`` clears it when done."""
+        settings: dict[str, Any] = {"unit": "task", "desc": "Evaluating", "disable": None if use_tqdm else True}
+        settings["leave"] = False
+        settings.update(tqdm_kwargs or {})
+        return settings
+
+
+@dataclass(frozen=True)
+class SideRanks:
+    """One side's ranks, in the order of the evaluated triples: the accumulator of the filtered ranks (raw ones
+    for an unfiltered evaluation) and, with ``filtered="both"``, the accumulator of the raw ones."""
+
+    ranked: MetricAccumulator
+    raw: MetricAccumulator | None = None
+
+
+def rank(
+    prepare: Callable[[], CheckedInputs], options: RankOptions, run: RunSettings, state: EngineState
+) -> dict[Target, SideRanks]:
+    """Rank every task of every target side of one evaluation.
+
+    Parameters
+    ----------
+    prepare : callable returning CheckedInputs
+        Checks the evaluation's arguments (kgeval._inputs.check_evaluation_inputs); called here, inside the
+        collective check, so that under ``torch.distributed`` a rank whose arguments fail raises on every rank.
+    options : RankOptions
+    run : RunSettings
+    state : EngineState
+        The evaluator's (kernel chooser, remembered batch sizes, filter indices).
+
+    Returns
+    -------
+    dict of target to SideRanks
+        Under ``torch.distributed``, every rank returns the whole evaluation's ranks.
+    """
+    group = resolve_group(run.distributed, run.process_group)
+    with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
+        inputs = prepare()
+        declared = _declared_shards(inputs)
+        check.expect_same(
+            **inputs.identity(),
+            evaluator=(options.filtered, options.ks, options.keep_records),
+            candidate_shards=sorted(declared),  # the ranks gather their shards below only if all declare them
+        )
+        index = None
+        if options.filtered is not False:
+            index = state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
+    shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
+    with CollectiveCheck(group):
+        _check_sharded(shards, inputs, options, run.progress_path)
+        task_index = inputs.task_index if shards else shard(inputs.task_index, group)  # sharded: every task here
+        resume = None
+        if run.progress_path is not None:
+            resume = _progress(run, options, inputs, task_index, group)
+    sides = _Sides(inputs, options, state, index, task_index, shards, group)
+    precision = exact_matmul(options.matmul_precision)
+    with CollectiveCheck(group), evaluation_mode(inputs.model.model), torch.inference_mode(), precision:
+        ranked = sides.rank_all(run.progress, resume)
+    if group is not None and not shards:
+        with torch.inference_mode():
+            ranked = _synchronized(ranked, group)
+    if resume is not None:
+        resume.finish()
+    return ranked
+
+
+def _declared_shards(inputs: CheckedInputs) -> dict[Target, tuple[int, int] | None]:
+    """The candidate shard this rank's model declares for each entity side (None: none), when its form has a shard
+    method; empty when it has none (kgeval._engine.sharding)."""
+    if not inputs.model.declares_shard:
+        return {}
+    form = inputs.model.form
+    served = getattr(form, "kgeval_targets", ("head", "tail"))
+    return {
+        target: declared_shard(form, target, inputs.num_entities) for target in ("head", "tail") if target in served
+    }
+
+
+def _check_sharded(
+    shards: dict[Target, CandidateShard], inputs: CheckedInputs, options: RankOptions, progress_path: Any
+) -> None:
+    """ValueError for what a sharded candidate table cannot be evaluated with."""
+    if not shards:
+        return
+    missing = [target for target in inputs.targets if target not in shards]
+    problems = []
+    if missing:
+        problems.append(f"the targets {missing} have no shard (every ranked side must be sharded)")
+    if not options.fast_path or inputs.score_fn is not None:
+        problems.append("a sharded model is scored through its query/candidate form only (fast_path=True, no "
+                        "score_fn)")  # fmt: skip
+    if progress_path is not None:
+        problems.append("progress_path is not supported with sharded candidates")
+    if problems:
+        raise ValueError(f"cannot evaluate this sharded candidate table: {'; '.join(problems)}")
+
+
+def _progress(
+    run: RunSettings, options: RankOptions, inputs: CheckedInputs, task_index: torch.Tensor, group: Any
+) -> EvaluationProgress:
+    """The progress of this evaluation (this rank's file under torch.distributed), read back if saved."""
+    identity = fingerprint(
+        **inputs.identity(),
+        evaluated_rows=task_index,
+        model=model_fingerprint(inputs.model.model),
+        evaluator_options=(options.filtered, options.ks, options.keep_records, options.fast_path,
+                           options.matmul_precision),
+    )  # fmt: skip
+    path = run.progress_path
+    assert path is not None
+    if group is not None:
+        rank, world_size = dist.get_rank(group), dist.get_world_size(group)
+        identity["rank"] = (rank, world_size)
+        path = rank_file(path, rank, world_size)
+    return EvaluationProgress(path, identity, run.save_every)
+
+
+def _synchronized(ranked: dict[Target, SideRanks], group: Any) -> dict[Target, SideRanks]:
+    """Every rank's accumulators merged, on every rank (a distributed evaluation of shared-out tasks)."""
+    filtered = synchronize({target: side.ranked for target, side in ranked.items()}, group)
+    raw = {target: side.raw for target, side in ranked.items() if side.raw is not None}
+    raw = synchronize(raw, group) if raw else {}  # type: ignore[arg-type]
+    return {target: SideRanks(filtered[target], raw.get(target)) for target in ranked}
+
+
+@dataclass
+class _Sides:
+    """One evaluation's sides, ranked one target after another (this rank's tasks ``task_index``)."""
+
+    inputs: CheckedInputs
+    options: RankOptions
+    state: EngineState
+    index: FilterIndex | None
+    task_index: torch.Tensor
+    shards: dict[Target, CandidateShard]
+    group: Any
+
+    def rank_all(self, progress_settings: Mapping[str, Any], resume: EvaluationProgress | None) -> dict:
+        checks = FormChecks(probe=self.options.check_fast_path)  # this evaluation's fast-path verdicts and warnings
+        total = len(self.inputs.targets) * self.task_index.numel()
+        with tqdm(**{"total": total, **progress_settings}) as progress:
+            observer = Observer(progress, self.options.raw_too)
+            return {target: self._rank_target(target, observer, checks, resume) for target in self.inputs.targets}
+
+    def _rank_target(
+        self, target: Target, observer: Observer, checks: FormChecks, resume: EvaluationProgress | None
+    ) -> SideRanks:
+        """Rank every task of one side, one candidate set at a time (one set without type constraints, else one per
+        constrained relation)."""
+        inputs, task_index = self.inputs, self.task_index
+        triples = inputs.triples[task_index]
+        if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
+            empty = MetricAccumulator(ks=self.options.ks, keep_records=self.options.keep_records).to(triples.device)
+            return SideRanks(empty, empty.clone() if self.options.raw_too else None)
+        side_index = self.index.side(target) if self.index is not None else None
+        id_space = inputs.num_relations if target == "relation" else inputs.num_entities
+        assert id_space is not None  # relations are ranked only for a model that counts them (kgeval._inputs)
+        sharded = None
+        if target in self.shards:  # shares the query vectors of the side's tasks (a collective)
+            queries = triples[:, QUERY_COLUMNS[target]]
+            sharded = ShardedSide(inputs.model.form, target, queries, self.shards[target], self.group)
+        parts = []
+        groups = candidate_groups(triples, target, inputs.candidate_ids, inputs.constraints)
+        for number, (rows, candidate_ids) in enumerate(groups):
+            group = triples if rows is None else triples[rows]
+            if sharded is not None:
+                tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)
+                counts = sharded.rank(tasks, candidate_ids, id_space, self.state, inputs.sizes, observer)
+            else:
+                side_resume = resume.side((target, number)) if resume is not None else None
+                counts = self._rank_group(group, target, candidate_ids, id_space, side_index, checks,
+                                          observer.on(side_resume))  # fmt: skip
+            parts.append((rows, counts))
+        rows, counts = parts[0]
+        if rows is not None:  # the tasks were ranked in groups: put them back in task order
+            counts = SideCounts.scatter(parts, triples.shape[0])  # type: ignore[arg-type]
+        _raise_on_nan(counts.counts.has_nan, triples, task_index, target)
+        accumulators = []
+        for part in (counts.counts, counts.raw) if self.options.raw_too else (counts.counts,):
+            accumulator = MetricAccumulator(ks=self.options.ks, keep_records=self.options.keep_records)
+            accumulator.update_unchecked(*part.ranks(), triples, task_index)  # type: ignore[union-attr]
+            accumulators.append(accumulator)
+        return SideRanks(accumulators[0], accumulators[1] if len(accumulators) > 1 else None)
+
+    def _rank_group(
+        self,
+        group: torch.Tensor,
+        target: Target,
+        candidate_ids: torch.Tensor | None,
+        id_space: int,
+        side_index: SideIndex | None,
+        checks: FormChecks,
+        observer: Observer,
+    ) -> SideCounts:
+        """The counts of one candidate set's tasks (``group``: their triples), scored by the model's best scorer."""
+        inputs = self.inputs
+        scorer = make_scorer(
+            inputs.model,
+            target,
+            id_space,
+            candidate_ids,
+            fast_path=self.options.fast_path,
+            score_fn=inputs.score_fn,
+            probe_queries=group[:, QUERY_COLUMNS[target]],  # the probe reads a few (one per relation: more)
+            checks=checks,
+        )
+        tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)
+        requested = inputs.sizes
+        sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size)
+        return rank_side(scorer, tasks, sizes, self.state, observer)
+
+
+def _raise_on_nan(has_nan: torch.Tensor, triples: torch.Tensor, task_index: torch.Tensor, target: Target) -> None:
+    """One host synchronisation after the loop: a NaN score is a model defect, reported with its triple."""
+    if bool(has_nan.any()):
+        first = int(has_nan.nonzero()[0, 0])
+        raise ValueError(
+            f"the model produced NaN scores for the {target} task of triple {triples[first].tolist()} "
+            f"(row {int(task_index[first])} of mapped_triples); {int(has_nan.sum())} {target} task(s) affected"
+        )
+
+
+def _side_tasks(
+    triples: torch.Tensor,
+    target: Target,
+    candidate_ids: torch.Tensor | None,
+    id_space: int,
+    side_index: SideIndex | None,
+) -> SideTasks:
+    """The tasks of one side of ``triples`` (n, 3) among the candidates ``candidate_ids`` (None: all ids)."""
+    position_of = candidate_positions(candidate_ids, id_space, triples.device)
+    answers = triples[:, ANSWER_COLUMN[target]]
+    return SideTasks(
+        queries=triples[:, QUERY_COLUMNS[target]],
+        true_positions=position_of[answers] if position_of is not None else answers,
+        side_index=side_index,
+        position_of=position_of,
+    )

@@ -11,7 +11,7 @@ import operator
 import os
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 import numpy as np
 import pandas as pd
@@ -20,6 +20,14 @@ import torch
 from kgeval.adapters import scoring_view
 from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
+
+
+@overload
+def check_positive_int(value: Any, name: str, allow_none: Literal[False] = False) -> int: ...
+
+
+@overload
+def check_positive_int(value: Any, name: str, allow_none: bool) -> int | None: ...
 
 
 def check_positive_int(value: Any, name: str, allow_none: bool = False) -> int | None:
@@ -154,7 +162,7 @@ def check_num_entities(model: Any, num_entities: int | None, name: str | None = 
                 "attribute"
                 + held_models_hint(model, lambda child: _entity_count(child) is not None, "num_entities")
             )
-        return check_positive_int(declared, "model.num_entities")  # type: ignore[return-value]
+        return check_positive_int(declared, "model.num_entities")
     if isinstance(num_entities, torch.Tensor):
         num_entities = int(num_entities)
     checked = check_positive_int(num_entities, "num_entities")
@@ -164,7 +172,7 @@ def check_num_entities(model: Any, num_entities: int | None, name: str | None = 
             f"num_entities={checked}, but the model has num_entities={declared_count}: its scores rank that many "
             "candidates (leave num_entities out, or use restrict_entities_to to rank a subset)"
         )
-    return checked  # type: ignore[return-value]
+    return checked
 
 
 def _declared_count(value: Any) -> int | None:

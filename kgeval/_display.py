@@ -25,7 +25,7 @@ def headline_rows(ks: tuple[int, ...]) -> list[tuple[str, str]]:
     return [("MRR", "inverse_harmonic_mean_rank"), *hits, ("MR", "arithmetic_mean_rank")]
 
 
-def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) -> str:
+def headline(data: Mapping[Any, float], ks: tuple[int, ...]) -> str:
     """The numbers every paper reports, realistic ranks, both sides pooled with head and tail beside, in at most 80
     columns; optimistic / pessimistic columns for ``both`` only where ties make them differ.
 
@@ -63,7 +63,7 @@ def headline(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...]) ->
     return "\n".join(lines)
 
 
-def wide_table(data: Mapping[tuple[str, str, str], float], rank_types: str | tuple[str, ...] = "auto") -> pd.DataFrame:
+def wide_table(data: Mapping[Any, float], rank_types: str | tuple[str, ...] = "auto") -> pd.DataFrame:
     """Every metric, one row each, one column per (side, rank type).
 
     Parameters
@@ -126,7 +126,7 @@ def _frames_equal(a: Any, b: Any) -> bool:
 
 
 def headline_values(
-    data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...], rank_type: str, prefix: str | None
+    data: Mapping[Any, float], ks: tuple[int, ...], rank_type: str, prefix: str | None
 ) -> dict[str, float]:
     """The headline as a flat dict for a logger: ``[prefix/][side/]metric`` -> value, ``metric`` one of ``mrr``,
     ``hits@k`` per k and ``mr``, the pooled side first and without a side part (``val/mrr``, ``val/head/mrr``)."""
@@ -143,7 +143,7 @@ def headline_values(
     return out
 
 
-def headline_frame(data: Mapping[tuple[str, str, str], float], ks: tuple[int, ...], rank_type: str) -> pd.DataFrame:
+def headline_frame(data: Mapping[Any, float], ks: tuple[int, ...], rank_type: str) -> pd.DataFrame:
     """The headline as a table: one row per metric (MRR, Hits@k, MR), one column per side."""
     sides = [side for side in HEADLINE_SIDES if (side, rank_type, "count") in data]
     rows = {label: [data.get((side, rank_type, key), math.nan) for side in sides] for label, key in headline_rows(ks)}

@@ -21,6 +21,10 @@ from kgeval.metrics.summary import RankSummary, rank_statistics
 from kgeval.records import RankRecords, ranks_of_type
 from kgeval.typing import RANK_TYPES, RankType, Target
 
+__all__ = [
+    "MetricAccumulator",
+]
+
 #: per-task record states and their dtype / trailing shape
 RECORD_STATES: dict[str, tuple[torch.dtype, tuple[int, ...]]] = {
     "optimistic": (torch.int64, ()),

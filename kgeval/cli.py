@@ -28,6 +28,7 @@ from kgeval.models import DistMult
 from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
 from kgeval.records import RankRecords, read_ranks
+from kgeval.typing import Target
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -223,7 +224,7 @@ def _evaluate_checkpoint(
     args: argparse.Namespace,
     ks: Sequence[int],
     use_tqdm: bool,
-    targets: Sequence[str] = ("head", "tail"),
+    targets: Sequence[Target] = ("head", "tail"),
     about: dict[str, Any] | None = None,
 ) -> tuple[Any, Any]:
     """(results, dataset): the checkpoint evaluated on the split for ``targets``, filtered by every triple known to

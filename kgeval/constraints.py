@@ -73,7 +73,8 @@ class TypeConstraints:
         """(task rows, candidate ids) of each candidate set of one side, for tasks of the given ``relations`` (n,):
         the tasks of each constrained relation with its allowed set (intersected with ``whitelist``), then the
         other tasks with ``whitelist`` (None: every entity)."""
-        groups, unconstrained = [], torch.ones(relations.shape[0], dtype=torch.bool, device=relations.device)
+        groups: list[tuple[torch.Tensor, torch.Tensor | None]] = []
+        unconstrained = torch.ones(relations.shape[0], dtype=torch.bool, device=relations.device)
         for relation in torch.unique(relations).tolist():
             allowed = self.allowed(relation, target)
             if allowed is None:

@@ -234,7 +234,7 @@ class EarlyStopper:
             state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
         else:
             state = self._best_state
-        self.model.load_state_dict(state)  # type: ignore[arg-type]
+        self.model.load_state_dict(state)
 
 
 # -- validation helpers -------------------------------------------------------------------------------------------

@@ -2,6 +2,14 @@
 
 from __future__ import annotations
 
+__all__ = [
+    "DistributedEvaluationError",
+    "FastPathWarning",
+    "IgnoredCandidatesWarning",
+    "UndefinedMetricWarning",
+    "UnseenLabelsWarning",
+]
+
 
 class UndefinedMetricWarning(UserWarning):
     """A metric is undefined for the given ranks (no tasks, or a zero denominator); its value is NaN."""

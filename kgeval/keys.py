@@ -10,6 +10,13 @@ from typing import NamedTuple
 from kgeval.metrics.registry import canonical_name
 from kgeval.typing import DEFAULT_RANK_TYPE, DEFAULT_SIDE, SIDES, RankType, Side
 
+__all__ = [
+    "RANK_TYPE_SYNONYMS",
+    "MetricKey",
+    "format_key",
+    "parse_key",
+]
+
 RANK_TYPE_SYNONYMS: dict[str, RankType] = {
     "optimistic": "optimistic",
     "best": "optimistic",
@@ -77,11 +84,11 @@ def parse_key(key: str) -> MetricKey:
             raise KeyError(
                 f"unknown rank type {rank_part!r} in metric key {key!r}; expected one of {tuple(RANK_TYPE_SYNONYMS)}"
             )
-        side, rank_type = side_part, RANK_TYPE_SYNONYMS[rank_part]  # type: ignore[assignment]
+        side, rank_type = side_part, RANK_TYPE_SYNONYMS[rank_part]
     elif len(prefix) == 1:
         (part,) = prefix
         if part in SIDES:
-            side = part  # type: ignore[assignment]
+            side = part
         elif part in RANK_TYPE_SYNONYMS:
             rank_type = RANK_TYPE_SYNONYMS[part]
         else:

@@ -90,6 +90,6 @@ class MacroRankBasedEvaluator(RankBasedEvaluator):
             raise ValueError("MacroRankBasedEvaluator needs the per-task records (keep_records=True)")
         super().__init__(filtered=filtered, **kwargs)
 
-    def evaluate(self, model: Any, mapped_triples: Any, **kwargs: Any) -> RankBasedMetricResults:  # type: ignore[override]
+    def evaluate(self, model: Any, mapped_triples: Any, **kwargs: Any) -> RankBasedMetricResults:
         """:meth:`kgeval.RankBasedEvaluator.evaluate` (the same arguments), reporting macro-weighted metrics."""
         return macro_results(super().evaluate(model, mapped_triples, **kwargs))

@@ -14,6 +14,12 @@ from kgeval.accumulator import MetricAccumulator
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
+__all__ = [
+    "evaluate_scores",
+    "ranks_among",
+    "ranks_in_full_rows",
+]
+
 #: negative scores compared per chunk of tasks (bounds the (tasks x K) comparison temporaries)
 CHUNK_ELEMENTS = 2**22
 

@@ -82,7 +82,7 @@ def predict_top_k(
     """
     if target not in ENTITY_TARGETS:
         raise ValueError(f"target must be one of {ENTITY_TARGETS}, got {target!r}")
-    k = _checks.check_positive_int(k, "k")  # type: ignore[assignment]
+    k = _checks.check_positive_int(k, "k")
     resolved = resolve_model(model)
     view = resolved.view
     scores_triples = not callable(getattr(view, SCORE_METHOD[target], None)) and triple_function(view) is not None

@@ -34,7 +34,7 @@ def ranks_of_type(rank_type: RankType, optimistic: Ranks, pessimistic: Ranks) ->
     """The float64 ranks of one rank type from integer optimistic and pessimistic ranks (numpy or torch): the
     realistic rank is their mean, exact as a half-integer."""
     if isinstance(optimistic, torch.Tensor):
-        low, high = optimistic.to(torch.float64), pessimistic.to(torch.float64)  # type: ignore[union-attr]
+        low, high = optimistic.to(torch.float64), pessimistic.to(torch.float64)
     else:
         low, high = np.asarray(optimistic, dtype=np.float64), np.asarray(pessimistic, dtype=np.float64)
     if rank_type == "optimistic":
@@ -65,7 +65,7 @@ class RankRecords:
     # -- construction -----------------------------------------------------------------------------------------
     @classmethod
     def from_columns(
-        cls, columns: Mapping[str, Any], source: str = "rank records", *, unknown_ids: bool = True
+        cls, columns: Mapping[str, Any] | RankRecords, source: str = "rank records", *, unknown_ids: bool = True
     ) -> RankRecords:
         """Records from column arrays, every column checked (:func:`kgeval._checks.check_rank_records`).
 
@@ -117,12 +117,12 @@ class RankRecords:
         task_index: torch.Tensor,
     ) -> RankRecords:
         """The records of one side's tasks from trusted tensors (an accumulator's states), moved to the host."""
-        triples = triples.cpu().numpy()
+        ids = triples.cpu().numpy()
         return cls(
-            head=triples[:, 0].copy(),
-            relation=triples[:, 1].copy(),
-            tail=triples[:, 2].copy(),
-            side=np.full(len(triples), TARGETS.index(target), dtype=np.int8),
+            head=ids[:, 0].copy(),
+            relation=ids[:, 1].copy(),
+            tail=ids[:, 2].copy(),
+            side=np.full(len(ids), TARGETS.index(target), dtype=np.int8),
             optimistic=optimistic.cpu().numpy(),
             pessimistic=pessimistic.cpu().numpy(),
             num_candidates=num_candidates.cpu().numpy(),
@@ -185,7 +185,8 @@ class RankRecords:
 
     def select(self, rows: np.ndarray) -> RankRecords:
         """The records of some rows (a boolean mask or integer indices), in that order."""
-        return RankRecords(**{name: None if value is None else value[rows] for name, value in self._all().items()})
+        columns: dict[str, Any] = {name: None if value is None else value[rows] for name, value in self._all().items()}
+        return RankRecords(**columns)
 
     def of_side(self, target: Target) -> RankRecords:
         """The records of one side's tasks."""

@@ -31,7 +31,12 @@ from kgeval.metrics.naming import close_matches
 from kgeval.metrics.registry import lookup, null_model_table
 from kgeval.metrics.summary import nan_equal
 from kgeval.records import RankRecords
-from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, TARGETS, RankType, Side
+from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, TARGETS, RankType, Side, Target
+
+__all__ = [
+    "JSON_FORMAT",
+    "RankBasedMetricResults",
+]
 
 JSON_FORMAT = "kgeval.results/1"
 
@@ -95,7 +100,7 @@ class RankBasedMetricResults:
     @classmethod
     def from_accumulators(
         cls,
-        accumulators: Mapping[str, MetricAccumulator],
+        accumulators: Mapping[Any, MetricAccumulator],
         ks: tuple[int, ...],
         raw: RankBasedMetricResults | None = None,
     ) -> RankBasedMetricResults:
@@ -113,7 +118,7 @@ class RankBasedMetricResults:
         raw : RankBasedMetricResults, optional
         """
         data, null_model = {}, {}
-        sides: dict[str, MetricAccumulator] = dict(accumulators)
+        sides: dict[str, MetricAccumulator] = {str(target): accumulator for target, accumulator in accumulators.items()}
         entity_sides = [accumulator for target, accumulator in accumulators.items() if target in ENTITY_TARGETS]
         if entity_sides:
             first, *rest = entity_sides
@@ -126,7 +131,7 @@ class RankBasedMetricResults:
             null_model.update({(side, key): value for key, value in moments.items()})
         records = None
         if all(acc.keep_records for acc in accumulators.values()):
-            records = RankRecords.concat([acc.records(target) for target, acc in accumulators.items()])  # type: ignore[arg-type]
+            records = RankRecords.concat([acc.records(target) for target, acc in accumulators.items()])
         return cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw)  # type: ignore[arg-type]
 
     # -- lookup -----------------------------------------------------------------------------------------------
@@ -480,9 +485,9 @@ class RankBasedMetricResults:
         return confidence_interval(self, key, level=level, n_resamples=n_resamples, seed=seed)
 
 
-def _accumulators_of(records: RankRecords, ks: tuple[int, ...]) -> dict[str, MetricAccumulator]:
+def _accumulators_of(records: RankRecords, ks: tuple[int, ...]) -> dict[Target, MetricAccumulator]:
     """One accumulator per target side present in checked records that have num_candidates."""
-    accumulators = {}
+    accumulators: dict[Target, MetricAccumulator] = {}
     for target in records.sides():
         part = records.of_side(target)
         column = {name: torch.from_numpy(np.ascontiguousarray(value)) for name, value in part.columns().items()}
@@ -505,7 +510,8 @@ def _agree_with_records(results: RankBasedMetricResults, where: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         recomputed = RankBasedMetricResults.from_accumulators(accumulators, results.ks)
-    stored = [(key, value, recomputed.data.get(key)) for key, value in results.data.items()]
+    stored: list[tuple[Any, float, float | None]] = [(key, value, recomputed.data.get(key))
+                                                     for key, value in results.data.items()]  # fmt: skip
     stored += [(key, pair[i], recomputed.null_model.get(key, (None, None))[i])
                for key, pair in results.null_model.items() for i in (0, 1)]  # fmt: skip
     for key, value, expected in stored:

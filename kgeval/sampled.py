@@ -136,10 +136,10 @@ class SampledRankBasedEvaluator:
         del use_tqdm
         resolved = resolve_model(model, device)
         view = resolved.view
-        targets = _checks.check_targets(targets, ENTITY_TARGETS)
+        sides: tuple[EntityTarget, ...] = _checks.check_targets(targets, ENTITY_TARGETS)  # type: ignore[assignment]
         num_entities = _checks.check_num_entities(view, num_entities, resolved.name)
         num_relations = _checks.model_num_relations(view)
-        batch_size = _checks.check_positive_int(batch_size, "batch_size")  # type: ignore[assignment]
+        batch_size = _checks.check_positive_int(batch_size, "batch_size")
         device = resolved.device
         triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
         reference, rows = triples, None  # the triples the negatives belong to, and each evaluated triple's row there
@@ -151,10 +151,10 @@ class SampledRankBasedEvaluator:
         known = [triples]
         for extra in (self.additional_filter_triples, additional_filter_triples):
             known += [t.to(device) for t in _checks.check_filter_triples(extra, num_entities, num_relations)]
-        drawn = self.draw_negatives(reference, num_entities, known, targets)
+        drawn = self.draw_negatives(reference, num_entities, known, sides)
         accumulators = {}
         with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
-            for target in targets:
+            for target in sides:
                 negatives = drawn[target]
                 if rows is not None:
                     negatives = negatives[rows]

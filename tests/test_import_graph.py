@@ -162,3 +162,24 @@ def test_the_engine_has_one_entry_point() -> None:
         engine = {t for t in tops[name] | locals_[name] if t.startswith("kgeval._engine")}
         entry_point = name in ("kgeval.evaluator", "kgeval.predict", "kgeval.sampled")
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
+
+
+def test_the_drop_ins_sit_on_top_and_use_public_names_only() -> None:
+    """kgeval.integrations holds the drop-ins (PyKEEN's evaluators, Lightning), built on kgeval's public names: no
+    module below them imports them, and they import no private module (``_checks``, ``_engine``, ...)."""
+    tops, locals_ = graph()
+    for name in tops:
+        targets = tops[name] | locals_[name]
+        if name.startswith("kgeval.integrations"):
+            private = {t for t in targets if any(part.startswith("_") for part in t.split("."))}
+            assert not private, (name, private)
+        else:
+            assert not {t for t in targets if t.startswith("kgeval.integrations")}, name
+
+
+def test_the_evaluator_imports_a_handful_of_names_from_the_engine() -> None:
+    """The evaluator checks its arguments, calls the engine's front door and builds results."""
+    tree = ast.parse((PACKAGE / "evaluator.py").read_text())
+    names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
+             and node.module.startswith("kgeval._engine") for alias in node.names]  # fmt: skip
+    assert len(names) <= 6, names

@@ -179,7 +179,7 @@ def count_batch(
             greater[rows] += above
             less[rows] += below
             has_nan[rows] |= nan
-        tile = None  # a view of the scorer's scores: let them go before it asks the model for the next slice
+        tile = None  # type: ignore[assignment]  # a view of the scorer's scores: let go before the next slice
     filtered = pairs.counts(size) if pairs is not None and work.num_filtered is not None else None
     counts = _side_counts(greater, less, has_nan, scorer.num_candidates, filtered, work.num_filtered, raw_too)
     return SideCounts(counts.counts, counts.raw, true_scores)

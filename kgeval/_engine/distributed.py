@@ -8,7 +8,7 @@ return the results of the whole evaluation. :class:`CollectiveCheck` makes every
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import Any, Literal
 
 import torch
 from torch import distributed as dist
@@ -104,7 +104,7 @@ class CollectiveCheck:
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
-    ) -> bool:
+    ) -> Literal[False]:
         if self.group is None:
             return False
         # any exception, KeyboardInterrupt & co. included, is exchanged: a rank that left without telling the

@@ -32,7 +32,7 @@ from kgeval._inputs import CheckedInputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS, candidate_groups
 from kgeval.accumulator import MetricAccumulator
-from kgeval.typing import Target
+from kgeval.typing import KernelChoice, Target
 
 __all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "new_state", "rank"]
 
@@ -40,9 +40,9 @@ __all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "new_state"
 FilterMode = bool | Literal["both"]
 
 
-def new_state(kernel: str = "auto") -> EngineState:
+def new_state(kernel: KernelChoice = "auto") -> EngineState:
     """The state an evaluator carries from call to call, counting with ``kernel`` (kgeval._engine.kernel_choice)."""
-    return EngineState(kernels=KernelChooser(kernel))  # type: ignore[arg-type]
+    return EngineState(kernels=KernelChooser(kernel))
 
 
 @dataclass(frozen=True)
@@ -202,7 +202,7 @@ def _synchronized(ranked: dict[Target, SideRanks], group: Any) -> dict[Target, S
     """Every rank's accumulators merged, on every rank (a distributed evaluation of shared-out tasks)."""
     filtered = synchronize({target: side.ranked for target, side in ranked.items()}, group)
     raw = {target: side.raw for target, side in ranked.items() if side.raw is not None}
-    raw = synchronize(raw, group) if raw else {}  # type: ignore[arg-type]
+    raw = synchronize(raw, group) if raw else {}
     return {target: SideRanks(filtered[target], raw.get(target)) for target in ranked}
 
 
@@ -261,7 +261,9 @@ class _Sides:
         accumulators = []
         for part in (counts.counts, counts.raw) if self.options.raw_too else (counts.counts,):
             accumulator = MetricAccumulator(ks=self.options.ks, keep_records=self.options.keep_records)
-            accumulator.update_unchecked(*part.ranks(), triples, task_index)  # type: ignore[union-attr]
+            assert part is not None  # raw counts exist when they were asked for
+            optimistic, pessimistic, num_candidates = part.ranks()
+            accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
             accumulators.append(accumulator)
         return SideRanks(accumulators[0], accumulators[1] if len(accumulators) > 1 else None)
 

@@ -173,7 +173,7 @@ class TritonKernel(RowCountingKernel):
 SIGN: Kernel = EagerKernel("sign", reads_rows_in_place=True)
 COMPARE: Kernel = EagerKernel("compare")
 NUMBA: Kernel = NumbaKernel()
-TRITON: Kernel = TritonKernel()
+TRITON: TritonKernel = TritonKernel()
 #: every kernel by name
 KERNEL_OBJECTS: dict[str, Kernel] = {kernel.name: kernel for kernel in (SIGN, COMPARE, NUMBA, TRITON)}
 
@@ -247,7 +247,8 @@ def _eager_sums(
     column = true_scores.unsqueeze(1)
     dtype = _exact_sum_dtype(tile)
     if exact:
-        codes = tile.sub_(column) if owned else torch.sub(tile, column, out=workspace.tile(*tile.shape, tile))
+        buffer = None if owned else workspace.tile(len(tile), tile.shape[1], tile)
+        codes = tile.sub_(column) if buffer is None else torch.sub(tile, column, out=buffer)
         nan = torch.zeros(tile.shape[0], dtype=torch.bool, device=tile.device)
         if not nan_free and bool(torch.isnan(codes.sum(dim=1)).any()):
             nan = torch.isnan(codes).any(dim=1)
@@ -255,7 +256,7 @@ def _eager_sums(
         return codes.sum(dim=1, dtype=dtype), codes.abs_().sum(dim=1, dtype=dtype), nan
     nan = torch.isnan(tile).any(dim=1) | torch.isnan(true_scores)
     below = tile < column
-    codes = tile if owned else workspace.tile(*tile.shape, tile)
+    codes = tile if owned else workspace.tile(len(tile), tile.shape[1], tile)
     torch.gt(tile, column, out=codes)
     codes.sub_(below.to(codes.dtype))
     return codes.sum(dim=1, dtype=dtype), codes.abs_().sum(dim=1, dtype=dtype), nan
@@ -332,7 +333,7 @@ def _follow_torch_threads() -> None:
     """Run numba's parallel loops on as many threads as PyTorch's operations (torch.set_num_threads)."""
     import numba
 
-    wanted = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))
+    wanted = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     if numba.get_num_threads() != wanted:
         numba.set_num_threads(wanted)
 

@@ -6,7 +6,7 @@ loop: the plan is read once before it, and the counts stay on the device until t
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -135,8 +135,8 @@ def rank_side(
         if side_index is not None:
             pairs = _pairs(side_index, batch, starts, batch_true, position_of)  # type: ignore[arg-type]
             groups = query_groups(side_index, batch.groups, position_of)
-            row_starts = [block.row_start for block in batch.blocks] + [end - begin]
-            offsets = batch.pair_offsets
+            row_starts: Sequence[int] = [block.row_start for block in batch.blocks] + [end - begin]
+            offsets: Sequence[int] = batch.pair_offsets
             if given is not None and layout == "sorted":  # answers elsewhere: drop the pairs at position -1 (the
                 pairs, offsets = pairs.candidates_only(row_starts)  # masked layout skips them, never synchronising)
             tiles = pair_tiles(pairs, row_starts, offsets, bounds, layout, groups)
@@ -179,4 +179,5 @@ def _pairs(
 ) -> BatchPairs:
     """The filtered pairs of one batch, except its query groups (kgeval._engine.pairs.expand_pairs on its runs)."""
     lengths = batch.pair_counts
+    assert lengths is not None  # a batch of a filtered side is planned with its pair counts
     return expand_pairs(side_index, starts[batch.tasks], lengths, batch.num_pairs, true_positions, position_of)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ctypes
 import importlib.metadata
 import os
+from typing import Any
 
 import numba
 import numpy as np
@@ -43,9 +44,10 @@ def _preload_tbb() -> bool:
 # OpenMP off Linux or numba's own work queue. Numba's default would take GNU OpenMP on Linux, after which every
 # fork()ed child that counts (a DataLoader worker, a multiprocessing pool) is killed. The work queue is not
 # thread-safe: kgeval._engine.kernels serialises its calls.
-if "NUMBA_THREADING_LAYER" not in os.environ and numba.config.THREADING_LAYER == "default":
-    numba.config.THREADING_LAYER = "forksafe"  # read when numba first starts its threads
-if numba.config.THREADING_LAYER in ("forksafe", "tbb"):
+_config: Any = numba.config  # its settings are set at import from the environment: not declared to type checkers
+if "NUMBA_THREADING_LAYER" not in os.environ and _config.THREADING_LAYER == "default":
+    _config.THREADING_LAYER = "forksafe"  # read when numba first starts its threads
+if _config.THREADING_LAYER in ("forksafe", "tbb"):
     _preload_tbb()
 
 

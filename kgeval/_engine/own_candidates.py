@@ -28,7 +28,9 @@ def candidate_scorer(model: Any, target: EntityTarget, num_entities: int) -> Own
     function = triple_function(model)
 
     def by_triples(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
-        return score_triple_block(*function, target, queries, candidates)  # type: ignore[misc]
+        assert function is not None
+        score_triples, name = function
+        return score_triple_block(score_triples, name, target, queries, candidates)
 
     def by_rows(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         method = "score_t" if target == "tail" else "score_h"

@@ -4,7 +4,7 @@ and the row blocks of each batch, read to the host in one synchronisation before
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -129,7 +129,7 @@ class SidePlan:
         blocks = []
         if by_queries:
             cuts = np.searchsorted(ids - first, np.arange(tile_rows, int(ids[-1]) - first + 1, tile_rows))
-            row_ranges = zip([0, *cuts.tolist()], [*cuts.tolist(), end - begin], strict=True)
+            row_ranges: Iterable[tuple[int, int]] = zip([0, *cuts.tolist()], [*cuts.tolist(), end - begin], strict=True)
         else:
             row_ranges = ((start, min(start + tile_rows, end - begin)) for start in range(0, end - begin, tile_rows))
         for row_start, row_stop in row_ranges:

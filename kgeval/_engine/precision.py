@@ -6,19 +6,20 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import torch
 
 from kgeval.typing import MatmulPrecision
 
 #: the backends whose float32 matmul precision the guard pins to IEEE
-_BACKENDS = (torch.backends.cuda.matmul, torch.backends.mkldnn.matmul)
+_BACKENDS: tuple[Any, ...] = (torch.backends.cuda.matmul, torch.backends.mkldnn.matmul)  # type: ignore[attr-defined]
 _EXACT = ("none", "ieee")  # "none": inherit torch.backends.fp32_precision
 
 
 def _all_exact() -> bool:
     """Every matmul backend computes float32 in IEEE precision (what a process that set nothing does)."""
-    inherited = torch.backends.fp32_precision in _EXACT
+    inherited = torch.backends.fp32_precision in _EXACT  # type: ignore[attr-defined]
     return all(backend.fp32_precision == "ieee" or (backend.fp32_precision == "none" and inherited)
                for backend in _BACKENDS)  # fmt: skip
 

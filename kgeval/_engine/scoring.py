@@ -153,6 +153,7 @@ class HeldScoresScorer(CandidateScorer):
     the numba kernel checks NaN itself and never asks."""
 
     _held_nan_free: bool | None = None
+    _held: Any = None  #: the score block the model returned last (a FloatTensor), None once let go
 
     def keep_slice(self) -> None:
         held = self._held

@@ -234,7 +234,7 @@ class _ShardForm:
         shard = self._shard
         matrix = self.model.kgeval_candidates(self.target)  # type: ignore[attr-defined]
         candidates = _check_vectors(matrix, (shard.stop - shard.start, None), "kgeval_candidates")
-        local_rows = self.candidate_ids - shard.start  # type: ignore[attr-defined,operator]
+        local_rows = self.candidate_ids - shard.start  # type: ignore[attr-defined]
         if local_rows.numel() == candidates.shape[0]:
             return candidates  # the whole shard (the ids are sorted and unique)
         return candidates.index_select(0, local_rows)
@@ -314,8 +314,8 @@ class ShardedSide:
         if len(known) != 1:
             raise ValueError(f"the ranks' true scores differ in dtype: {dtypes}")  # pragma: no cover
         true_scores = torch.zeros(owned.numel(), dtype=known.pop(), device=owned.device)
-        if mine is not None:
-            true_scores[owned] = mine.true_scores  # type: ignore[index]
+        if mine is not None and mine.true_scores is not None:
+            true_scores[owned] = mine.true_scores
         return share_from_owners(true_scores, owned, self.group)
 
     def _rank_owned(

@@ -8,6 +8,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+__all__ = [
+    "foreign_override",
+]
+
 
 def foreign_override(model: Any, names: Iterable[str], library: str) -> str | None:
     """``"Class.method"`` for the first of ``names`` that a class deriving from a class of the package ``library``

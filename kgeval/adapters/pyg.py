@@ -12,6 +12,15 @@ from kgeval.adapters.overrides import foreign_override
 from kgeval.adapters.wrappers import eager_call
 from kgeval.typing import Target
 
+__all__ = [
+    "PyGComplEx",
+    "PyGDistMult",
+    "PyGRotatE",
+    "PyGScoring",
+    "PyGTransE",
+    "pyg_view",
+]
+
 
 def pyg_view(model: KGEModel) -> PyGScoring:
     """kgeval's model protocol over a PyG KGE model, with the query/candidate form for the shipped models.

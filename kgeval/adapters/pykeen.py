@@ -4,7 +4,7 @@ interactions that have a query/candidate form. Imported only when kgeval meets a
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from typing import Any
 
 import torch
 from pykeen.models import ERModel, Model
@@ -84,19 +84,24 @@ def _is_inductive(model: Model) -> bool:
     return isinstance(model, InductiveERModel)
 
 
-def _query_candidate_form(model: Model) -> tuple[str, str] | None:
+def _query_candidate_form(model: Any) -> tuple[str, str] | None:
     """(interaction name, similarity) of a model with a GEMM form, else None (see :func:`pykeen_view`)."""
     if not isinstance(model, ERModel):
         return None
+    return _interaction_form(model)
+
+
+def _interaction_form(model: Any) -> tuple[str, str] | None:
+    """:func:`_query_candidate_form` of an ``ERModel`` (``Any``: torch types its submodules as Tensor | Module)."""
     if len(model.entity_representations) != 1 or len(model.relation_representations) != 1:
         return None
-    interaction = type(model.interaction)
+    interaction: Any = type(model.interaction)
     kind = interaction.__name__
     if kind not in SUPPORTED or not (interaction.__module__ or "").startswith("pykeen."):
         return None  # an interaction of PyKEEN's own, not a user's class of the same name
     similarity = SUPPORTED[kind]
     if kind == "TransEInteraction":
-        similarity = {1: "l1", 2: "l2"}.get(model.interaction.p)
+        similarity = {1: "l1", 2: "l2"}.get(int(model.interaction.p))
     if kind == "RotatEInteraction" and model.interaction.p != 2:
         similarity = None
     return None if similarity is None else (kind, similarity)
@@ -116,7 +121,7 @@ class PyKEENScoring:
     """
 
     def __init__(self, model: Model, refusal: str | None = None) -> None:
-        self.model = model
+        self.model: Any = model  # its attributes are PyKEEN's (typed by torch as Tensor | Module)
         self.kgeval_form_refused = refusal
         self.num_entities = model.num_entities
         self.num_relations = model.num_real_relations
@@ -253,4 +258,4 @@ _QUERIES = {
 }
 
 
-__all__: Collection[str] = ("PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")
+__all__ = ("PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")

@@ -13,6 +13,14 @@ from torchkge.utils.dissimilarities import l1_dissimilarity, l2_dissimilarity
 from kgeval.adapters.overrides import foreign_override
 from kgeval.typing import Target
 
+__all__ = [
+    "SCORING_METHODS",
+    "TorchKGEDistMult",
+    "TorchKGEScoring",
+    "TorchKGETransE",
+    "torchkge_view",
+]
+
 #: the methods through which a TorchKGE model scores (kgeval's own path and TorchKGE's evaluator): a subclass that
 #: redefines one may score otherwise than the fast path's formula, so it keeps its own scoring_function
 SCORING_METHODS: tuple[str, ...] = (

@@ -2,3 +2,5 @@
 per-category metrics, popularity-stratified metrics and their plots, paired significance tests and bootstrap
 intervals. They read records, never the results class, so they work on rank files too.
 """
+
+__all__: list[str] = []  # import the module you need: relations, stratified, stats, resampling, plot

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -18,6 +19,22 @@ from kgeval.metrics.registry import MetricInfo, lookup, summarize
 from kgeval.metrics.summary import RankSummary
 from kgeval.records import RankRecords
 from kgeval.typing import RANK_TYPES, SIDES, TARGETS
+
+__all__ = [
+    "CATEGORIES",
+    "DEFAULT_THRESHOLD",
+    "UNSEEN",
+    "Column",
+    "LabelMapping",
+    "group_metrics",
+    "label_array",
+    "macro_average",
+    "per_category_frame",
+    "per_relation_frame",
+    "ranks_frame",
+    "relation_categories",
+    "resolve_columns",
+]
 
 #: the relation categories, in display order
 CATEGORIES: tuple[str, ...] = ("1-1", "1-N", "N-1", "N-N")
@@ -78,8 +95,9 @@ def label_array(mapping: LabelMapping, name: str) -> np.ndarray:
 
     Accepts label -> id (``entity_to_id``), id -> label, or a sequence of labels indexed by id.
     """
+    pairs: list[tuple[Any, Any]]  # (id, label), the ids not yet checked
     if isinstance(mapping, Mapping):
-        items = list(mapping.items())
+        items: list[tuple[Any, Any]] = list(mapping.items())
         label_to_id = all(isinstance(key, str) for key, _ in items)
         pairs = [(value, key) for key, value in items] if label_to_id else items
     elif isinstance(mapping, Sequence) and not isinstance(mapping, str):
@@ -90,7 +108,7 @@ def label_array(mapping: LabelMapping, name: str) -> np.ndarray:
     bad = [i for i, _ in pairs if isinstance(i, bool) or not isinstance(i, int | np.integer) or i < 0]
     if bad:
         raise TypeError(f"{name} must map labels to non-negative integer ids (or back), got id {bad[0]!r}")
-    labels = np.full(max((int(i) for i, _ in pairs), default=-1) + 1, None, dtype=object)
+    labels: np.ndarray = np.full(max((int(i) for i, _ in pairs), default=-1) + 1, None, dtype=object)
     for i, label in pairs:
         labels[int(i)] = label
     return labels
@@ -100,7 +118,7 @@ def _labels_of(labels: np.ndarray, ids: np.ndarray, name: str) -> np.ndarray:
     """``labels[ids]``, with a ValueError naming the first id that has no label."""
     known = ids < len(labels)
     found = labels[np.where(known, ids, 0)] if len(labels) else np.full(len(ids), None, dtype=object)
-    missing = ~known | np.equal(found, None)
+    missing = ~known | np.equal(found, None)  # type: ignore[call-overload]  # object arrays: elementwise "is None"
     if missing.any():
         raise ValueError(f"{name} has no label for id {int(ids[missing][0])}")
     return found

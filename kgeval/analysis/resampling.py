@@ -21,6 +21,17 @@ from kgeval.metrics.registry import MetricInfo, lookup
 from kgeval.metrics.summary import RankSummary, rank_statistics
 from kgeval.records import RankRecords
 
+__all__ = [
+    "Layout",
+    "PairedTasks",
+    "ResampledRecords",
+    "bootstrap_distribution",
+    "chunks",
+    "pair_tasks",
+    "swapped_differences",
+    "task_statistics",
+]
+
 #: metric families that are the mean of a per-task statistic -> the rank_statistics entry summed over tasks
 MEAN_TYPE: dict[str, str] = {
     "hits_at_k": "hits",

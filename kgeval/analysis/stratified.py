@@ -210,12 +210,9 @@ class _StratTable:
 
     @classmethod
     def build(cls, results: Any, popularity_triples: Any, ks: Any, rank_type: Any, min_count: Any) -> _StratTable:
+        min_count = _check_min_count(min_count)
         ks = check_ks(ks)
         rank_type = _check_rank_type(rank_type)
-        if min_count is not None and (
-            isinstance(min_count, bool) or not isinstance(min_count, numbers.Real) or not min_count > 0
-        ):
-            raise ValueError(f"min_count must be a number > 0 or None, got {min_count!r}")
         triples, head_rank, tail_rank = rank_records(results).paired(rank_type)
         sizes = triples.max(axis=0) + 1
         entity_counts, relation_counts = popularity_counts(popularity_triples, max(sizes[0], sizes[2]), sizes[1])
@@ -287,9 +284,18 @@ def _triples_array(triples: Any) -> np.ndarray:
 
 def _check_beta(beta: Any, name: str) -> float:
     """β as a float in [-1, 1]."""
-    if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not -1 <= beta <= 1:
+    if isinstance(beta, bool) or not isinstance(beta, numbers.Real) or not -1 <= float(beta) <= 1:
         raise ValueError(f"{name} must be a number in [-1, 1], got {beta!r}")
     return float(beta)
+
+
+def _check_min_count(min_count: Any) -> float | None:
+    """``min_count`` as a float > 0, or None."""
+    if min_count is None:
+        return None
+    if isinstance(min_count, bool) or not isinstance(min_count, numbers.Real) or not float(min_count) > 0:
+        raise ValueError(f"min_count must be a number > 0 or None, got {min_count!r}")
+    return float(min_count)
 
 
 def _check_rank_type(rank_type: Any) -> RankType:

@@ -117,7 +117,7 @@ class TriplesDataset:
         """Number of relations (the size of :attr:`relation_to_id`)."""
         return len(self.relation_to_id)
 
-    def evaluation_kwargs(self, split: str) -> dict[str, torch.Tensor | list[torch.Tensor]]:
+    def evaluation_kwargs(self, split: str) -> dict[str, Any]:
         """``mapped_triples`` and ``additional_filter_triples`` for evaluating ``split`` without leaking test triples.
 
         "valid" filters train + valid (training, early stopping, HPO); "test" filters train + valid + test (the
@@ -279,7 +279,7 @@ def load_shipped_dataset(
     key = name.lower()
     if key not in SHIPPED_DATASETS:
         raise ValueError(f"unknown shipped dataset {name!r}; choose one of {', '.join(SHIPPED_DATASETS)}")
-    folder = importlib.resources.files("kgeval.datasets").joinpath("data", key)
+    folder = importlib.resources.files("kgeval.datasets").joinpath("data").joinpath(key)
     return _load_folder(folder, display=f"kgeval/datasets/data/{key}", name=key, entity_to_id=entity_to_id,
                         relation_to_id=relation_to_id)  # fmt: skip
 
@@ -330,7 +330,7 @@ def load_dataset(
         If none of the three resolves.
     """
     text = os.fspath(name_or_path)
-    ids = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
+    ids: dict[str, Any] = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
     if text.lower() in SHIPPED_DATASETS:
         return load_shipped_dataset(text, **ids)
     if Path(text).is_dir():

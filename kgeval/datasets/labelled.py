@@ -16,6 +16,17 @@ import torch
 
 from kgeval.exceptions import UnseenLabelsWarning
 
+__all__ = [
+    "KNOWN_HEADERS",
+    "UNSEEN_CHOICES",
+    "LabelledSplit",
+    "Unseen",
+    "drop_unmatched_first_rows",
+    "is_header",
+    "map_splits",
+    "split_from_table",
+]
+
 #: what to do with valid / test triples whose labels never occur in train
 Unseen = Literal["warn", "keep", "drop"]
 UNSEEN_CHOICES: tuple[str, ...] = ("warn", "keep", "drop")
@@ -109,8 +120,9 @@ def split_from_table(table: Any, name: str) -> LabelledSplit:
         for field, value in zip(("head", "relation", "tail"), row, strict=True):
             if not isinstance(value, str) or not value:
                 raise ValueError(f"{name} row {index}: the {field} label must be a non-empty string, got {value!r}")
-    columns = [list(column) for column in zip(*rows, strict=True)] if len(rows) else [[], [], []]
-    return LabelledSplit(*columns, origins=[f"{name} row {index}" for index in range(len(rows))])
+    heads, relations, tails = ([list(column) for column in zip(*rows, strict=True)] if len(rows)
+                               else [[], [], []])  # fmt: skip
+    return LabelledSplit(heads, relations, tails, origins=[f"{name} row {index}" for index in range(len(rows))])
 
 
 def map_splits(

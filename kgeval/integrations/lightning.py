@@ -36,7 +36,7 @@ try:
     import lightning.pytorch as pl
 except ImportError:  # pragma: no cover - depends on which package is installed
     try:
-        import pytorch_lightning as pl
+        import pytorch_lightning as pl  # type: ignore[no-redef]
     except ImportError as error:
         raise ImportError(
             "kgeval.integrations.lightning needs Lightning: pip install 'kgeval[lightning]'"

@@ -5,7 +5,7 @@ predicts (:mod:`kgeval.adapters.pykeen`, which kgeval also uses for any PyKEEN m
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Collection, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,6 +20,7 @@ from kgeval.macro import macro_results
 from kgeval.precomputed import ranks_in_full_rows
 from kgeval.results import RankBasedMetricResults as KGEvalRankBasedMetricResults
 from kgeval.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
+from kgeval.typing import EntityTarget
 
 
 class RankBasedMetricResults(KGEvalRankBasedMetricResults, MetricResults):
@@ -131,7 +132,7 @@ def _checked_score_batch(
     return true
 
 
-class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator):
+class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator):  # type: ignore[misc]
     """kgeval's evaluator as a ``pykeen.evaluation.Evaluator``, for PyKEEN's pipeline, stopper, callbacks and HPO.
 
     The one line a PyKEEN user changes::
@@ -254,8 +255,9 @@ def _ks_with_requested_hits(ks: Sequence[int], metrics: Any, metrics_kwargs: Any
     extra = []
     for metric in requested:
         hits = getattr(metric, "base", metric)  # adjusted / z hits@k wrap a HitsAtK
-        if isinstance(getattr(hits, "k", None), int):
-            extra.append(int(hits.k))
+        k = getattr(hits, "k", None)
+        if isinstance(k, int):
+            extra.append(k)
     return tuple(sorted({*ks, *extra}))
 
 
@@ -294,7 +296,7 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         do_time_consuming_checks: bool = True,
         additional_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
         pre_filtered_triples: bool = True,
-        targets: Sequence[str] = ("head", "tail"),
+        targets: Sequence[EntityTarget] = ("head", "tail"),
         **kwargs: Any,
     ) -> RankBasedMetricResults:
         """:meth:`kgeval.SampledRankBasedEvaluator.evaluate` with PyKEEN's signature: ``batch_size`` (None: 256),
@@ -314,7 +316,7 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
             self, model, mapped_triples, additional_filter_triples=additional_filter_triples,
             targets=tuple(targets), batch_size=256 if batch_size is None else batch_size, use_tqdm=use_tqdm,
             device=device,
-        )  # type: ignore[arg-type]  # fmt: skip
+        )  # fmt: skip
         return self._reported(results)
 
     def process_scores_(
@@ -346,7 +348,7 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         self._stream(target, ranks_in_full_rows(true, candidates), hrt_batch, scores.shape[1])
 
 
-__all__: Collection[str] = (
+__all__ = (
     "MacroRankBasedEvaluator", "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator",
     "RankBasedMetricResults", "SampledRankBasedEvaluator", "pykeen_view",
 )  # fmt: skip

@@ -13,6 +13,14 @@ from typing import Literal
 from kgeval.metrics.naming import with_k
 from kgeval.metrics.summary import RankSummary, safe_ratio
 
+__all__ = [
+    "AdjustedMetric",
+    "Kind",
+    "Moments",
+    "MomentsFunction",
+    "ValueFunction",
+]
+
 ValueFunction = Callable[[RankSummary, "int | None"], float]
 Moments = tuple[float, float]
 MomentsFunction = Callable[[RankSummary, "int | None"], Moments]

@@ -6,6 +6,14 @@ from __future__ import annotations
 import difflib
 import re
 
+__all__ = [
+    "K_SUFFIX",
+    "close_matches",
+    "is_k_family",
+    "split_k",
+    "with_k",
+]
+
 #: the suffix of a k-parameterised family's name (``hits_at_k``)
 K_SUFFIX = "_at_k"
 _PER_K = re.compile(r"^(?P<family>[a-z_]+?)_at_(?P<k>[0-9]+)$")

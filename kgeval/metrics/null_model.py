@@ -15,6 +15,20 @@ import torch
 
 from kgeval.metrics.summary import RankSummary, safe_ratio
 
+__all__ = [
+    "EULER_GAMMA",
+    "Moments",
+    "arithmetic_mean_rank_moments",
+    "candidate_statistics",
+    "geometric_mean_rank_moments",
+    "geometric_mean_rank_null",
+    "harmonic_number",
+    "hits_at_k_moments",
+    "hits_probability",
+    "inverse_harmonic_mean_rank_moments",
+    "second_harmonic_number",
+]
+
 EULER_GAMMA = 0.5772156649015329
 #: H_p(C) for C up to this size comes from an exactly summed table, beyond it from (poly)gamma functions
 HARMONIC_TABLE_SIZE = 1024

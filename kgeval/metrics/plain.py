@@ -12,6 +12,23 @@ import numpy as np
 
 from kgeval.metrics.summary import RankSummary, safe_ratio
 
+__all__ = [
+    "MAD_NORMAL_SCALE",
+    "arithmetic_mean_rank",
+    "count",
+    "geometric_mean_rank",
+    "harmonic_mean_rank",
+    "hits_at_k",
+    "inverse_arithmetic_mean_rank",
+    "inverse_geometric_mean_rank",
+    "inverse_harmonic_mean_rank",
+    "inverse_median_rank",
+    "median_absolute_deviation",
+    "median_rank",
+    "standard_deviation",
+    "variance",
+]
+
 #: 1 / Phi^-1(3/4): scales the median absolute deviation to the standard deviation of a normal distribution
 MAD_NORMAL_SCALE = 1.0 / 0.6744897501960817
 

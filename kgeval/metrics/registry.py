@@ -23,6 +23,27 @@ from kgeval.metrics.null_model import candidate_statistics
 from kgeval.metrics.summary import RankSummary, rank_statistics
 from kgeval.typing import RANK_TYPES, RankType
 
+__all__ = [
+    "ADJUSTED_METRICS",
+    "ADJUSTED_SECTION",
+    "DEFAULT_K",
+    "METRICS",
+    "NAME_ALIASES",
+    "PLAIN_METRICS",
+    "PLAIN_SECTION",
+    "MetricFunction",
+    "MetricInfo",
+    "MomentsFunction",
+    "ValueRange",
+    "canonical_name",
+    "iter_metrics",
+    "lookup",
+    "normalize_name",
+    "null_model_table",
+    "reported_keys",
+    "summarize",
+]
+
 MetricFunction = Callable[[RankSummary, "int | None"], float]
 #: (E[M], Var[M]) under the null model (METRICS.md, Expectation and variance under the null model)
 MomentsFunction = Callable[[RankSummary, "int | None"], "tuple[float, float]"]

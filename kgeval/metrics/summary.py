@@ -15,6 +15,13 @@ import torch
 
 from kgeval.exceptions import UndefinedMetricWarning
 
+__all__ = [
+    "RankSummary",
+    "nan_equal",
+    "rank_statistics",
+    "safe_ratio",
+]
+
 
 def rank_statistics(ranks: torch.Tensor, ks: Sequence[int]) -> dict[str, torch.Tensor]:
     """Per-batch sufficient statistics of ranks, all additive.

@@ -210,7 +210,9 @@ MOMENTS: dict[Callable, Callable[[WeightedRanks, int | None], Moments]] = {
 
 def _weighted_adjusted(metric: AdjustedMetric) -> AdjustedMetric:
     """The same adjusted metric over the weighted value and moments of its base metric."""
-    return dataclasses.replace(metric, base_value=VALUES[metric.base_value], base_moments=MOMENTS[metric.base_moments])
+    # the same formula over another record type (WeightedRanks in place of RankSummary): structurally reused
+    value, moments = VALUES[metric.base_value], MOMENTS[metric.base_moments]
+    return dataclasses.replace(metric, base_value=value, base_moments=moments)  # type: ignore[arg-type]
 
 
 def _value_function(info: MetricInfo) -> Callable[[WeightedRanks, int | None], float]:
@@ -222,7 +224,7 @@ def _value_function(info: MetricInfo) -> Callable[[WeightedRanks, int | None], f
 def _moments_function(info: MetricInfo) -> Callable[[WeightedRanks, int | None], Moments] | None:
     if isinstance(info.function, AdjustedMetric):
         return _weighted_adjusted(info.function).moments  # type: ignore[return-value]
-    return MOMENTS.get(info.null_moments) if info.null_moments is not None else None  # type: ignore[arg-type]
+    return MOMENTS.get(info.null_moments) if info.null_moments is not None else None
 
 
 def weighted_metrics(data: WeightedRanks, rank_type: RankType) -> dict[str, float]:

@@ -10,6 +10,14 @@ from torch.nn import functional
 
 from kgeval.typing import Target
 
+__all__ = [
+    "QueryCandidateModule",
+    "as_complex",
+    "as_real",
+    "make_generator",
+    "xavier_uniform_",
+]
+
 #: (query, candidate relation) pairs scored at once by :meth:`QueryCandidateModule.score_r` (bounds its temporaries)
 RELATION_PAIRS_PER_STEP = 2**16
 
@@ -36,6 +44,9 @@ class QueryCandidateModule(nn.Module):
 
     #: how query and candidates combine: "dot", "l2" or "l1"
     kgeval_similarity: str = "dot"
+    #: the subclasses' (E, d) entity and (R, d) relation tables
+    entity_embeddings: nn.Embedding
+    relation_embeddings: nn.Embedding
 
     def __init__(self, num_entities: int, num_relations: int, dim: int) -> None:
         super().__init__()
@@ -59,7 +70,7 @@ class QueryCandidateModule(nn.Module):
 
     def _candidate_matrix(self) -> torch.Tensor:
         """(E, d') candidate vectors (the same for both targets)."""
-        return self.entity_embeddings.weight  # type: ignore[attr-defined]
+        return self.entity_embeddings.weight
 
     def _relation_query(self, heads: torch.Tensor, tails: torch.Tensor) -> torch.Tensor:
         """(B, d'') query vectors of (h, ?, t) whose similarity (``kgeval_similarity``) with the rows of
@@ -69,7 +80,7 @@ class QueryCandidateModule(nn.Module):
 
     def _relation_candidates(self) -> torch.Tensor:
         """(R, d'') relation candidate vectors (with :meth:`_relation_query`)."""
-        return self.relation_embeddings.weight  # type: ignore[attr-defined]
+        return self.relation_embeddings.weight
 
     @property
     def kgeval_targets(self) -> tuple[Target, ...]:

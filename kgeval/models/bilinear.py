@@ -8,6 +8,12 @@ from torch import nn
 from kgeval.models.base import QueryCandidateModule, as_complex, as_real, make_generator
 from kgeval.typing import Target
 
+__all__ = [
+    "RESCAL",
+    "ComplEx",
+    "DistMult",
+]
+
 #: RESCAL queries computed at once: their gathered (chunk, d, d) relation matrices stay in cache (gathering a
 #: 1,024-query batch's matrices at once took a fifth of a WN18RR evaluation, dim 100)
 QUERY_CHUNK = 128

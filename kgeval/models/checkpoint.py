@@ -130,7 +130,7 @@ def load_checkpoint(
         raise ValueError(f"{where} is not a kgeval checkpoint: {_load_failure(error)}. {_READS}") from error
     if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{where} is not a kgeval checkpoint (no format {CHECKPOINT_FORMAT!r} entry). {_READS}")
-    model_class = BUILTIN_MODELS.get(document.get("model"))
+    model_class = BUILTIN_MODELS.get(str(document.get("model")))
     if model_class is None:
         raise ValueError(f"{where}: the checkpoint's model {document.get('model')!r} is none of kgeval's built-in "
                          f"models ({', '.join(BUILTIN_MODELS)})")  # fmt: skip

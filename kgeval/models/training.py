@@ -4,8 +4,9 @@ over 1-N scoring or sampled negatives (Lacroix et al. 2018, Ruffinelli et al. 20
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import nn
 from torch.nn import functional
 from tqdm.auto import tqdm
 
@@ -13,7 +14,7 @@ __all__ = ["train_epoch", "train_model"]
 
 
 def train_model(
-    model: nn.Module,
+    model: Any,
     triples: torch.Tensor, *,
     num_epochs: int = 10,
     batch_size: int = 256,
@@ -84,7 +85,7 @@ def train_model(
 
 
 def train_epoch(
-    model: nn.Module,
+    model: Any,
     triples: torch.Tensor,
     optimizer: torch.optim.Optimizer, *,
     batch_size: int = 256,
@@ -123,7 +124,7 @@ def train_epoch(
 
 
 def _run_epoch(
-    model: nn.Module,
+    model: Any,
     triples: torch.Tensor,
     optimizer: torch.optim.Optimizer,
     batch_size: int,
@@ -144,7 +145,7 @@ def _run_epoch(
 
 
 def _batch_loss(
-    model: nn.Module, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator | None
+    model: Any, batch: torch.Tensor, num_negatives: int | None, generator: torch.Generator | None
 ) -> torch.Tensor:
     """Mean cross-entropy of the batch's tail and head tasks (scalar FloatTensor)."""
     heads, relations, tails = batch[:, 0], batch[:, 1], batch[:, 2]
@@ -166,7 +167,7 @@ def _batch_loss(
 
 
 def _score_candidates(
-    model: nn.Module, fixed: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor, side: str
+    model: Any, fixed: torch.Tensor, relations: torch.Tensor, candidates: torch.Tensor, side: str
 ) -> torch.Tensor:
     """Scores of shape (B, k) of per-row candidate entities (B, k) for the given side, via ``score_hrt``."""
     fixed = fixed[:, None].expand_as(candidates)
@@ -179,7 +180,7 @@ def _score_candidates(
 
 
 def _check_arguments(
-    model: nn.Module,
+    model: Any,
     triples: torch.Tensor,
     num_epochs: int,
     batch_size: int,

@@ -10,6 +10,11 @@ from torch import nn
 from kgeval.models.base import QueryCandidateModule, as_complex, as_real, make_generator, xavier_uniform_
 from kgeval.typing import Target
 
+__all__ = [
+    "RotatE",
+    "TransE",
+]
+
 
 class TransE(QueryCandidateModule):
     """TransE (Bordes et al., 2013): score(h, r, t) = -||h + r - t||_p with p = 1 or 2.

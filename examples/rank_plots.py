@@ -1,7 +1,7 @@
 """The distribution of ranks per side and a per-relation MRR chart of a trained DistMult.
 
 Trains kgeval's DistMult on a shipped dataset, evaluates the test split (filtered by train + valid + test) and
-draws the two figures of docs/guide.md ("Loggers and paper tables"):
+draws the two figures of docs/results.md ("Loggers and paper tables"):
 
     python examples/rank_plots.py                        # writes docs/rank_distribution.png, docs/per_relation_mrr.png
     python examples/rank_plots.py --dataset kinship --epochs 5 --out-dir /tmp

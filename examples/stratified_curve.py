@@ -3,7 +3,7 @@
 Trains kgeval's DistMult on a shipped dataset, evaluates it and a baseline that ranks every candidate by its
 popularity in the training triples, and draws the stratified metrics as β_e and β_r go from -1 (weight popular
 items) to 1 (weight rare items). The baseline's score is propped up by popular answers and falls as rare ones gain
-weight; the figures of docs/guide.md come from this script:
+weight; the figures of docs/results.md come from this script:
 
     python examples/stratified_curve.py                      # writes docs/stratified_curve_{entity,relation}.png
     python examples/stratified_curve.py --dataset kinship --epochs 20 --out-dir /tmp

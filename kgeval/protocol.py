@@ -1,4 +1,4 @@
-"""The model protocol: what kgeval calls on a model, as ``typing.Protocol`` classes (docs/guide.md, The model
+"""The model protocol: what kgeval calls on a model, as ``typing.Protocol`` classes (docs/models.md, The model
 protocol). A model needs none of these classes as a base: kgeval looks for the methods.
 
 - :class:`ScoringModel`: ``score_t`` / ``score_h`` (and, to rank relations, ``score_r``), PyKEEN's names; with an
@@ -75,7 +75,7 @@ class QueryCandidateModel(Protocol):
     ``kgeval_candidates("relation")`` is the (num_relations, d) relation matrix.
 
     kgeval uses the form only where it computes the scores of the model's own methods (the class check and the
-    probe of docs/guide.md, The model protocol).
+    probe of docs/models.md, The model protocol).
     """
 
     kgeval_similarity: str
@@ -92,7 +92,7 @@ class ShardedCandidateModel(QueryCandidateModel, Protocol):
     ``kgeval_candidate_shard(target) -> (start, stop)``: the global entity ids whose vectors
     ``kgeval_candidates(target)`` returns on this rank (a (stop - start, d) matrix); the ranks' shards, in rank
     order, tile [0, num_entities). ``kgeval_query`` is then called on each rank with only the queries whose entity
-    it holds, and kgeval shares the query vectors (docs/guide.md, Sharded candidates).
+    it holds, and kgeval shares the query vectors (docs/scale.md, Sharded candidates).
     """
 
     def kgeval_candidate_shard(self, target: Target) -> tuple[int, int]: ...

@@ -1,5 +1,5 @@
-"""Every Python block of the README and then of docs/guide.md (which continues it) runs as written, in order, in one
-fresh interpreter (what a reader does).
+"""Every Python block of the README and then of the guide (docs/guide.md and its topic pages, which continue it) runs
+as written, in order, in one fresh interpreter (what a reader does).
 
 Blocks that cannot run here (a torchrun launch, signatures) are shown in ``text`` fences and are not run. The
 quickstart block must really train: its validation MRR rises.
@@ -13,7 +13,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-DOCUMENTS = (ROOT / "README.md", ROOT / "docs" / "guide.md")
+#: the README, then the guide and its topic pages, in the order their blocks continue one another
+DOCUMENTS = (ROOT / "README.md", *(ROOT / "docs" / name for name in ("guide.md", "models.md", "training.md",
+                                                                      "results.md", "scale.md")))  # fmt: skip
 
 
 def python_blocks() -> list[tuple[str, int, str]]:

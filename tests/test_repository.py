@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,32 @@ def test_no_two_files_differ_only_by_case() -> None:
         key = str(relative).lower()
         assert key not in seen, f"{relative} and {seen[key].relative_to(ROOT)} differ only by case"
         seen[key] = path
+
+
+def _anchors(path: Path) -> set[str]:
+    """The GitHub anchors of a Markdown file's headings (outside code fences)."""
+    found, fence = set(), False
+    for line in path.read_text(encoding="utf-8").split("\n"):
+        if line.startswith("```"):
+            fence = not fence
+        if not fence and re.match(r"#{1,6} ", line):
+            title = re.sub(r"^#+ ", "", line).strip().lower()
+            found.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return found
+
+
+def test_every_relative_link_of_the_docs_resolves() -> None:
+    """README.md and docs/*.md link to files that exist and to headings those files have (the guide is split by
+    topic: a link to a section that moved would break silently)."""
+    broken = []
+    for document in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for match in re.finditer(r"\]\(([^)\s]*?)(#[^)\s]+)?\)", document.read_text(encoding="utf-8")):
+            target, anchor = match.group(1), match.group(2)
+            if target.startswith(("http://", "https://")):
+                continue
+            path = document.parent / target if target else document
+            if not path.exists():
+                broken.append(f"{document.name}: {target}")
+            elif anchor and path.suffix == ".md" and anchor[1:] not in _anchors(path):
+                broken.append(f"{document.name}: {target}{anchor}")
+    assert not broken, broken

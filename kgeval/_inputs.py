@@ -5,6 +5,7 @@ them here; the engine receives them and settles nothing about the model again.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +20,17 @@ from kgeval.constraints import TypeConstraints
 from kgeval.protocol import SHARD_METHOD
 from kgeval.typing import Target
 
-__all__ = ["CheckedInputs", "RequestedSizes", "ResolvedModel", "check_evaluation_inputs", "resolve_model"]
+__all__ = [
+    "CheckedInputs",
+    "ModelInputs",
+    "RequestedSizes",
+    "ResolvedModel",
+    "check_evaluation_inputs",
+    "check_model_inputs",
+    "check_type_constraints",
+    "check_whitelist",
+    "resolve_model",
+]
 
 #: the scoring method of each target (PyKEEN's names)
 SCORE_METHOD: dict[Target, str] = {"tail": "score_t", "head": "score_h", "relation": "score_r"}
@@ -151,6 +162,49 @@ class CheckedInputs:
         }  # fmt: skip
 
 
+@dataclass(frozen=True)
+class ModelInputs:
+    """A resolved model and the counts it is ranked with (:func:`check_model_inputs`)."""
+
+    model: ResolvedModel
+    num_entities: int
+    num_relations: int | None  #: None when the model declares none (relation ids then need only be >= 0)
+
+
+def check_model_inputs(
+    model: Any, targets: Sequence[Target], num_entities: Any = None, score_fn: Any = None, device: Any = None
+) -> ModelInputs:
+    """The model resolved (:func:`resolve_model`), checked to score every one of ``targets`` (through its methods,
+    whole triples or ``score_fn``; a sharded candidate table through its form), and its entity and relation counts;
+    shared by the evaluator, the sampled evaluator and ``predict_top_k``."""
+    resolved = resolve_model(model, device)
+    view = resolved.view
+    scores_triples = score_fn is not None or (
+        not all(callable(getattr(view, SCORE_METHOD[target], None)) for target in targets)
+        and triple_function(view) is not None
+    )
+    ranked_by_methods = [t for t in targets if t == "relation"] if resolved.declares_shard else targets
+    _checks.check_model(view, ranked_by_methods, scores_triples, resolved.name)  # a shard is ranked by its form
+    entities = _checks.check_num_entities(view, num_entities, resolved.name)
+    return ModelInputs(resolved, entities, _checks.model_num_relations(view))
+
+
+def check_whitelist(restrict_entities_to: Any, num_entities: int, device: torch.device) -> torch.Tensor | None:
+    """``restrict_entities_to`` as sorted unique entity ids on ``device``, or None (every entity a candidate)."""
+    if restrict_entities_to is None:
+        return None
+    return _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities).to(device)
+
+
+def check_type_constraints(type_constraints: Any, num_entities: int) -> None:
+    """``type_constraints`` is None or a :class:`kgeval.TypeConstraints` whose ids are entities."""
+    if type_constraints is None:
+        return
+    if not isinstance(type_constraints, TypeConstraints):
+        raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(type_constraints).__name__}")
+    type_constraints.check(num_entities)
+
+
 def check_evaluation_inputs(
     model: Any,
     mapped_triples: Any,
@@ -170,18 +224,10 @@ def check_evaluation_inputs(
     """The arguments of an evaluation, checked and moved to the model's device (see ``RankBasedEvaluator.evaluate``
     for each); a ValueError / TypeError naming the offending argument (and, for triples, the first offending row)
     otherwise."""
-    resolved = resolve_model(model, device)
-    view = resolved.view
     targets = _checks.check_targets(targets)
-    scores_triples = score_fn is not None or (
-        not all(callable(getattr(view, SCORE_METHOD[target], None)) for target in targets)
-        and triple_function(view) is not None
-    )
-    ranked_by_methods = [t for t in targets if t == "relation"] if resolved.declares_shard else targets
-    _checks.check_model(view, ranked_by_methods, scores_triples, resolved.name)  # a shard is ranked by its form
-    num_entities = _checks.check_num_entities(view, num_entities, resolved.name)
+    model_inputs = check_model_inputs(model, targets, num_entities, score_fn, device)
+    resolved, num_entities, num_relations = model_inputs.model, model_inputs.num_entities, model_inputs.num_relations
     device = resolved.device
-    num_relations = _checks.model_num_relations(view)
     if "relation" in targets and num_relations is None:
         raise ValueError(
             "ranking relations (targets with 'relation') needs the model's number of relations: give the model "
@@ -189,16 +235,11 @@ def check_evaluation_inputs(
         )
     triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
     known = _checks.check_filter_triples(additional_filter_triples, num_entities, num_relations)
-    candidate_ids = relation_ids = None
-    if restrict_entities_to is not None:
-        candidate_ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
-        candidate_ids = candidate_ids.to(device)
+    candidate_ids = check_whitelist(restrict_entities_to, num_entities, device)
+    relation_ids = None
     if restrict_relations_to is not None:
         relation_ids = _checks.check_relation_ids(restrict_relations_to, "restrict_relations_to").to(device)
-    if type_constraints is not None:
-        if not isinstance(type_constraints, TypeConstraints):
-            raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(type_constraints).__name__}")
-        type_constraints.check(num_entities)
+    check_type_constraints(type_constraints, num_entities)
     task_index = tasks_inside_restriction(triples, candidate_ids, num_entities, drop_outside_restriction, relation_ids)
     if type_constraints is not None:
         task_index = tasks_inside_constraints(triples, task_index, type_constraints, targets, drop_outside_restriction)

@@ -10,8 +10,7 @@ import torch
 
 from kgeval import _checks
 from kgeval._engine import TopKOptions, top_k
-from kgeval._inputs import SCORE_METHOD, RequestedSizes, resolve_model
-from kgeval.adapters.triples import triple_function
+from kgeval._inputs import RequestedSizes, check_model_inputs, check_type_constraints, check_whitelist
 from kgeval.constraints import TypeConstraints
 from kgeval.typing import ENTITY_TARGETS, EntityTarget
 
@@ -83,23 +82,13 @@ def predict_top_k(
     if target not in ENTITY_TARGETS:
         raise ValueError(f"target must be one of {ENTITY_TARGETS}, got {target!r}")
     k = _checks.check_positive_int(k, "k")
-    resolved = resolve_model(model)
-    view = resolved.view
-    scores_triples = not callable(getattr(view, SCORE_METHOD[target], None)) and triple_function(view) is not None
-    _checks.check_model(view, (target,), scores_triples, resolved.name)
-    num_entities = _checks.check_num_entities(view, num_entities, resolved.name)
-    num_relations = _checks.model_num_relations(view)
+    checked = check_model_inputs(model, (target,), num_entities)
+    resolved, num_entities, num_relations = checked.model, checked.num_entities, checked.num_relations
     device = resolved.device
     queries = _checked_queries(queries, target, num_entities, num_relations).to(device)
-    candidate_ids = None
-    if restrict_entities_to is not None:
-        ids = _checks.check_entity_ids(restrict_entities_to, "restrict_entities_to", num_entities)
-        candidate_ids = ids.to(device)
+    candidate_ids = check_whitelist(restrict_entities_to, num_entities, device)
     known = [t.to(device) for t in _checks.check_filter_triples(filter_triples, num_entities, num_relations)]
-    if type_constraints is not None:
-        if not isinstance(type_constraints, TypeConstraints):
-            raise TypeError(f"type_constraints must be a kgeval.TypeConstraints, got {type(type_constraints).__name__}")
-        type_constraints.check(num_entities)
+    check_type_constraints(type_constraints, num_entities)
     sizes = RequestedSizes(_checks.check_positive_int(batch_size, "batch_size", allow_none=True),
                            _checks.check_positive_int(slice_size, "slice_size", allow_none=True))  # fmt: skip
     options = TopKOptions(sizes, bool(fast_path), bool(check_fast_path))

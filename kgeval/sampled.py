@@ -11,7 +11,7 @@ import torch
 
 from kgeval import _checks
 from kgeval._engine import FilterIndex, candidate_scorer, exact_matmul, pack_pairs
-from kgeval._inputs import resolve_model
+from kgeval._inputs import check_model_inputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
@@ -134,11 +134,10 @@ class SampledRankBasedEvaluator:
         ``device`` (PyKEEN's argument) must be None or the model's device, as in
         :meth:`kgeval.RankBasedEvaluator.evaluate`."""
         del use_tqdm
-        resolved = resolve_model(model, device)
-        view = resolved.view
         sides: tuple[EntityTarget, ...] = _checks.check_targets(targets, ENTITY_TARGETS)  # type: ignore[assignment]
-        num_entities = _checks.check_num_entities(view, num_entities, resolved.name)
-        num_relations = _checks.model_num_relations(view)
+        checked = check_model_inputs(model, sides, num_entities, device=device)
+        resolved, num_entities, num_relations = checked.model, checked.num_entities, checked.num_relations
+        view = resolved.view
         batch_size = _checks.check_positive_int(batch_size, "batch_size")
         device = resolved.device
         triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)

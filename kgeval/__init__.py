@@ -14,6 +14,7 @@ from kgeval.precomputed import evaluate_scores
 from kgeval.predict import predict_top_k
 from kgeval.results import RankBasedMetricResults
 from kgeval.sampled import SampledRankBasedEvaluator
+from kgeval.temporal import TemporalRankBasedEvaluator
 
 __version__ = "0.1.0"
 
@@ -24,6 +25,7 @@ __all__ = [
     "RankBasedEvaluator",
     "RankBasedMetricResults",
     "SampledRankBasedEvaluator",
+    "TemporalRankBasedEvaluator",
     "TypeConstraints",
     "UndefinedMetricWarning",
     "evaluate_scores",

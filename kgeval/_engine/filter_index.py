@@ -138,6 +138,23 @@ class SideIndex:
         return self.expand(*self.lookup(key_first, key_second))
 
 
+@dataclass(frozen=True)
+class StridedSideIndex(SideIndex):
+    """A :class:`SideIndex` whose relation key is compared coarsely: the query's relation id ``r`` is looked up as
+    ``r // stride`` (the index was built over relation ids divided likewise). A temporal query (h, r · T + τ) then
+    finds the answers of (h, r) at every time: the static filter (kgeval.adapters.temporal)."""
+
+    relation_column: int = 1  #: which key column holds the relation: 1 for tails ((h, r)), 0 for heads ((r, t))
+    stride: int = 1
+
+    def lookup(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.relation_column == 0:
+            key_first = torch.div(key_first, self.stride, rounding_mode="floor")
+        else:
+            key_second = torch.div(key_second, self.stride, rounding_mode="floor")
+        return super().lookup(key_first, key_second)
+
+
 class FilterIndex:
     """The filter set (unique known triples) indexed for both ranking sides.
 
@@ -145,6 +162,10 @@ class FilterIndex:
     ----------
     triples : LongTensor of shape (m, 3)
         Known (h, r, t) triples; duplicates are allowed and collapse.
+    relation_stride : int, default=1
+        Compare relation ids as ``r // relation_stride`` (in the index and in every lookup of an entity side): with
+        packed temporal relations r · T + τ and ``relation_stride=T``, the filter of a query is the answers of its
+        relation at any time (the static filter). 1: relations compared exactly.
 
     Examples
     --------
@@ -154,21 +175,30 @@ class FilterIndex:
     ([1, 2], 0)
     """
 
-    def __init__(self, triples: torch.Tensor) -> None:
-        unique = _sorted_unique(triples.long(), (0, 1, 2))
+    def __init__(self, triples: torch.Tensor, relation_stride: int = 1) -> None:
+        triples = triples.long()
+        if relation_stride != 1:
+            triples = torch.stack([triples[:, 0], torch.div(triples[:, 1], relation_stride, rounding_mode="floor"),
+                                   triples[:, 2]], dim=1)  # fmt: skip
+        unique = _sorted_unique(triples, (0, 1, 2))
         head, relation, tail = unique.unbind(dim=1)
         self.num_triples = int(head.numel())
+        self.relation_stride = relation_stride
         by_relation_tail = _sorted_unique(unique, (1, 2, 0))
+        tails = SideIndex.build(head, relation, tail)
+        heads = SideIndex.build(by_relation_tail[:, 1], by_relation_tail[:, 2], by_relation_tail[:, 0])
+        if relation_stride != 1:
+            tails = StridedSideIndex(**vars(tails), relation_column=1, stride=relation_stride)
+            heads = StridedSideIndex(**vars(heads), relation_column=0, stride=relation_stride)
         #: the entity sides, built at once; the relation side is built on its first use (:meth:`side`)
-        self.sides: dict[Target, SideIndex] = {
-            "tail": SideIndex.build(head, relation, tail),
-            "head": SideIndex.build(by_relation_tail[:, 1], by_relation_tail[:, 2], by_relation_tail[:, 0]),
-        }
+        self.sides: dict[Target, SideIndex] = {"tail": tails, "head": heads}
         self._unique = unique
 
     def side(self, target: Target) -> SideIndex:
         """The index of one ranking side: key (h, r) -> tails, (r, t) -> heads, (h, t) -> relations."""
         if target not in self.sides:
+            if self.relation_stride != 1:
+                raise ValueError("a filter index with a relation stride ranks entities only")
             by_head_tail = _sorted_unique(self._unique, (0, 2, 1))
             self.sides[target] = SideIndex.build(by_head_tail[:, 0], by_head_tail[:, 2], by_head_tail[:, 1])
         return self.sides[target]
@@ -192,19 +222,20 @@ class FilterIndexCache:
 
     def __init__(self, max_size: int = 4) -> None:
         self.max_size = max_size
-        self._entries: OrderedDict[tuple[str, str], FilterIndex] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, str], FilterIndex] = OrderedDict()  # (content, device/stride)
         self.hits = 0
         self.misses = 0
 
-    def get(self, tensors: Sequence[torch.Tensor], device: torch.device) -> FilterIndex:
-        """The index of the union of ``tensors`` on ``device``, built on a miss."""
-        key = (_content_digest(tensors), str(device))
+    def get(self, tensors: Sequence[torch.Tensor], device: torch.device, relation_stride: int = 1) -> FilterIndex:
+        """The index of the union of ``tensors`` on ``device`` (relations compared as ``r // relation_stride``),
+        built on a miss."""
+        key = (_content_digest(tensors), f"{device}/{relation_stride}")
         if key in self._entries:
             self.hits += 1
             self._entries.move_to_end(key)
             return self._entries[key]
         self.misses += 1
-        index = FilterIndex(torch.cat([t.to(device) for t in tensors]))
+        index = FilterIndex(torch.cat([t.to(device) for t in tensors]), relation_stride)
         self._entries[key] = index
         if len(self._entries) > self.max_size:
             self._entries.popitem(last=False)

@@ -48,8 +48,9 @@ def new_state(kernel: KernelChoice = "auto") -> EngineState:
 @dataclass(frozen=True)
 class RankOptions:
     """What an evaluator asks of each evaluation: the filter setting (True, False, or "both": filtered with raw
-    beside it), the k of hits@k and whether records are kept (what the accumulators hold), and how the model may
-    be scored (the fast path, its probe, the matmul precision)."""
+    beside it; ``filter_relation_stride``: relations compared as ``r // stride`` in the filter, the static filter
+    of packed temporal relations), the k of hits@k and whether records are kept (what the accumulators hold), and
+    how the model may be scored (the fast path, its probe, the matmul precision)."""
 
     filtered: FilterMode = True
     ks: tuple[int, ...] = (1, 3, 5, 10)
@@ -57,6 +58,7 @@ class RankOptions:
     fast_path: bool = True
     check_fast_path: bool = True
     matmul_precision: MatmulPrecision = "exact"
+    filter_relation_stride: int = 1
 
     @property
     def raw_too(self) -> bool:
@@ -127,7 +129,8 @@ def rank(
         )
         index = None
         if options.filtered is not False:
-            index = state.filter_indices.get([inputs.triples, *inputs.filter_triples], inputs.triples.device)
+            known = [inputs.triples, *inputs.filter_triples]
+            index = state.filter_indices.get(known, inputs.triples.device, options.filter_relation_stride)
     shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
     with CollectiveCheck(group):
         _check_sharded(shards, inputs, options, run.progress_path)

@@ -8,12 +8,11 @@ from typing import Any
 
 import torch
 
-from kgeval._checks import candidate_argument, check_model
+from kgeval._checks import check_model
 from kgeval._engine.form_check import (
     PROBE_QUERIES,
     PROBE_WINDOW,
     FormChecks,
-    method_below_form,
     model_name,
     probe_disagreement,
 )
@@ -21,6 +20,8 @@ from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
 from kgeval._engine.triple_scoring import TripleScorer
 from kgeval._inputs import ResolvedModel, resolve_model
+from kgeval.adapters.overrides import method_below_form
+from kgeval.adapters.signatures import candidate_argument
 from kgeval.adapters.triples import TripleFunction, triple_function
 from kgeval.typing import Target
 
@@ -81,7 +82,7 @@ def make_scorer(
     refused = getattr(view, "kgeval_form_refused", None)
     if fast_path and refused:
         checks.warn(_refusal_message(view, refused, declare=False))
-    if form is not None and own_name is not None and not delegated:
+    if form is not None and own_name is not None and not delegated and not getattr(form, "kgeval_form_checked", False):
         overridden = method_below_form(form, own_name)
         if overridden is not None:
             reason = f"{overridden} overrides the scoring method the fast path stands in for"

@@ -9,7 +9,9 @@ from collections.abc import Iterable
 from typing import Any
 
 __all__ = [
+    "FORM_ATTRIBUTES",
     "foreign_override",
+    "method_below_form",
 ]
 
 
@@ -32,3 +34,24 @@ def foreign_override(model: Any, names: Iterable[str], library: str) -> str | No
             if name in vars(cls):
                 return f"{cls.__name__}.{name}"
     return None
+
+
+#: the attributes of the query/candidate form: the class that defines the last of them owns the form
+FORM_ATTRIBUTES: tuple[str, ...] = ("kgeval_query", "kgeval_candidates", "kgeval_similarity", "kgeval_targets")
+
+
+def method_below_form(form: Any, method: str) -> str | None:
+    """``"Class.method"`` when ``form``'s class (or the instance) defines the scoring ``method`` below the class
+    that declares its query/candidate form (a subclass overriding ``score_t`` of a model with a form), else None.
+
+    The form owner is the most derived class in the MRO that defines any of :data:`FORM_ATTRIBUTES`; a subclass
+    that declares its own form (one of them) owns it, and its methods are then its form's concern.
+    """
+    if method in getattr(form, "__dict__", {}):
+        return f"{type(form).__name__} (instance attribute).{method}"
+    mro = type(form).__mro__
+    owner = next((i for i, cls in enumerate(mro) if any(name in vars(cls) for name in FORM_ATTRIBUTES)), None)
+    definer = next((i for i, cls in enumerate(mro) if method in vars(cls)), None)
+    if owner is None or definer is None or definer >= owner:
+        return None
+    return f"{mro[definer].__name__}.{method}"

@@ -5,12 +5,9 @@ a vocabulary is given (:mod:`kgeval.datasets.labelled` holds the rules).
 
 from __future__ import annotations
 
-import contextlib
-import gzip
 import importlib.resources
 import os
-import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -19,22 +16,19 @@ from typing import Any, Literal
 import torch
 
 from kgeval.datasets import scenarios
-from kgeval.datasets.labelled import (
-    LabelledSplit,
-    Unseen,
-    drop_unmatched_first_rows,
-    is_header,
-    map_splits,
-    split_from_table,
-)
+from kgeval.datasets.labelled import LabelledSplit, Unseen, map_splits, split_from_table
+from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
+from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv
 
 __all__ = [
     "SHIPPED_DATASETS",
     "SPLITS",
+    "TemporalDataset",
     "TriplesDataset",
     "load_dataset",
     "load_labelled_triples",
     "load_shipped_dataset",
+    "load_temporal_tsv",
     "load_tsv_dataset",
     "shared_data_dir",
 ]
@@ -42,11 +36,6 @@ __all__ = [
 #: Names of the datasets packaged in ``kgeval/datasets/data``.
 SHIPPED_DATASETS: tuple[str, ...] = ("umls", "kinship", "nations")
 
-#: The three splits every dataset folder holds, in this order.
-SPLITS: tuple[str, ...] = ("train", "valid", "test")
-
-#: File names tried for a split, in this order (``{split}`` is replaced by the split name).
-_FILE_PATTERNS: tuple[str, ...] = ("{split}.txt", "{split}.txt.gz", "{split}.tsv", "{split}.tsv.gz")
 
 #: Environment variable naming the shared benchmark data folder.
 SHARED_DATA_ENV = "KGEVAL_SHARED_DATA"
@@ -200,7 +189,7 @@ def load_tsv_dataset(
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
-    splits = _read_splits(folder, str(folder), _ReadOptions(sep, header))
+    splits = read_splits(folder, str(folder), ReadOptions(sep, header))
     return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id)
 
 
@@ -354,72 +343,4 @@ def _load_folder(
 ) -> TriplesDataset:
     """Read the three splits of a shipped dataset (a package resource) and map labels to ids (given ones, or by
     sorted label)."""
-    return _dataset(_read_splits(folder, display, _ReadOptions()), name, "warn", entity_to_id, relation_to_id)
-
-
-@dataclass(frozen=True)
-class _ReadOptions:
-    sep: str = "\t"
-    header: bool | Literal["auto"] = "auto"
-
-
-def _read_splits(folder: Path | Traversable, display: str, options: _ReadOptions) -> dict[str, LabelledSplit]:
-    """The labels of the three splits, each file's first line dropped where it proves to be a header."""
-    splits = {split: _read_split(folder, split, display, options) for split in SPLITS}
-    drop_unmatched_first_rows(splits)
-    return splits
-
-
-def _read_split(folder: Path | Traversable, split: str, display: str, options: _ReadOptions) -> LabelledSplit:
-    """Read one split's labels; see :func:`load_tsv_dataset` for the rules."""
-    names = [pattern.format(split=split) for pattern in _FILE_PATTERNS]
-    found = [file_name for file_name in names if folder.joinpath(file_name).is_file()]
-    if not found:
-        raise FileNotFoundError(f"no {split} file in {display!r}; tried {', '.join(names)}")
-    if len(found) > 1:
-        raise ValueError(f"more than one {split} file in {display!r}: {', '.join(found)}; keep one")
-    file_name = found[0]
-    where = f"{display}/{file_name}"
-    labels = LabelledSplit([], [], [], [], source=where)
-    first = True
-    for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
-        line = line.strip(" \r\n")  # spaces and carriage returns are no part of a label (tabs may be fields)
-        if not line or line.startswith("#"):  # blank lines and comments
-            continue
-        fields = [field.strip() for field in line.split(options.sep)]
-        if first and (options.header is True or (options.header == "auto" and len(fields) == 3 and is_header(fields))):
-            first = False
-            continue
-        if first:
-            labels.first_row_may_be_header = options.header == "auto"
-        first = False
-        if len(fields) != 3:
-            separated = "tab-separated" if options.sep == "\t" else f"{options.sep!r}-separated"
-            raise ValueError(
-                f"{where} line {line_number}: expected 3 {separated} fields (head, relation, tail), got {len(fields)}"
-            )
-        if not all(fields):
-            empty = [name for name, field in zip(("head", "relation", "tail"), fields, strict=True) if not field]
-            raise ValueError(f"{where} line {line_number}: empty {', '.join(empty)} label")
-        labels.heads.append(fields[0])
-        labels.relations.append(fields[1])
-        labels.tails.append(fields[2])
-        labels.origins.append(f"{where} line {line_number}")
-    return labels
-
-
-def _iter_lines(resource: Path | Traversable, compressed: bool, where: str) -> Iterator[tuple[int, str]]:
-    """Yield (1-based line number, line) of a UTF-8 file or resource (a leading byte-order mark dropped),
-    gunzipped when ``compressed``; undecodable text and corrupt or truncated gzip data are a ValueError naming
-    ``where`` and the line. Lines are decoded one by one, so the number is the line's own."""
-    line_number = 0
-    with resource.open("rb") as raw, contextlib.ExitStack() as stack:
-        binary = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")) if compressed else raw
-        try:
-            for line_number, data in enumerate(binary, start=1):
-                try:
-                    yield line_number, data.decode("utf-8-sig" if line_number == 1 else "utf-8")
-                except UnicodeDecodeError as error:
-                    raise ValueError(f"{where} line {line_number}: not UTF-8 text ({error.reason})") from error
-        except (EOFError, OSError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
-            raise ValueError(f"{where}: corrupt or truncated gzip data after line {line_number} ({error})") from error
+    return _dataset(read_splits(folder, display, ReadOptions()), name, "warn", entity_to_id, relation_to_id)

@@ -18,6 +18,7 @@ from kgeval.exceptions import UnseenLabelsWarning
 
 __all__ = [
     "KNOWN_HEADERS",
+    "TIME_HEADERS",
     "UNSEEN_CHOICES",
     "LabelledSplit",
     "Unseen",
@@ -70,6 +71,8 @@ class LabelledSplit:
     first_row_may_be_header: bool = False
     #: where the split was read from (a file's path), for messages
     source: str = ""
+    #: the time label of each row, for a split of (head, relation, tail, time) quadruples; None for triples
+    times: list[str] | None = None
 
 
 def drop_unmatched_first_rows(splits: Mapping[str, LabelledSplit]) -> None:
@@ -95,13 +98,22 @@ def drop_unmatched_first_rows(splits: Mapping[str, LabelledSplit]) -> None:
             UserWarning,
             stacklevel=4,  # here <- _read_splits <- load_tsv_dataset <- its caller
         )
-        for column in (split.heads, split.relations, split.tails, split.origins):
-            del column[0]
+        for column in (split.heads, split.relations, split.tails, split.origins, split.times):
+            if column is not None:
+                del column[0]
+
+
+#: the fourth field of a quadruple file's header line (``head relation tail time`` and the like)
+TIME_HEADERS: frozenset[str] = frozenset({"time", "timestamp", "date", "t", "tau", "ts"})
 
 
 def is_header(fields: Sequence[str]) -> bool:
-    """Whether three fields look like a header line (``head relation tail`` and the like)."""
-    return tuple(field.strip().lower() for field in fields) in KNOWN_HEADERS
+    """Whether three fields (four, with a time) look like a header line (``head relation tail [time]`` and the
+    like)."""
+    names = tuple(field.strip().lower() for field in fields)
+    if len(names) == 4:
+        return names[:3] in KNOWN_HEADERS and names[3] in TIME_HEADERS
+    return names in KNOWN_HEADERS
 
 
 def split_from_table(table: Any, name: str) -> LabelledSplit:
@@ -202,6 +214,7 @@ def _drop_unseen(split: LabelledSplit, entities: set[str], relations: set[str]) 
         [split.relations[i] for i in keep],
         [split.tails[i] for i in keep],
         [split.origins[i] for i in keep],
+        times=None if split.times is None else [split.times[i] for i in keep],
     )
 
 

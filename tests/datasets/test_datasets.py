@@ -120,6 +120,8 @@ def test_load_tsv_dataset_wrong_number_of_fields(folder: Path, bad_line: str, nu
     with gzip.open(folder / "valid.txt.gz", "wt", encoding="utf-8") as handle:
         handle.write("\n".join(lines) + "\n")
     message = f"{folder}/valid.txt.gz line 3: expected 3 tab-separated fields (head, relation, tail), got {num_fields}"
+    if num_fields == 4:  # a line of a quadruple file: the reader of quadruples is named
+        message += ": a file of (head, relation, tail, time) quadruples is read by kgeval.datasets.load_temporal_tsv"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         load_tsv_dataset(folder)
 

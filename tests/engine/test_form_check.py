@@ -16,10 +16,11 @@ import torch
 
 from kgeval import RankBasedEvaluator, predict_top_k
 from kgeval._engine import form_check
-from kgeval._engine.form_check import FormChecks, method_below_form, probe_disagreement
+from kgeval._engine.form_check import FormChecks, probe_disagreement
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import SlicedScorer
+from kgeval.adapters.overrides import method_below_form
 from kgeval.exceptions import FastPathWarning
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
 from tests.helpers.graphs import random_graph

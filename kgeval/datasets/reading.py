@@ -1,0 +1,112 @@
+"""Reading label files: one file per split (``<split>.txt``, ``.txt.gz``, ``.tsv``, ``.tsv.gz``), one triple or
+quadruple per line, with headers, comments and the errors that name the file and line (the rules are
+:func:`kgeval.datasets.load_tsv_dataset`'s).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gzip
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib.resources.abc import Traversable
+from pathlib import Path
+from typing import Literal
+
+from kgeval.datasets.labelled import LabelledSplit, drop_unmatched_first_rows, is_header
+
+__all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "read_splits"]
+
+#: The three splits every dataset folder holds, in this order.
+SPLITS: tuple[str, ...] = ("train", "valid", "test")
+
+#: File names tried for a split, in this order (``{split}`` is replaced by the split name).
+FILE_PATTERNS: tuple[str, ...] = ("{split}.txt", "{split}.txt.gz", "{split}.tsv", "{split}.tsv.gz")
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    sep: str = "\t"
+    header: bool | Literal["auto"] = "auto"
+    temporal: bool = False  #: read (head, relation, tail, time) quadruples instead of triples
+
+
+#: the fields of a line of a triple file and of a quadruple file
+_FIELDS: dict[bool, tuple[str, ...]] = {False: ("head", "relation", "tail"), True: ("head", "relation", "tail", "time")}
+
+
+def read_splits(folder: Path | Traversable, display: str, options: ReadOptions) -> dict[str, LabelledSplit]:
+    """The labels of the three splits, each file's first line dropped where it proves to be a header."""
+    splits = {split: _read_split(folder, split, display, options) for split in SPLITS}
+    drop_unmatched_first_rows(splits)
+    return splits
+
+
+def _read_split(folder: Path | Traversable, split: str, display: str, options: ReadOptions) -> LabelledSplit:
+    """Read one split's labels; see :func:`load_tsv_dataset` for the rules."""
+    names = [pattern.format(split=split) for pattern in FILE_PATTERNS]
+    found = [file_name for file_name in names if folder.joinpath(file_name).is_file()]
+    if not found:
+        raise FileNotFoundError(f"no {split} file in {display!r}; tried {', '.join(names)}")
+    if len(found) > 1:
+        raise ValueError(f"more than one {split} file in {display!r}: {', '.join(found)}; keep one")
+    file_name = found[0]
+    where = f"{display}/{file_name}"
+    labels = LabelledSplit([], [], [], [], source=where, times=[] if options.temporal else None)
+    field_names = _FIELDS[options.temporal]
+    first = True
+    for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
+        line = line.strip(" \r\n")  # spaces and carriage returns are no part of a label (tabs may be fields)
+        if not line or line.startswith("#"):  # blank lines and comments
+            continue
+        fields = [field.strip() for field in line.split(options.sep)]
+        if first and (options.header is True or (options.header == "auto" and len(fields) == len(field_names)
+                                                  and is_header(fields))):  # fmt: skip
+            first = False
+            continue
+        if first:
+            labels.first_row_may_be_header = options.header == "auto"
+        first = False
+        if len(fields) != len(field_names):
+            separated = "tab-separated" if options.sep == "\t" else f"{options.sep!r}-separated"
+            hint = _other_reader(options.temporal, len(fields))
+            raise ValueError(f"{where} line {line_number}: expected {len(field_names)} {separated} fields "
+                             f"({', '.join(field_names)}), got {len(fields)}{hint}")
+        if not all(fields):
+            empty = [name for name, field in zip(field_names, fields, strict=True) if not field]
+            raise ValueError(f"{where} line {line_number}: empty {', '.join(empty)} label")
+        labels.heads.append(fields[0])
+        labels.relations.append(fields[1])
+        labels.tails.append(fields[2])
+        if labels.times is not None:
+            labels.times.append(fields[3])
+        labels.origins.append(f"{where} line {line_number}")
+    return labels
+
+
+def _other_reader(temporal: bool, count: int) -> str:
+    """The sentence that points a file of the other kind (quadruples where triples are read, or back) to its
+    reader."""
+    if not temporal and count == 4:
+        return ": a file of (head, relation, tail, time) quadruples is read by kgeval.datasets.load_temporal_tsv"
+    if temporal and count == 3:
+        return ": a file of (head, relation, tail) triples is read by kgeval.datasets.load_tsv_dataset"
+    return ""
+
+
+def _iter_lines(resource: Path | Traversable, compressed: bool, where: str) -> Iterator[tuple[int, str]]:
+    """Yield (1-based line number, line) of a UTF-8 file or resource (a leading byte-order mark dropped),
+    gunzipped when ``compressed``; undecodable text and corrupt or truncated gzip data are a ValueError naming
+    ``where`` and the line. Lines are decoded one by one, so the number is the line's own."""
+    line_number = 0
+    with resource.open("rb") as raw, contextlib.ExitStack() as stack:
+        binary = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb")) if compressed else raw
+        try:
+            for line_number, data in enumerate(binary, start=1):
+                try:
+                    yield line_number, data.decode("utf-8-sig" if line_number == 1 else "utf-8")
+                except UnicodeDecodeError as error:
+                    raise ValueError(f"{where} line {line_number}: not UTF-8 text ({error.reason})") from error
+        except (EOFError, OSError, zlib.error) as error:  # gzip.BadGzipFile is an OSError
+            raise ValueError(f"{where}: corrupt or truncated gzip data after line {line_number} ({error})") from error

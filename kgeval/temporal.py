@@ -1,0 +1,293 @@
+"""TemporalRankBasedEvaluator: exact rank-based evaluation of temporal knowledge-graph models on (head, relation,
+tail, time) quadruples, with the field's three filter settings (METRICS.md, Temporal filters):
+
+- **time-aware**: for a tail query (h, r, ?, τ) with answer t, remove each t' != t with (h, r, t', τ) known;
+- **static**: remove each t' != t with (h, r, t', τ') known at any time τ';
+- **raw**: remove nothing.
+
+Heads alike. It is a second front over the engine (docs/design.md): each quadruple is the triple (h, r · T + τ, t)
+of a *packed relation* (kgeval.adapters.temporal), so the time-aware filter is the engine's filter of the packed
+triples, the static filter the same index with relations compared as ``r // T``, and the model is asked for the
+unpacked rows. Ties are counted as for triples: optimistic, pessimistic and realistic ranks.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import numpy as np
+import pandas as pd
+import torch
+
+from kgeval import _checks
+from kgeval._engine import RankOptions, RunSettings, new_state, rank
+from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
+from kgeval.adapters.temporal import pack_quadruples, temporal_view
+from kgeval.results import RankBasedMetricResults
+from kgeval.typing import ENTITY_TARGETS, MATMUL_PRECISIONS, EntityTarget, KernelChoice, MatmulPrecision, RankType
+
+__all__ = ["TEMPORAL_FILTERS", "TemporalFilter", "TemporalRankBasedEvaluator", "TemporalRankBasedMetricResults"]
+
+#: the filter settings: each alone, or "all" (the time-aware results with the static and raw ones beside them)
+TemporalFilter = Literal["time-aware", "static", "raw", "all"]
+TEMPORAL_FILTERS: tuple[str, ...] = ("time-aware", "static", "raw", "all")
+
+
+@dataclass(frozen=True, eq=False)
+class TemporalRankBasedMetricResults(RankBasedMetricResults):
+    """:class:`kgeval.RankBasedMetricResults` of a temporal evaluation: the same keys and tables, records whose
+    ``relation`` column holds the quadruple's relation, and besides them
+
+    Attributes
+    ----------
+    setting : str
+        The filter setting of these numbers ("time-aware", "static" or "raw").
+    static : TemporalRankBasedMetricResults or None
+        With ``filtered="all"``, the static results of the same evaluation (``raw`` holds the raw ones).
+    times : ndarray or None
+        The time id of each evaluated quadruple (indexed by the records' ``task_index``).
+    """
+
+    setting: str = "time-aware"
+    static: TemporalRankBasedMetricResults | None = field(default=None, repr=False)
+    times: np.ndarray | None = field(default=None, repr=False)
+
+    def per_timestamp(self, ks: Sequence[int] = (1, 3, 10), rank_type: RankType = "realistic") -> pd.DataFrame:
+        """MRR and hits@k of the tasks of each time, both sides pooled: one row per time id (``count``, ``mrr``,
+        ``hits@k``), in time order. Needs the records (``keep_records=True``)."""
+        if self.records is None or self.times is None:
+            raise ValueError("per_timestamp needs the per-task records (evaluate with keep_records=True)")
+        records = self.records
+        ranks = {"optimistic": records.optimistic, "pessimistic": records.pessimistic}.get(rank_type)
+        if ranks is None:
+            ranks = (records.optimistic + records.pessimistic) / 2
+        frame = pd.DataFrame({"time": self.times[records.task_index], "rank": np.asarray(ranks, dtype=np.float64)})
+        grouped = frame.groupby("time")["rank"]
+        table = pd.DataFrame({"count": grouped.size(), "mrr": grouped.apply(lambda r: float(np.mean(1.0 / r)))})
+        for k in _checks.check_ks(ks):
+            table[f"hits@{k}"] = grouped.apply(lambda r, k=k: float(np.mean(r <= k)))
+        return table.sort_index()
+
+
+class TemporalRankBasedEvaluator:
+    """Filtered rank-based evaluation of temporal models on quadruples.
+
+    Parameters
+    ----------
+    filtered : {"time-aware", "static", "raw", "all"}, default="time-aware"
+        The filter setting (see the module docstring). "all" reports the time-aware results with ``.static`` and
+        ``.raw`` results beside them (two passes: time-aware with raw, then static).
+    ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision, check_fast_path
+        As for :class:`kgeval.RankBasedEvaluator`.
+
+    Examples
+    --------
+    >>> evaluator = TemporalRankBasedEvaluator(filtered="all")
+    >>> results = evaluator.evaluate(model, data.test, additional_filter_quadruples=[data.train, data.valid])
+    ... # doctest: +SKIP
+    >>> results["mrr"], results.static["mrr"], results.raw["mrr"]  # doctest: +SKIP
+    """
+
+    def __init__(
+        self,
+        filtered: TemporalFilter = "time-aware",
+        ks: Sequence[int] = (1, 3, 5, 10),
+        batch_size: int | None = None,
+        slice_size: int | None = None,
+        keep_records: bool = True,
+        fast_path: bool = True,
+        kernel: KernelChoice = "auto",
+        matmul_precision: MatmulPrecision = "exact",
+        check_fast_path: bool = True,
+    ) -> None:
+        if filtered not in TEMPORAL_FILTERS:
+            raise ValueError(f"filtered must be one of {TEMPORAL_FILTERS}, got {filtered!r}")
+        if matmul_precision not in MATMUL_PRECISIONS:
+            raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
+        self.filtered: TemporalFilter = filtered
+        self.ks = _checks.check_ks(ks)
+        self.batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True)
+        self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
+        self.keep_records = bool(keep_records)
+        self.fast_path = bool(fast_path)
+        self.check_fast_path = bool(check_fast_path)
+        self.matmul_precision: MatmulPrecision = matmul_precision
+        self._state = new_state(kernel)
+
+    def __repr__(self) -> str:
+        return f"TemporalRankBasedEvaluator(filtered={self.filtered!r}, ks={self.ks})"
+
+    def evaluate(
+        self,
+        model: Any,
+        mapped_quadruples: torch.Tensor,
+        *,
+        additional_filter_quadruples: torch.Tensor | Sequence[torch.Tensor] | None = None,
+        num_entities: int | None = None,
+        num_times: int | None = None,
+        inverse_relations: int | None = None,
+        targets: Sequence[EntityTarget] = ("head", "tail"),
+        use_tqdm: bool = True,
+        tqdm_kwargs: Mapping[str, Any] | None = None,
+        batch_size: int | None = None,
+        slice_size: int | None = None,
+        device: torch.device | str | None = None,
+        distributed: bool | None = None,
+        process_group: Any = None,
+        progress_path: str | os.PathLike[str] | None = None,
+        save_every: float = 60.0,
+    ) -> TemporalRankBasedMetricResults:
+        """Rank the true tail of (h, r, ?, τ) and the true head of (?, r, t, τ) of every quadruple.
+
+        Parameters
+        ----------
+        model : object
+            Has ``score_t(hrτ_batch)`` / ``score_h(rtτ_batch)``: (B, 3) LongTensors of (head, relation, time) and
+            (relation, tail, time) ids -> (B, num_entities) scores (optionally taking ``tails=`` / ``heads=``
+            candidate ids), or the query/candidate form over such (B, 3) batches (``kgeval_query``,
+            ``kgeval_candidates``, ``kgeval_similarity``). Inside torch's wrappers it is ranked as the model
+            inside. Evaluated where it lives, in eval mode, never moved.
+        mapped_quadruples : LongTensor of shape (n, 4)
+            (head, relation, tail, time) ids to rank; always part of the filter set.
+        additional_filter_quadruples : LongTensor of shape (m, 4), or a sequence of them, optional
+            Further known quadruples (typically train and valid).
+        num_entities : int, optional
+            Default: ``model.num_entities``.
+        num_times : int, optional
+            Default: ``model.num_times`` if the model has it, else 1 + the largest time id of the quadruples.
+        inverse_relations : int, optional
+            R: the model predicts objects only and scores (?, r, t, τ) as (t, r + R, ?, τ) through ``score_t``
+            (the field's convention; an offset other than the relation count is allowed).
+        targets : sequence of {"head", "tail"}, default=("head", "tail")
+        use_tqdm, tqdm_kwargs, batch_size, slice_size, device, distributed, process_group, progress_path,
+        save_every
+            As for :meth:`kgeval.RankBasedEvaluator.evaluate`.
+
+        Returns
+        -------
+        TemporalRankBasedMetricResults
+        """
+        resolved_model = resolve_model(model, device)
+        user = resolved_model.view
+        entities = _checks.check_num_entities(user, num_entities, resolved_model.name)
+        quadruples = check_quadruples(mapped_quadruples, "mapped_quadruples", entities)
+        known = _checked_filters(additional_filter_quadruples, entities)
+        every = torch.cat([quadruples, *known])
+        times = _num_times(user, num_times, every)
+        if inverse_relations is not None:
+            inverse_relations = _checks.check_positive_int(inverse_relations, "inverse_relations")
+        relations = int(every[:, 1].max()) + 1
+        _check_relation_range(user, relations, inverse_relations)
+        view = temporal_view(user, entities, relations, times, inverse_relations)
+        form = view if hasattr(view, "kgeval_query") else None
+        resolved = ResolvedModel(resolved_model.model, view, resolved_model.name, resolved_model.device, form, None)
+        device_of = resolved_model.device
+        packed = pack_quadruples(quadruples.to(device_of), times)
+        packed_known = [pack_quadruples(k.to(device_of), times) for k in known]
+        sides = tuple(_checks.check_targets(targets, ENTITY_TARGETS))
+
+        def prepare() -> Any:
+            return check_evaluation_inputs(
+                resolved, packed, additional_filter_triples=packed_known, num_entities=entities, targets=sides,
+                batch_size=self.batch_size if batch_size is None else batch_size,
+                slice_size=self.slice_size if slice_size is None else slice_size,
+            )  # fmt: skip
+
+        run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
+                          save_every)  # fmt: skip
+        quadruple_times = quadruples[:, 3].cpu().numpy()
+        if self.filtered == "all":
+            first = rank(prepare, self._options(filtered="both"), run, self._state)
+            static = rank(prepare, self._options(filtered=True, stride=times), run, self._state)
+            raw = self._results({t: s.raw for t, s in first.items()}, "raw", times, quadruple_times)
+            return dataclasses.replace(
+                self._results({t: s.ranked for t, s in first.items()}, "time-aware", times, quadruple_times),
+                raw=raw, static=self._results({t: s.ranked for t, s in static.items()}, "static", times,
+                                              quadruple_times),
+            )  # fmt: skip
+        options = {
+            "time-aware": self._options(filtered=True),
+            "static": self._options(filtered=True, stride=times),
+            "raw": self._options(filtered=False),
+        }[self.filtered]
+        ranked = rank(prepare, options, run, self._state)
+        return self._results({t: s.ranked for t, s in ranked.items()}, self.filtered, times, quadruple_times)
+
+    def _options(self, filtered: bool | str, stride: int = 1) -> RankOptions:
+        return RankOptions(filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,  # type: ignore[arg-type]
+                           self.matmul_precision, filter_relation_stride=stride)  # fmt: skip
+
+    def _results(
+        self, accumulators: Mapping[Any, Any], setting: str, num_times: int, quadruple_times: np.ndarray
+    ) -> TemporalRankBasedMetricResults:
+        """The results of one setting, the records' packed relations unpacked."""
+        results = RankBasedMetricResults.from_accumulators(accumulators, self.ks)
+        records = results.records
+        if records is not None:
+            records = dataclasses.replace(records, relation=records.relation // num_times)
+        return TemporalRankBasedMetricResults(
+            data=results.data, ks=results.ks, records=records, null_model=results.null_model, setting=setting,
+            times=quadruple_times,
+        )  # fmt: skip
+
+
+def check_quadruples(quadruples: Any, name: str, num_entities: int) -> torch.Tensor:
+    """An integer (n, 4) tensor of (h, r, t, τ) ids: entities in [0, num_entities), relations and times >= 0
+    (ValueError naming the first offending row)."""
+    if not isinstance(quadruples, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor of shape (n, 4), got {type(quadruples).__name__}")
+    if quadruples.dtype.is_floating_point or quadruples.dtype.is_complex or quadruples.dtype == torch.bool:
+        raise TypeError(f"{name} must have an integer dtype, got {quadruples.dtype}")
+    if quadruples.dim() != 2 or quadruples.shape[1] != 4:
+        hint = ": triples are evaluated by kgeval.RankBasedEvaluator" if quadruples.dim() == 2 else ""
+        raise ValueError(f"{name} must have shape (n, 4) of (head, relation, tail, time), got "
+                         f"{tuple(quadruples.shape)}{hint if quadruples.shape[-1] == 3 else ''}")  # fmt: skip
+    quadruples = quadruples.long()
+    bad = ((quadruples[:, [0, 2]] < 0) | (quadruples[:, [0, 2]] >= num_entities)).any(dim=1)
+    bad |= (quadruples[:, 1] < 0) | (quadruples[:, 3] < 0)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(f"{name} row {row} = {quadruples[row].tolist()} has an id out of range (entities in "
+                         f"[0, {num_entities}), relations and times >= 0)")  # fmt: skip
+    return quadruples
+
+
+def _checked_filters(filters: Any, num_entities: int) -> list[torch.Tensor]:
+    if filters is None:
+        return []
+    if isinstance(filters, torch.Tensor):
+        filters = [filters]
+    if not isinstance(filters, Sequence):
+        raise TypeError(f"additional_filter_quadruples must be a tensor, a sequence of tensors or None, got "
+                        f"{type(filters).__name__}")  # fmt: skip
+    return [check_quadruples(f, f"additional_filter_quadruples[{i}]", num_entities) for i, f in enumerate(filters)]
+
+
+def _num_times(model: Any, num_times: Any, quadruples: torch.Tensor) -> int:
+    """The number of time ids: given, else the model's ``num_times``, else 1 + the largest time id; every time id
+    of the quadruples must be below it."""
+    declared = num_times if num_times is not None else getattr(model, "num_times", None)
+    largest = int(quadruples[:, 3].max()) + 1 if len(quadruples) else 1
+    if declared is None:
+        return largest
+    count = _checks.check_positive_int(declared, "num_times")
+    if largest > count:
+        raise ValueError(f"a quadruple has time id {largest - 1}, but num_times is {count}")
+    return count
+
+
+def _check_relation_range(model: Any, relations: int, inverse_relations: int | None) -> None:
+    """With a model that declares ``num_relations``, every relation id it is asked for (r, and r + R with
+    ``inverse_relations`` R) must be below it."""
+    declared = _checks.model_num_relations(model)
+    if declared is None:
+        return
+    largest = relations - 1 + (inverse_relations or 0)
+    if largest >= declared:
+        raise ValueError(f"the model has num_relations={declared}, but it would be asked for relation {largest}"
+                         + (f" (relation {relations - 1} + inverse_relations={inverse_relations})"
+                            if inverse_relations else ""))  # fmt: skip

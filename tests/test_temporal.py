@@ -1,0 +1,255 @@
+"""kgeval.temporal: every filter setting x side x rank type equals the brute-force reference
+(tests/helpers/temporal_reference.py: plain loops over METRICS.md's temporal filter definitions) on tie-heavy
+models, across batch and slice sizes, with and without ``inverse_relations``, through the models' methods and
+through the query/candidate fast path."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval import TemporalRankBasedEvaluator
+from kgeval._engine.gemm_scoring import GemmScorer
+from kgeval._engine.scorer_choice import make_scorer
+from kgeval.adapters.temporal import pack_quadruples, temporal_view
+from kgeval.exceptions import UndefinedMetricWarning
+from tests.helpers.ranks import assert_same_ranks
+from tests.helpers.reference import metrics_from_ranks
+from tests.helpers.temporal_reference import SETTINGS, temporal_reference_ranks
+
+E, R, T = 11, 3, 6
+
+
+def random_quadruples(seed: int, count: int, relations: int = R) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    columns = [(E, count), (relations, count), (E, count), (T, count)]
+    return torch.stack([torch.randint(0, high, (n,), generator=generator) for high, n in columns], dim=1)
+
+
+def overlapping_filters(seed: int, quadruples: torch.Tensor) -> list[torch.Tensor]:
+    """Known quadruples sharing queries with the evaluated ones, at the same time and at other times."""
+    generator = torch.Generator().manual_seed(seed)
+    same_time = quadruples[torch.randint(0, len(quadruples), (40,), generator=generator)].clone()
+    same_time[:, 2] = torch.randint(0, E, (40,), generator=generator)  # other answers of (h, r, ?, τ)
+    other_time = quadruples[torch.randint(0, len(quadruples), (40,), generator=generator)].clone()
+    other_time[:, 0] = torch.randint(0, E, (40,), generator=generator)  # other answers of (?, r, t, τ')
+    other_time[:, 3] = torch.randint(0, T, (40,), generator=generator)
+    return [same_time, other_time, random_quadruples(seed + 1, 30)]
+
+
+class TableTemporal(torch.nn.Module):
+    """Scores from dense tables: ``score_t`` from ``tails[h, r, :, τ]``, ``score_h`` from ``heads[:, r, t, τ]``,
+    with the candidate keyword."""
+
+    def __init__(self, tails: torch.Tensor, heads: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.register_buffer("tails", tails)
+        self.register_buffer("heads", tails if heads is None else heads)
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+        self.num_entities = tails.shape[0]
+
+    def score_t(self, hrt: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
+        scores = self.tails[hrt[:, 0], hrt[:, 1], :, hrt[:, 2]]
+        return scores if tails is None else scores[:, tails]
+
+    def score_h(self, rtt: torch.Tensor, heads: torch.Tensor | None = None) -> torch.Tensor:
+        scores = self.heads[:, rtt[:, 0], rtt[:, 1], rtt[:, 2]].T
+        return scores if heads is None else scores[:, heads]
+
+
+class IntegerTemporalDistMult(torch.nn.Module):
+    """score(h, r, t, τ) = sum(e_h * w_r * u_τ * e_t) with integer vectors (heavy ties, exact in any order), with
+    the query/candidate form over (B, 3) batches and the same scores through score_t / score_h."""
+
+    kgeval_similarity = "dot"
+
+    def __init__(self, seed: int, dim: int = 4) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.entities = torch.nn.Parameter(torch.randint(-1, 2, (E, dim), generator=generator).float())
+        self.relations = torch.nn.Parameter(torch.randint(-1, 2, (R, dim), generator=generator).float())
+        self.times = torch.nn.Parameter(torch.randint(-1, 2, (T, dim), generator=generator).float())
+        self.num_entities, self.num_relations, self.num_times = E, R, T
+
+    def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+        entity = batch[:, 0] if target == "tail" else batch[:, 1]
+        relation = batch[:, 1] if target == "tail" else batch[:, 0]
+        return self.entities[entity] * self.relations[relation] * self.times[batch[:, 2]]
+
+    def kgeval_candidates(self, target: str) -> torch.Tensor:
+        return self.entities
+
+    def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
+        return self.kgeval_query(hrt, "tail") @ self.entities.T
+
+    def score_h(self, rtt: torch.Tensor) -> torch.Tensor:
+        return self.kgeval_query(rtt, "head") @ self.entities.T
+
+    def table(self) -> torch.Tensor:
+        with torch.no_grad():
+            return torch.einsum("hd,rd,td,kd->hrtk", self.entities, self.relations, self.entities, self.times)
+
+
+def tie_heavy_table(seed: int, relations: int = R) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 3, (E, relations, E, T), generator=generator).float()
+
+
+def evaluate(model, quadruples, filters, setting, **options):
+    evaluator_options = {key: options.pop(key) for key in ("batch_size", "slice_size", "fast_path", "kernel")
+                         if key in options}  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        return TemporalRankBasedEvaluator(filtered=setting, **evaluator_options).evaluate(
+            model, quadruples, additional_filter_quadruples=filters, use_tqdm=False, **options
+        )
+
+
+SIZES = [(None, None), (3, 4), (7, 11), (1, 1)]
+
+
+@pytest.mark.parametrize(("batch_size", "slice_size"), SIZES)
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_every_setting_equals_the_reference_on_a_tie_heavy_table(setting: str, batch_size, slice_size) -> None:
+    quadruples = random_quadruples(0, 40)
+    filters = overlapping_filters(1, quadruples)
+    table = tie_heavy_table(2)
+    results = evaluate(TableTemporal(table), quadruples, filters, setting, batch_size=batch_size,
+                       slice_size=slice_size)  # fmt: skip
+    expected = temporal_reference_ranks(table, table, quadruples, filters, setting)
+    assert_same_ranks(results.records, expected)
+    assert results.setting == setting
+    np.testing.assert_array_equal(results.records.relation[results.records.side == 1], quadruples[:, 1].numpy())
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_every_metric_of_every_side_and_rank_type_equals_the_reference(setting: str) -> None:
+    quadruples = random_quadruples(3, 50)
+    filters = overlapping_filters(4, quadruples)
+    table = tie_heavy_table(5)
+    results = evaluate(TableTemporal(table), quadruples, filters, setting)
+    ranks = temporal_reference_ranks(table, table, quadruples, filters, setting)
+    expected = metrics_from_ranks(ranks, ks=(1, 3, 5, 10))
+    for (side, rank_type, key), value in expected.items():
+        got = results.get_metric(f"{side}.{rank_type}.{key}")
+        assert got == pytest.approx(value, rel=1e-9, abs=1e-12, nan_ok=True), (side, rank_type, key)
+
+
+def test_the_settings_differ_as_the_filters_do_and_all_reports_the_three() -> None:
+    """A model that ties nothing and a filter with answers at the same and at other times: raw < time-aware <
+    static in MRR here, and filtered="all" reports each equal to its own evaluation."""
+    quadruples = random_quadruples(6, 40)
+    filters = overlapping_filters(7, quadruples)
+    table = torch.randn((E, R, E, T), generator=torch.Generator().manual_seed(8))
+    each = {setting: evaluate(TableTemporal(table), quadruples, filters, setting) for setting in SETTINGS}
+    every = evaluate(TableTemporal(table), quadruples, filters, "all")
+    assert each["raw"]["mrr"] < each["time-aware"]["mrr"] < each["static"]["mrr"]
+    assert every.setting == "time-aware" and every.raw is not None and every.static is not None
+    for setting, got in (("time-aware", every), ("raw", every.raw), ("static", every.static)):
+        assert got.setting == setting
+        assert_same_ranks(got.records, temporal_reference_ranks(table, table, quadruples, filters, setting))
+        assert got["mrr"] == each[setting]["mrr"]
+
+
+@pytest.mark.parametrize("offset", [R, R + 1])
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_inverse_relations_score_heads_as_tails_of_the_inverse_relation(setting: str, offset: int) -> None:
+    """A model that predicts objects only (no score_h): (?, r, t, τ) is scored as (t, r + R, ?, τ) -- the field's
+    convention (R + 1 is Timetraveler's offset)."""
+    table = tie_heavy_table(9, relations=R + offset)
+
+    class ObjectsOnly(torch.nn.Module):
+        num_entities = E
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+        def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
+            return table[hrt[:, 0], hrt[:, 1], :, hrt[:, 2]]
+
+    quadruples = random_quadruples(10, 40)
+    filters = overlapping_filters(11, quadruples)
+    results = evaluate(ObjectsOnly(), quadruples, filters, setting, inverse_relations=offset, slice_size=5)
+    head_table = table[:, offset:].permute(2, 1, 0, 3)[:, :R]  # head_table[e, r, t, τ] = table[t, r + R, e, τ]
+    expected = temporal_reference_ranks(table[:, :R], head_table, quadruples, filters, setting)
+    assert_same_ranks(results.records, expected)
+
+
+@pytest.mark.parametrize(("batch_size", "slice_size"), SIZES)
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_the_fast_path_ranks_exactly_with_integer_vectors(setting: str, batch_size, slice_size) -> None:
+    model = IntegerTemporalDistMult(12)
+    quadruples = random_quadruples(13, 40)
+    filters = overlapping_filters(14, quadruples)
+    view = temporal_view(model, E, R, T)
+    queries = pack_quadruples(quadruples, T)[:, :2]
+    assert type(make_scorer(view, "tail", E, None, probe_queries=queries)) is GemmScorer
+    results = evaluate(model, quadruples, filters, setting, batch_size=batch_size, slice_size=slice_size)
+    table = model.table()
+    assert_same_ranks(results.records, temporal_reference_ranks(table, table, quadruples, filters, setting))
+    assert (results.records.pessimistic > results.records.optimistic).any()  # the integers tie candidates
+
+
+def test_per_timestamp_pools_both_sides_of_each_time() -> None:
+    quadruples = random_quadruples(15, 60)
+    filters = overlapping_filters(16, quadruples)
+    table = tie_heavy_table(17)
+    results = evaluate(TableTemporal(table), quadruples, filters, "time-aware")
+    table_of = results.per_timestamp(ks=(1, 3))
+    ranks = temporal_reference_ranks(table, table, quadruples, filters, "time-aware")
+    realistic = np.concatenate([ranks["head"]["realistic"], ranks["tail"]["realistic"]])
+    times = np.concatenate([quadruples[:, 3].numpy()] * 2)
+    assert list(table_of.index) == sorted(set(times.tolist()))
+    for time, row in table_of.iterrows():
+        mine = realistic[times == time]
+        assert row["count"] == len(mine)
+        assert row["mrr"] == pytest.approx(np.mean(1 / mine))
+        assert row["hits@3"] == pytest.approx(np.mean(mine <= 3))
+
+
+def test_bad_quadruples_and_counts_are_refused_at_the_door() -> None:
+    model = TableTemporal(tie_heavy_table(18))
+    quadruples = random_quadruples(19, 5)
+    with pytest.raises(ValueError, match=r"shape \(n, 4\).*triples are evaluated by kgeval.RankBasedEvaluator"):
+        evaluate(model, quadruples[:, :3], [], "raw")
+    bad = quadruples.clone()
+    bad[2, 2] = E
+    with pytest.raises(ValueError, match=r"mapped_quadruples row 2 .* out of range"):
+        evaluate(model, bad, [], "raw")
+    late = torch.cat([quadruples, torch.tensor([[0, 0, 0, 5]])])
+    with pytest.raises(ValueError, match="time id 5, but num_times is 3"):
+        evaluate(model, late, [], "raw", num_times=3)
+    with pytest.raises(ValueError, match="filtered must be one of"):
+        TemporalRankBasedEvaluator(filtered="time_aware")  # type: ignore[arg-type]
+
+
+def test_a_subclass_that_redefines_its_scoring_is_scored_through_it() -> None:
+    """The class check is made on the temporal model (not its view): a subclass whose score_t differs from its
+    form keeps its own score_t, with a FastPathWarning naming it."""
+
+    class Negated(IntegerTemporalDistMult):
+        def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
+            return -super().score_t(hrt)
+
+    model = Negated(20)
+    quadruples = random_quadruples(21, 30)
+    filters = overlapping_filters(22, quadruples)
+    with pytest.warns(Warning, match=r"Negated\.score_t overrides"):
+        results = TemporalRankBasedEvaluator().evaluate(model, quadruples, additional_filter_quadruples=filters,
+                                                         use_tqdm=False)  # fmt: skip
+    table = model.table()
+    expected = temporal_reference_ranks(-table, table, quadruples, filters, "time-aware")
+    assert_same_ranks(results.records, expected)
+
+
+def test_a_compiled_temporal_model_ranks_as_the_model() -> None:
+    model = IntegerTemporalDistMult(23)
+    quadruples = random_quadruples(24, 30)
+    filters = overlapping_filters(25, quadruples)
+    got = evaluate(torch.compile(model), quadruples, filters, "static")
+    table = model.table()
+    assert_same_ranks(got.records, temporal_reference_ranks(table, table, quadruples, filters, "static"))

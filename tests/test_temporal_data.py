@@ -1,0 +1,140 @@
+"""Temporal evaluation on real data (ICEWS14 and ICEWS14s in ../shared/data, skipped without them), and the
+quadruple loader: kgeval's ranks of a tie-heavy integer model equal an independent numpy reference built from
+Python sets of the known quadruples, under each filter setting, with and without inverse relations."""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from kgeval import TemporalRankBasedEvaluator
+from kgeval.datasets import load_temporal_tsv, load_tsv_dataset, shared_data_dir
+from kgeval.datasets.temporal import time_order
+from kgeval.exceptions import UndefinedMetricWarning
+from tests.helpers.ranks import assert_same_ranks
+
+
+def shared(name: str) -> Path:
+    folder = shared_data_dir()
+    if folder is None or not (folder / name).is_dir():
+        pytest.skip(f"{name} is not in the shared data folder")
+    return folder / name
+
+
+class IntegerTNT(torch.nn.Module):
+    """score(h, r, t, τ) = sum(e_h * (w_r + w_r,τ) * e_t) with small integer vectors: a time-dependent and a
+    time-independent relation part (TNTComplEx's shape, real-valued), exact in any summation order."""
+
+    kgeval_similarity = "dot"
+
+    def __init__(self, entities: int, relations: int, times: int, dim: int = 6, seed: int = 0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.entity = torch.nn.Parameter(torch.randint(-2, 3, (entities, dim), generator=generator).float())
+        self.relation = torch.nn.Parameter(torch.randint(-1, 2, (relations, dim), generator=generator).float())
+        self.time = torch.nn.Parameter(torch.randint(-1, 2, (times, dim), generator=generator).float())
+        self.num_entities, self.num_relations, self.num_times = entities, relations, times
+
+    def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+        entity, relation = (batch[:, 0], batch[:, 1]) if target == "tail" else (batch[:, 1], batch[:, 0])
+        return self.entity[entity] * (self.relation[relation] + self.time[batch[:, 2]])
+
+    def kgeval_candidates(self, target: str) -> torch.Tensor:
+        return self.entity
+
+    def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
+        return self.kgeval_query(hrt, "tail") @ self.entity.T
+
+    def score_h(self, rtt: torch.Tensor) -> torch.Tensor:
+        return self.kgeval_query(rtt, "head") @ self.entity.T
+
+
+def numpy_reference(model, evaluated: np.ndarray, known: np.ndarray, setting: str, inverse: int | None = None):
+    """ranks[side][field] from the model's own score rows and Python sets of the known quadruples."""
+    by_query: dict[str, dict] = {"tail": defaultdict(set), "head": defaultdict(set)}
+    for h, r, t, tau in known.tolist():
+        key = (h, r, tau) if setting == "time-aware" else (h, r)
+        by_query["tail"][key].add(t)
+        by_query["head"][(r, t, tau) if setting == "time-aware" else (r, t)].add(h)
+    out = {side: {"optimistic": [], "pessimistic": [], "num_candidates": []} for side in ("head", "tail")}
+    with torch.no_grad():
+        tails = model.score_t(torch.as_tensor(evaluated[:, [0, 1, 3]])).double().numpy()
+        if inverse is None:
+            heads = model.score_h(torch.as_tensor(evaluated[:, [1, 2, 3]])).double().numpy()
+        else:
+            rows = np.stack([evaluated[:, 2], evaluated[:, 1] + inverse, evaluated[:, 3]], axis=1)
+            heads = model.score_t(torch.as_tensor(rows)).double().numpy()
+    for i, (h, r, t, tau) in enumerate(evaluated.tolist()):
+        for side, scores, true, key in (("tail", tails[i], t, (h, r, tau) if setting == "time-aware" else (h, r)),
+                                        ("head", heads[i], h, (r, t, tau) if setting == "time-aware" else (r, t))):
+            keep = np.ones(len(scores), dtype=bool)
+            if setting != "raw":
+                keep[list(by_query[side][key] - {true})] = False
+            keep[true] = False
+            others = scores[keep]
+            out[side]["optimistic"].append(1 + int((others > scores[true]).sum()))
+            out[side]["pessimistic"].append(1 + int((others >= scores[true]).sum()))
+            out[side]["num_candidates"].append(1 + int(keep.sum()))
+    return {side: {k: np.asarray(v) for k, v in fields.items()} for side, fields in out.items()}
+
+
+@pytest.mark.parametrize("inverse", [False, True])
+@pytest.mark.parametrize("name", ["ICEWS14", "ICEWS14s"])
+def test_real_temporal_data_ranks_as_the_numpy_reference(name: str, inverse: bool) -> None:
+    data = load_temporal_tsv(shared(name), unseen="keep")
+    relations = data.num_relations * (2 if inverse else 1)
+    model = IntegerTNT(data.num_entities, relations, data.num_times, seed=1)
+    rows = torch.randperm(len(data.test), generator=torch.Generator().manual_seed(2))[:120]
+    evaluated = data.test[rows]
+    rest = torch.ones(len(data.test), dtype=torch.bool)
+    rest[rows] = False
+    filters = [data.train, data.valid, data.test[rest]]
+    known = torch.cat([evaluated, *filters]).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        results = TemporalRankBasedEvaluator(filtered="all", batch_size=50).evaluate(
+            model, evaluated, additional_filter_quadruples=filters, use_tqdm=False,
+            inverse_relations=data.num_relations if inverse else None,
+        )  # fmt: skip
+    for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
+        expected = numpy_reference(model, evaluated.numpy(), known, setting, data.num_relations if inverse else None)
+        assert_same_ranks(got.records, expected)
+    assert results.raw["mrr"] < results["mrr"] < results.static["mrr"]
+
+
+def test_the_loader_reads_quadruples_in_time_order_and_refuses_the_other_kind(tmp_path: Path) -> None:
+    folder = tmp_path / "tkg"
+    folder.mkdir()
+    rows = {"train": [("a", "r", "b", "2014-01-10"), ("b", "r", "c", "2014-01-02")],
+            "valid": [("a", "s", "c", "2014-02-01")], "test": [("c", "r", "a", "2014-03-01")]}  # fmt: skip
+    for split, lines in rows.items():
+        text = "# a comment\nhead\trelation\ttail\ttime\n" + "".join("\t".join(line) + "\n" for line in lines)
+        with gzip.open(folder / f"{split}.txt.gz", "wt", encoding="utf-8") as handle:
+            handle.write(text)
+    data = load_temporal_tsv(folder)
+    assert data.time_labels == ["2014-01-02", "2014-01-10", "2014-02-01", "2014-03-01"]
+    assert data.train.tolist() == [[0, 0, 1, 1], [1, 0, 2, 0]]
+    assert data.test.tolist() == [[2, 0, 0, 3]]
+    assert data.evaluation_kwargs("test")["additional_filter_quadruples"][1] is data.valid
+    with pytest.raises(ValueError, match=r"got 4: a file of \(head, relation, tail, time\) quadruples is read by"):
+        load_tsv_dataset(folder)
+    triples = tmp_path / "triples"
+    triples.mkdir()
+    for split in ("train", "valid", "test"):
+        (triples / f"{split}.txt").write_text("a\tr\tb\n")
+    with pytest.raises(ValueError, match=r"got 3: a file of \(head, relation, tail\) triples is read by"):
+        load_temporal_tsv(triples)
+
+
+def test_time_order_sorts_numbers_and_iso_times_and_refuses_a_mix() -> None:
+    assert time_order(["10", "9", "100"]) == ["9", "10", "100"]
+    assert time_order(["2014-01-02T06:00:00", "2014-01-02", "2013-12-31"]) == [
+        "2013-12-31", "2014-01-02", "2014-01-02T06:00:00"]  # fmt: skip
+    with pytest.raises(ValueError, match="not of one kind"):
+        time_order(["2014-01-01", "3"])

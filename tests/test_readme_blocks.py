@@ -14,8 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the README, then the guide and its topic pages, in the order their blocks continue one another
-DOCUMENTS = (ROOT / "README.md", *(ROOT / "docs" / name for name in ("guide.md", "models.md", "training.md",
-                                                                      "results.md", "scale.md")))  # fmt: skip
+GUIDE = ("guide.md", "models.md", "training.md", "results.md", "scale.md", "temporal.md")
+DOCUMENTS = (ROOT / "README.md", *(ROOT / "docs" / name for name in GUIDE))
 
 
 def python_blocks() -> list[tuple[str, int, str]]:

@@ -61,7 +61,7 @@ class TemporalView:
         self.inverse_relations = inverse_relations
         self.kgeval_form_refused = form_refused
         for target in ("tail", "head"):  # score_t / score_h: (B, 2) packed rows -> the model's scores
-            self._bind(target)  # type: ignore[arg-type]
+            self._bind(target)
 
     @property
     def device(self) -> torch.device:

@@ -17,6 +17,7 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -35,6 +36,12 @@ __all__ = ["TEMPORAL_FILTERS", "TemporalFilter", "TemporalRankBasedEvaluator", "
 #: the filter settings: each alone, or "all" (the time-aware results with the static and raw ones beside them)
 TemporalFilter = Literal["time-aware", "static", "raw", "all"]
 TEMPORAL_FILTERS: tuple[str, ...] = ("time-aware", "static", "raw", "all")
+#: the forecasting order: "single-step" (the truth of each time revealed to the model after it is scored),
+#: "multi-step" (time by time, never revealed), None (all at once); "auto": single-step for a model with the hook
+Observe = Literal["auto", "single-step", "multi-step"] | None
+OBSERVE_CHOICES: tuple[str | None, ...] = ("auto", "single-step", "multi-step", None)
+#: the method through which a forecasting model is told the truth of a time once it was scored
+OBSERVE_METHOD = "kgeval_observe"
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,6 +137,7 @@ class TemporalRankBasedEvaluator:
         num_entities: int | None = None,
         num_times: int | None = None,
         inverse_relations: int | None = None,
+        observe: Observe = "auto",
         targets: Sequence[EntityTarget] = ("head", "tail"),
         use_tqdm: bool = True,
         tqdm_kwargs: Mapping[str, Any] | None = None,
@@ -162,6 +170,13 @@ class TemporalRankBasedEvaluator:
         inverse_relations : int, optional
             R: the model predicts objects only and scores (?, r, t, τ) as (t, r + R, ?, τ) through ``score_t``
             (the field's convention; an offset other than the relation count is allowed).
+        observe : {"auto", "single-step", "multi-step", None}, default="auto"
+            The forecasting order. "single-step": the evaluated quadruples are taken time by time in time order,
+            every query of time τ is scored, then the model's ``kgeval_observe(quadruples_at_τ)`` ((n_τ, 4)
+            LongTensor on its device) is called -- so nothing of time >= τ reaches the model before τ's queries are
+            scored; "multi-step": time by time, never revealed; None: every quadruple at once. "auto":
+            "single-step" for a model with ``kgeval_observe``, else None. The ranks are the same in every order
+            for a model whose scores do not depend on what it observed.
         targets : sequence of {"head", "tail"}, default=("head", "tail")
         use_tqdm, tqdm_kwargs, batch_size, slice_size, device, distributed, process_group, progress_path,
         save_every
@@ -199,23 +214,35 @@ class TemporalRankBasedEvaluator:
 
         run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
                           save_every)  # fmt: skip
+        steps = _steps(user, observe, quadruples)
         quadruple_times = quadruples[:, 3].cpu().numpy()
-        if self.filtered == "all":
-            first = rank(prepare, self._options(filtered="both"), run, self._state)
-            static = rank(prepare, self._options(filtered=True, stride=times), run, self._state)
-            raw = self._results({t: s.raw for t, s in first.items()}, "raw", times, quadruple_times)
-            return dataclasses.replace(
-                self._results({t: s.ranked for t, s in first.items()}, "time-aware", times, quadruple_times),
-                raw=raw, static=self._results({t: s.ranked for t, s in static.items()}, "static", times,
-                                              quadruple_times),
-            )  # fmt: skip
-        options = {
-            "time-aware": self._options(filtered=True),
-            "static": self._options(filtered=True, stride=times),
-            "raw": self._options(filtered=False),
-        }[self.filtered]
-        ranked = rank(prepare, options, run, self._state)
-        return self._results({t: s.ranked for t, s in ranked.items()}, self.filtered, times, quadruple_times)
+        if progress_path is not None and steps[0][0] is not None:
+            raise ValueError(
+                f"progress_path resumes one pass over every quadruple, but observe={observe!r} scores time by time "
+                "(single-step for a model with kgeval_observe under 'auto'), and a resumed run would reveal times to "
+                "the model twice: pass observe=None or no progress_path"
+            )
+        # (setting, filter of the options, relation stride) of each pass
+        passes: dict[str, list[tuple[str, bool | str, int]]] = {
+            "time-aware": [("time-aware", True, 1)],
+            "static": [("static", True, times)],
+            "raw": [("raw", False, 1)],
+            "all": [("time-aware", "both", 1), ("static", True, times)],
+        }
+        ranked: dict[str, dict[Any, Any]] = {}
+        for rows, revealed in steps:
+            for setting, filtered, stride in passes[self.filtered]:
+                settings = run if self.filtered != "all" else _own_progress_file(run, setting)
+                step = rank(_restricted(prepare, rows), self._options(filtered, stride), settings, self._state)
+                _merge_into(ranked, setting, {target: side.ranked for target, side in step.items()})
+                if filtered == "both":
+                    _merge_into(ranked, "raw", {target: side.raw for target, side in step.items()})
+            if revealed is not None:
+                getattr(user, OBSERVE_METHOD)(revealed.to(device_of))
+        results = {setting: self._results(parts, setting, times, quadruple_times) for setting, parts in ranked.items()}
+        if self.filtered != "all":
+            return results[self.filtered]
+        return dataclasses.replace(results["time-aware"], raw=results["raw"], static=results["static"])
 
     def _options(self, filtered: bool | str, stride: int = 1) -> RankOptions:
         return RankOptions(filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,  # type: ignore[arg-type]
@@ -227,12 +254,67 @@ class TemporalRankBasedEvaluator:
         """The results of one setting, the records' packed relations unpacked."""
         results = RankBasedMetricResults.from_accumulators(accumulators, self.ks)
         records = results.records
-        if records is not None:
+        if records is not None:  # in task order within each side (a stepwise order ranks them time by time)
+            records = records.select(np.lexsort((records.task_index, records.side)))
             records = dataclasses.replace(records, relation=records.relation // num_times)
         return TemporalRankBasedMetricResults(
             data=results.data, ks=results.ks, records=records, null_model=results.null_model, setting=setting,
             times=quadruple_times,
         )  # fmt: skip
+
+
+def _steps(model: Any, observe: Any, quadruples: torch.Tensor) -> list[tuple[torch.Tensor | None, Any]]:
+    """(task rows, quadruples to reveal after them) of each step of the forecasting order: one step of every task
+    without an order, else one per time in time order (revealing that time's quadruples in the single-step
+    order)."""
+    if observe not in OBSERVE_CHOICES:
+        raise ValueError(f"observe must be one of {OBSERVE_CHOICES}, got {observe!r}")
+    hook = callable(getattr(model, OBSERVE_METHOD, None))
+    if observe == "auto":
+        observe = "single-step" if hook else None
+    if observe == "single-step" and not hook:
+        raise TypeError(f"observe='single-step' reveals each time to the model after it is scored, through "
+                        f"{OBSERVE_METHOD}(quadruples), which {type(model).__name__} does not have")  # fmt: skip
+    if observe is None:
+        return [(None, None)]
+    steps = []
+    for time in torch.unique(quadruples[:, 3]).tolist():  # ascending
+        rows = (quadruples[:, 3] == time).nonzero()[:, 0]
+        steps.append((rows, quadruples[rows] if observe == "single-step" else None))
+    return steps
+
+
+def _own_progress_file(run: RunSettings, setting: str) -> RunSettings:
+    """``run`` with a progress file of its own for the pass of ``setting`` (``<progress_path>.<setting>``): a pass
+    interrupted after the first one resumes from its own file (the finished pass, whose file was removed, is
+    ranked again)."""
+    if run.progress_path is None:
+        return run
+    path = Path(run.progress_path)
+    return dataclasses.replace(run, progress_path=path.with_name(f"{path.name}.{setting}"))
+
+
+def _restricted(prepare: Any, rows: torch.Tensor | None) -> Any:
+    """``prepare`` whose inputs rank only the task rows ``rows`` (None: all): the other evaluated quadruples stay
+    in the filter set."""
+    if rows is None:
+        return prepare
+
+    def restricted() -> Any:
+        inputs = prepare()
+        chosen = rows.to(inputs.task_index.device)
+        return dataclasses.replace(inputs, task_index=inputs.task_index[torch.isin(inputs.task_index, chosen)])
+
+    return restricted
+
+
+def _merge_into(ranked: dict[str, dict[Any, Any]], setting: str, sides: Mapping[Any, Any]) -> None:
+    """Add one step's accumulators of ``setting`` to those of the earlier steps (records in step order)."""
+    if setting not in ranked:
+        ranked[setting] = {target: accumulator.clone() for target, accumulator in sides.items()}
+        return
+    for target, accumulator in sides.items():
+        ranked[setting][target].merge(accumulator)
 
 
 def check_quadruples(quadruples: Any, name: str, num_entities: int) -> torch.Tensor:

@@ -253,3 +253,113 @@ def test_a_compiled_temporal_model_ranks_as_the_model() -> None:
     got = evaluate(torch.compile(model), quadruples, filters, "static")
     table = model.table()
     assert_same_ranks(got.records, temporal_reference_ranks(table, table, quadruples, filters, "static"))
+
+
+class Forecaster(TableTemporal):
+    """A forecasting model: ``kgeval_observe`` records what it was told, and its scores add 10 x the number of
+    times each (h, r, t) was observed -- so its ranks depend on the forecasting order. Every query checks that
+    nothing of its time or later was revealed before it."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__(table)
+        self.seen = torch.zeros(table.shape[:3])
+        self.revealed: list[torch.Tensor] = []
+        self.leaks: list[tuple[int, int]] = []
+
+    def kgeval_observe(self, quadruples: torch.Tensor) -> None:
+        self.revealed.append(quadruples.clone())
+        self.seen.index_put_((quadruples[:, 0], quadruples[:, 1], quadruples[:, 2]), torch.tensor(1.0),
+                             accumulate=True)  # fmt: skip
+
+    def _check(self, times: torch.Tensor) -> None:
+        latest = max((int(q[:, 3].max()) for q in self.revealed), default=-1)
+        self.leaks.extend((int(time), latest) for time in times if int(time) <= latest)
+
+    def score_t(self, hrt: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
+        self._check(hrt[:, 2])
+        scores = super().score_t(hrt) + 10 * self.seen[hrt[:, 0], hrt[:, 1], :]
+        return scores if tails is None else scores[:, tails]
+
+    def score_h(self, rtt: torch.Tensor, heads: torch.Tensor | None = None) -> torch.Tensor:
+        self._check(rtt[:, 2])
+        scores = super().score_h(rtt) + 10 * self.seen[:, rtt[:, 0], rtt[:, 1]].T
+        return scores if heads is None else scores[:, heads]
+
+
+def history_table(table: torch.Tensor, quadruples: torch.Tensor) -> torch.Tensor:
+    """What the forecaster scores at time τ in the single-step order: its table + 10 x the number of evaluated
+    quadruples (h, r, t, τ') with τ' < τ (a plain loop)."""
+    expected = table.clone()
+    for h, r, t, time in quadruples.tolist():
+        expected[h, r, t, time + 1 :] += 10
+    return expected
+
+
+@pytest.mark.parametrize(("batch_size", "slice_size"), [(None, None), (3, 4)])
+@pytest.mark.parametrize("setting", [*SETTINGS, "all"])
+def test_single_step_reveals_each_time_after_it_is_scored(setting: str, batch_size, slice_size) -> None:
+    """observe="auto" on a model with kgeval_observe is single-step: times in order, each revealed once (not once
+    per pass of "all"), after its queries were scored; the ranks are those of the model's scores at that time."""
+    quadruples = random_quadruples(26, 60)
+    filters = overlapping_filters(27, quadruples)
+    table = tie_heavy_table(28)
+    model = Forecaster(table)
+    results = evaluate(model, quadruples, filters, setting, batch_size=batch_size, slice_size=slice_size)
+    assert model.leaks == []
+    times = sorted(set(quadruples[:, 3].tolist()))
+    assert [int(q[0, 3]) for q in model.revealed] == times
+    for time, told in zip(times, model.revealed, strict=True):
+        assert sorted(told.tolist()) == sorted(q for q in quadruples.tolist() if q[3] == time)
+    expected_table = history_table(table, quadruples)
+    for name in SETTINGS if setting == "all" else (setting,):
+        got = results if name in (setting, "time-aware") else getattr(results, name.replace("-", "_"))
+        expected = temporal_reference_ranks(expected_table, expected_table, quadruples, filters, name)
+        assert_same_ranks(got.records, expected)
+    np.testing.assert_array_equal(results.records.relation[results.records.side == 1], quadruples[:, 1].numpy())
+
+
+def test_multi_step_and_no_order_never_reveal() -> None:
+    quadruples = random_quadruples(29, 40)
+    filters = overlapping_filters(30, quadruples)
+    table = tie_heavy_table(31)
+    expected = temporal_reference_ranks(table, table, quadruples, filters, "time-aware")
+    for observe in ("multi-step", None):
+        model = Forecaster(table)
+        results = evaluate(model, quadruples, filters, "time-aware", observe=observe)
+        assert model.revealed == []
+        assert_same_ranks(results.records, expected)
+    model = Forecaster(table)
+    evaluate(model, quadruples, filters, "time-aware", observe="multi-step")
+    assert model.leaks == []  # time by time: a query never comes after a later time's (nothing revealed anyway)
+
+
+def test_a_model_without_the_hook_ranks_the_same_in_every_order() -> None:
+    quadruples = random_quadruples(32, 40)
+    filters = overlapping_filters(33, quadruples)
+    table = tie_heavy_table(34)
+    expected = temporal_reference_ranks(table, table, quadruples, filters, "static")
+    for observe in ("auto", "multi-step", None):
+        assert_same_ranks(evaluate(TableTemporal(table), quadruples, filters, "static", observe=observe).records,
+                          expected)  # fmt: skip
+
+
+def test_forecasting_order_refusals(tmp_path) -> None:
+    quadruples = random_quadruples(35, 10)
+    table = tie_heavy_table(36)
+    with pytest.raises(TypeError, match="kgeval_observe.*TableTemporal does not have"):
+        evaluate(TableTemporal(table), quadruples, [], "raw", observe="single-step")
+    with pytest.raises(ValueError, match="observe must be one of"):
+        evaluate(TableTemporal(table), quadruples, [], "raw", observe="online")
+    with pytest.raises(ValueError, match="reveal times to the model twice"):
+        evaluate(Forecaster(table), quadruples, [], "raw", progress_path=tmp_path / "progress.pt")
+
+
+def test_all_with_a_progress_file_gives_each_pass_its_own_and_removes_them(tmp_path) -> None:
+    quadruples = random_quadruples(37, 30)
+    filters = overlapping_filters(38, quadruples)
+    table = tie_heavy_table(39)
+    path = tmp_path / "progress.pt"
+    got = evaluate(TableTemporal(table), quadruples, filters, "all", progress_path=path, save_every=0)
+    assert list(tmp_path.iterdir()) == []
+    for name, results in (("time-aware", got), ("static", got.static), ("raw", got.raw)):
+        assert_same_ranks(results.records, temporal_reference_ranks(table, table, quadruples, filters, name))

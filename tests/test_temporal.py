@@ -16,7 +16,8 @@ from kgeval._engine.gemm_scoring import GemmScorer
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
 from kgeval.exceptions import UndefinedMetricWarning
-from tests.helpers.ranks import assert_same_ranks
+from tests.helpers import field_ranking
+from tests.helpers.ranks import assert_same_ranks, ranks_by_side
 from tests.helpers.reference import metrics_from_ranks
 from tests.helpers.temporal_reference import SETTINGS, temporal_reference_ranks
 
@@ -363,3 +364,68 @@ def test_all_with_a_progress_file_gives_each_pass_its_own_and_removes_them(tmp_p
     assert list(tmp_path.iterdir()) == []
     for name, results in (("time-aware", got), ("static", got.static), ("raw", got.raw)):
         assert_same_ranks(results.records, temporal_reference_ranks(table, table, quadruples, filters, name))
+
+
+def field_inputs(table: torch.Tensor, quadruples: torch.Tensor, filters: list[torch.Tensor], setting: str):
+    """Per side: the (n, E) score rows of the tasks, their answers, and the (m, 2) (row, entity) pairs the field
+    overwrites under ``setting`` -- built from Python sets of the known quadruples, as the field's code does."""
+    known = {tuple(q) for q in torch.cat([quadruples, *filters]).tolist()}
+    static = {q[:3] for q in known}
+    rows = quadruples.tolist()
+    out = {}
+    for side in ("head", "tail"):
+        scores = torch.stack([table[:, r, t, tau] if side == "head" else table[h, r, :, tau] for h, r, t, tau in rows])
+        answers = quadruples[:, 0 if side == "head" else 2]
+        others = []
+        for i, (h, r, t, tau) in enumerate(rows):
+            for e in range(E):
+                candidate = (e, r, t, tau) if side == "head" else (h, r, e, tau)
+                hit = {"time-aware": candidate in known, "static": candidate[:3] in static, "raw": False}[setting]
+                if hit and e != int(answers[i]):
+                    others.append((i, e))
+        out[side] = (scores, answers, torch.tensor(others, dtype=torch.long).view(-1, 2))
+    return out
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_the_fields_sort_based_ranking_agrees_on_tie_free_scores_and_lies_between_with_ties(setting: str) -> None:
+    """The field's procedure (overwrite the other known answers with -1e7, torch.sort, position of the answer;
+    tests/helpers/field_ranking.py) equals kgeval's ranks where no score ties, lies between the optimistic and
+    pessimistic ranks where they do, and TLogic's strictly-higher count is the optimistic rank."""
+    quadruples = random_quadruples(40, 60)
+    filters = overlapping_filters(41, quadruples)
+    for table in (torch.randn((E, R, E, T), generator=torch.Generator().manual_seed(42)), tie_heavy_table(43)):
+        records = evaluate(TableTemporal(table), quadruples, filters, setting).records
+        by_side = ranks_by_side(records)
+        for side, (scores, answers, others) in field_inputs(table, quadruples, filters, setting).items():
+            masked = field_ranking.filtered_scores(scores, answers, others)
+            sort_rank = field_ranking.sort_rank(masked, answers).numpy()
+            optimistic, pessimistic = by_side[side]["optimistic"], by_side[side]["pessimistic"]
+            np.testing.assert_array_equal(field_ranking.strictly_higher_rank(masked, answers).numpy(), optimistic)
+            assert np.all((optimistic <= sort_rank) & (sort_rank <= pessimistic))
+            if not bool(torch.any(table.diff(dim=2) == 0)):  # tie-free: all three agree
+                np.testing.assert_array_equal(sort_rank, optimistic)
+                np.testing.assert_array_equal(optimistic, pessimistic)
+
+
+@pytest.mark.parametrize("setting", SETTINGS)
+def test_tgbs_evaluator_on_each_querys_own_negatives(setting: str) -> None:
+    """TGB's Evaluator, given each query's positive score and its negatives (every entity not removed by the
+    filter), per query and averaged as TGB's scripts do: kgeval's realistic MRR and hits@10."""
+    tgb = pytest.importorskip("tgb.linkproppred.evaluate")
+    quadruples = random_quadruples(44, 50)
+    filters = overlapping_filters(45, quadruples)
+    table = tie_heavy_table(46)
+    results = evaluate(TableTemporal(table), quadruples, filters, setting)
+    evaluator = tgb.Evaluator(name="tkgl-icews", k_value=10)
+    mrr, hits = [], []
+    for scores, answers, others in field_inputs(table, quadruples, filters, setting).values():
+        for i in range(len(answers)):
+            removed = set(others[others[:, 0] == i, 1].tolist()) | {int(answers[i])}
+            negatives = scores[i, [e for e in range(E) if e not in removed]].numpy()
+            got = evaluator.eval({"y_pred_pos": scores[i, answers[i]].numpy()[None],
+                                  "y_pred_neg": negatives[None, :], "eval_metric": ["mrr"]})  # fmt: skip
+            mrr.append(float(got["mrr"]))
+            hits.append(float(got["hits@10"]))
+    assert results["realistic.mrr"] == pytest.approx(np.mean(mrr), rel=1e-6)
+    assert results["realistic.hits@10"] == pytest.approx(np.mean(hits), rel=1e-6)

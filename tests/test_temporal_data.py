@@ -138,3 +138,90 @@ def test_time_order_sorts_numbers_and_iso_times_and_refuses_a_mix() -> None:
         "2013-12-31", "2014-01-02", "2014-01-02T06:00:00"]  # fmt: skip
     with pytest.raises(ValueError, match="not of one kind"):
         time_order(["2014-01-01", "3"])
+
+
+def field_sort_ranks(model, evaluated: np.ndarray, known: np.ndarray) -> dict[str, np.ndarray]:
+    """Time-aware ranks by the field's procedure (tests/helpers/field_ranking.py): the other answers known at the
+    query's time overwritten with -1e7, then torch.sort's position of the answer."""
+    from tests.helpers import field_ranking
+
+    answers_of: dict[str, dict] = {"tail": defaultdict(set), "head": defaultdict(set)}
+    for h, r, t, tau in known.tolist():
+        answers_of["tail"][(h, r, tau)].add(t)
+        answers_of["head"][(r, t, tau)].add(h)
+    out = {}
+    with torch.no_grad():
+        rows = torch.as_tensor(evaluated)
+        for side, scores, column, key in (("tail", model.score_t(rows[:, [0, 1, 3]]), 2, (0, 1, 3)),
+                                          ("head", model.score_h(rows[:, [1, 2, 3]]), 0, (1, 2, 3))):  # fmt: skip
+            answers = rows[:, column]
+            others = [(i, e) for i, row in enumerate(evaluated.tolist())
+                      for e in answers_of[side][tuple(row[k] for k in key)] if e != row[column]]  # fmt: skip
+            masked = field_ranking.filtered_scores(scores.float(), answers, torch.tensor(others).view(-1, 2))
+            out[side] = field_ranking.sort_rank(masked, answers).numpy()
+    return out
+
+
+@pytest.mark.parametrize("name", ["ICEWS14", "ICEWS14s"])
+def test_the_fields_sort_based_ranking_on_real_data(name: str) -> None:
+    """On 300 test quadruples, time-aware: a float TNTComplEx (no ties) gets the same ranks from the field's
+    sort-based procedure as from kgeval; an integer model (heavy ties) gets ranks between kgeval's optimistic and
+    pessimistic ones -- different from the realistic rank on most tied tasks."""
+    from kgeval.models import TNTComplEx
+
+    data = load_temporal_tsv(shared(name), unseen="keep")
+    rows = torch.randperm(len(data.test), generator=torch.Generator().manual_seed(3))[:300]
+    evaluated = data.test[rows]
+    known = torch.cat([data.train, data.valid, data.test]).numpy()
+    filters = [data.train, data.valid, data.test]
+    untied = TNTComplEx(data.num_entities, data.num_relations, data.num_times, dim=16, seed=4).eval()
+    untied.trained_times[:] = True
+    tied = IntegerTNT(data.num_entities, data.num_relations, data.num_times, seed=5)
+    for model, ties in ((untied, False), (tied, True)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            results = TemporalRankBasedEvaluator(fast_path=False).evaluate(
+                model, evaluated, additional_filter_quadruples=filters, use_tqdm=False)  # fmt: skip
+        from tests.helpers.ranks import ranks_by_side
+
+        got = ranks_by_side(results.records)
+        field = field_sort_ranks(model, evaluated.numpy(), known)
+        for side in ("head", "tail"):
+            optimistic, pessimistic = got[side]["optimistic"], got[side]["pessimistic"]
+            assert np.all((optimistic <= field[side]) & (field[side] <= pessimistic))
+            if not ties:
+                np.testing.assert_array_equal(field[side], optimistic)
+                np.testing.assert_array_equal(optimistic, pessimistic)
+            else:
+                tied_tasks = pessimistic > optimistic
+                assert tied_tasks.sum() > 50
+                assert np.mean(field[side][tied_tasks] != (optimistic + pessimistic)[tied_tasks] / 2) > 0.5
+
+
+def test_completion_on_a_random_split_of_icews14() -> None:
+    """Interpolation: ICEWS14's quadruples split at random, so every test time is a training time. The time-aware
+    filter then removes training answers of the query's own time (on the forecasting split it never does: no
+    training quadruple shares a test time), TNTComplEx scores every test time with its trained time embedding, and
+    kgeval's ranks equal the numpy reference in every setting."""
+    from kgeval.models import TNTComplEx
+    from kgeval.models.training import train_model
+
+    data = load_temporal_tsv(shared("ICEWS14"), unseen="keep")
+    every = torch.cat([data.train, data.valid, data.test])
+    order = torch.randperm(len(every), generator=torch.Generator().manual_seed(6))
+    train, test = every[order[:-200]], every[order[-200:]]
+    assert set(test[:, 3].tolist()) <= set(train[:, 3].tolist())
+    assert not set(data.test[:, 3].tolist()) & set(data.train[:, 3].tolist())  # the forecasting split
+    train_times = {(h, r, tau) for h, r, _, tau in train.tolist()}
+    assert sum((h, r, tau) in train_times for h, r, _, tau in test.tolist()) > 20
+    model = TNTComplEx(data.num_entities, data.num_relations, data.num_times, dim=8, seed=7)
+    train_model(model, train[:20000], num_epochs=1, batch_size=1000, use_tqdm=False)
+    model.eval()
+    assert bool(model.trained_times[test[:, 3]].all())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        results = TemporalRankBasedEvaluator(filtered="all", fast_path=False).evaluate(
+            model, test, additional_filter_quadruples=[train], use_tqdm=False)  # fmt: skip
+    known = every[torch.cat([order[:-200], order[-200:]])].numpy()
+    for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
+        assert_same_ranks(got.records, numpy_reference(model, test.numpy(), known, setting))

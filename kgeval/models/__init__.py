@@ -1,9 +1,12 @@
 """Reference models for demos, tests and benchmarks (DistMult, ComplEx, RESCAL, TransE, RotatE): small, seeded,
-each a query/candidate decomposition (:mod:`kgeval.models.base`) that kgeval scores with one GEMM per tile.
+each a query/candidate decomposition (:mod:`kgeval.models.base`) that kgeval scores with one GEMM per tile; and two
+temporal ones (:mod:`kgeval.models.temporal`): TNTComplEx and the recurrency baseline.
 """
 
 from kgeval.models.base import QueryCandidateModule
 from kgeval.models.bilinear import RESCAL, ComplEx, DistMult
+from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
 from kgeval.models.translational import RotatE, TransE
 
-__all__ = ["RESCAL", "ComplEx", "DistMult", "QueryCandidateModule", "RotatE", "TransE"]
+__all__ = ["RESCAL", "ComplEx", "DistMult", "QueryCandidateModule", "RecurrencyBaseline", "RotatE", "TNTComplEx",
+           "TransE"]

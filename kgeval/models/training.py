@@ -31,8 +31,9 @@ def train_model(
         A model with ``score_t(hr_batch, tails=None)``, ``score_h(rt_batch, heads=None)`` and ``num_entities``
         (e.g. :class:`kgeval.models.DistMult`); with ``num_negatives`` set, ``score_hrt`` is used instead.
         Trained in place on its own device.
-    triples : LongTensor of shape (n, 3)
-        (head, relation, tail) ids of the training triples.
+    triples : LongTensor of shape (n, 3), or (n, 4) for a temporal model (one with ``num_times``)
+        (head, relation, tail) ids of the training triples; (head, relation, tail, time) quadruples for a temporal
+        model, whose queries are then (h, r, τ) for ``score_t`` and (r, t, τ) for ``score_h`` (1-N scoring only).
     num_epochs : int, default=10
         Passes over ``triples``; 0 returns an empty list and leaves the model unchanged.
     batch_size : int, default=256
@@ -98,7 +99,7 @@ def train_epoch(
     ----------
     model : nn.Module
         As in :func:`train_model`; put in training mode for the epoch, its previous mode restored afterwards.
-    triples : LongTensor of shape (n, 3)
+    triples : LongTensor of shape (n, 3), or (n, 4) quadruples for a temporal model
     optimizer : torch.optim.Optimizer
         Over the model's parameters; kept by the caller across epochs (so Adam keeps its moments).
     batch_size : int, default=256
@@ -150,8 +151,9 @@ def _batch_loss(
     """Mean cross-entropy of the batch's tail and head tasks (scalar FloatTensor)."""
     heads, relations, tails = batch[:, 0], batch[:, 1], batch[:, 2]
     if num_negatives is None:
-        tail_scores = model.score_t(batch[:, :2])  # (B, E)
-        head_scores = model.score_h(batch[:, 1:])  # (B, E)
+        timed = batch.shape[1] == 4  # quadruples: the queries carry the time, (h, r, τ) and (r, t, τ)
+        tail_scores = model.score_t(batch[:, [0, 1, 3]] if timed else batch[:, :2])  # (B, E)
+        head_scores = model.score_h(batch[:, [1, 2, 3]] if timed else batch[:, 1:])  # (B, E)
         targets = torch.cat([tails, heads])
         return functional.cross_entropy(torch.cat([tail_scores, head_scores]), targets)
     # Column 0 holds the true entity, columns 1..k the sampled ones: (B, 1 + k) candidates per task.
@@ -188,9 +190,13 @@ def _check_arguments(
     num_negatives: int | None,
 ) -> None:
     """Raise ValueError / TypeError for arguments :func:`train_model` cannot use."""
-    if not isinstance(triples, torch.Tensor) or triples.ndim != 2 or triples.shape[1] != 3:
+    width = 4 if hasattr(model, "num_times") else 3  # a temporal model trains on (h, r, t, τ) quadruples
+    if not isinstance(triples, torch.Tensor) or triples.ndim != 2 or triples.shape[1] != width:
         shape = tuple(triples.shape) if isinstance(triples, torch.Tensor) else type(triples).__name__
-        raise ValueError(f"triples must be a tensor of shape (n, 3), got {shape}")
+        what = "quadruples of a temporal model" if width == 4 else "triples"
+        raise ValueError(f"the training {what} must be a tensor of shape (n, {width}), got {shape}")
+    if width == 4 and num_negatives is not None:
+        raise ValueError("a temporal model is trained with 1-N scoring only: pass num_negatives=None")
     if triples.dtype != torch.long:
         raise TypeError(f"triples must have dtype torch.int64, got {triples.dtype}")
     if len(triples) == 0:
@@ -199,6 +205,7 @@ def _check_arguments(
         (0, "head", model.num_entities),
         (1, "relation", model.num_relations),
         (2, "tail", model.num_entities),
+        *([(3, "time", model.num_times)] if width == 4 else []),
     ):
         low, high = int(triples[:, column].min()), int(triples[:, column].max())
         if low < 0 or high >= bound:

@@ -19,10 +19,12 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
+from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
-from kgeval.datasets import TriplesDataset, load_dataset
+from kgeval.datasets import TemporalDataset, TriplesDataset, dataset_folder, load_dataset, load_temporal_tsv
+from kgeval.datasets.reading import holds_quadruples
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
@@ -79,7 +81,8 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "--dataset",
         default=DEFAULT_DATASET,
         metavar="NAME_OR_PATH",
-        help="shipped dataset (umls, kinship, nations), a folder of train/valid/test TSV files, or a dataset "
+        help="shipped dataset (umls, kinship, nations), a folder of train/valid/test TSV files (of quadruples: a "
+        "temporal demo), or a dataset "
         "name in the shared data folder (default: %(default)s)",
     )
     add = parser.add_argument
@@ -109,18 +112,25 @@ def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...],
             raise ValueError(f"the {split} split of {dataset.name} is empty{source}; {why}")
 
 
+def _temporal_dataset(name: str | None) -> TemporalDataset | None:
+    """The temporal dataset ``name`` names (a folder, or one of the shared data folder, whose train file holds
+    quadruples), else None."""
+    folder = dataset_folder(name) if name else None
+    return load_temporal_tsv(folder) if folder is not None and holds_quadruples(folder) else None
+
+
 def _run_demo(args: argparse.Namespace) -> int:
-    """Train DistMult, evaluate valid and test in the filtered setting, print the result tables."""
-    dataset = load_dataset(args.dataset)
+    """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
+    result tables."""
+    dataset: Any = _temporal_dataset(args.dataset) or load_dataset(args.dataset)
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
         check_writable_file(args.save_checkpoint, "--save-checkpoint")
-
-
-
     if args.threads is not None:
         torch.set_num_threads(args.threads)
+    if isinstance(dataset, TemporalDataset):
+        return run_temporal_demo(args, dataset)
     progress = not args.no_progress
     print(
         f"Dataset {dataset.name}: {dataset.num_entities} entities, {dataset.num_relations} relations, "
@@ -360,6 +370,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
+    temporal = _temporal_dataset(args.dataset) if args.checkpoint else None
+    if temporal is not None:
+        loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
+        return run_temporal_evaluate(args, temporal, loaded.model)
     about: dict[str, Any] = {"kgeval_version": _version()}
     with warnings.catch_warnings(record=True) as undefined:
         warnings.simplefilter("always", UndefinedMetricWarning)  # collected: one line (text) or nulls (JSON)
@@ -427,6 +441,13 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
+    temporal = _temporal_dataset(args.dataset)
+    if temporal is not None:
+        if args.ranks:
+            raise ValueError("a rank table is audited on triples; on temporal data pass --checkpoint (or nothing)")
+        if args.checkpoint:
+            model = load_model_file(args.checkpoint, trust=args.trust_checkpoint).model
+        return run_temporal_audit(args, temporal, model)
     if args.checkpoint:
         loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model
@@ -444,7 +465,8 @@ def _run_audit(args: argparse.Namespace) -> int:
 #: The sub-commands, by name.
 COMMANDS: dict[str, Command] = {
     "demo": Command(
-        help="train DistMult on a small dataset and print filtered valid / test metrics",
+        help="train DistMult on a small dataset (TNTComplEx on a folder of quadruples) and print filtered valid / "
+        "test metrics",
         add_arguments=_add_demo_arguments,
         run=_run_demo,
     ),

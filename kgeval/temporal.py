@@ -25,6 +25,7 @@ import pandas as pd
 import torch
 
 from kgeval import _checks
+from kgeval import _display as display
 from kgeval._engine import RankOptions, RunSettings, new_state, rank
 from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
@@ -62,6 +63,19 @@ class TemporalRankBasedMetricResults(RankBasedMetricResults):
     setting: str = "time-aware"
     static: TemporalRankBasedMetricResults | None = field(default=None, repr=False)
     times: np.ndarray | None = field(default=None, repr=False)
+
+    def headline_table(self, rank_type: RankType = "realistic") -> pd.DataFrame:
+        """The headline as a DataFrame: one row per metric (MRR, Hits@k, MR); with ``filtered="all"`` one column
+        per filter setting (time-aware, static, raw; both sides pooled), else one per side. ``to_markdown`` and
+        ``to_latex`` write it."""
+        if self.static is None and self.raw is None:
+            return super().headline_table(rank_type)
+        settings = [(self.setting, self)] + [(name, other) for name, other in (("static", self.static),
+                                                                              ("raw", self.raw)) if other is not None]
+        columns = {name: display.headline_frame(other.data, other.ks, rank_type)["both"] for name, other in settings}
+        frame = pd.DataFrame(columns)
+        frame.columns.name = "filter"
+        return frame
 
     def per_timestamp(self, ks: Sequence[int] = (1, 3, 10), rank_type: RankType = "realistic") -> pd.DataFrame:
         """MRR and hits@k of the tasks of each time, both sides pooled: one row per time id (``count``, ``mrr``,

@@ -154,13 +154,14 @@ def test_test_helpers_stay_independent_of_kgeval() -> None:
 
 
 def test_the_engine_has_one_entry_point() -> None:
-    """Outside the engine, only the entry points (evaluator, predict, sampled) import it, through kgeval._engine."""
+    """Outside the engine, only the entry points (evaluator, predict, sampled, and temporal: the second front)
+    import it, through kgeval._engine."""
     tops, locals_ = graph()
     for name in tops:
         if name.startswith("kgeval._engine"):
             continue
         engine = {t for t in tops[name] | locals_[name] if t.startswith("kgeval._engine")}
-        entry_point = name in ("kgeval.evaluator", "kgeval.predict", "kgeval.sampled")
+        entry_point = name in ("kgeval.evaluator", "kgeval.predict", "kgeval.sampled", "kgeval.temporal")
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
 
 

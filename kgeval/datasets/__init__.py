@@ -17,7 +17,7 @@ import torch
 
 from kgeval.datasets import scenarios
 from kgeval.datasets.labelled import LabelledSplit, Unseen, map_splits, split_from_table
-from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
+from kgeval.datasets.reading import SPLITS, ReadOptions, holds_quadruples, read_splits
 from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv
 
 __all__ = [
@@ -25,6 +25,8 @@ __all__ = [
     "SPLITS",
     "TemporalDataset",
     "TriplesDataset",
+    "dataset_folder",
+    "load_any_dataset",
     "load_dataset",
     "load_labelled_triples",
     "load_shipped_dataset",
@@ -293,6 +295,29 @@ def shared_data_dir() -> Path | None:
     return None
 
 
+def dataset_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
+    """The folder :func:`load_dataset` would read for ``name_or_path`` (an existing folder, or one of the shared
+    data folder); None for a shipped dataset name or a name that resolves to nothing."""
+    text = os.fspath(name_or_path)
+    if text.lower() in SHIPPED_DATASETS:
+        return None
+    if Path(text).is_dir():
+        return Path(text)
+    shared = shared_data_dir()
+    if shared is not None and (shared / text).is_dir():
+        return shared / text
+    return None
+
+
+def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn") -> Any:
+    """:func:`load_dataset` for triples, :func:`load_temporal_tsv` for a folder of quadruples (whichever its
+    train file holds: :func:`kgeval.datasets.reading.holds_quadruples`): a TriplesDataset or a TemporalDataset."""
+    folder = dataset_folder(name_or_path)
+    if folder is not None and holds_quadruples(folder):
+        return load_temporal_tsv(folder, unseen=unseen)
+    return load_dataset(name_or_path)
+
+
 def load_dataset(
     name_or_path: str | os.PathLike[str],
     *,
@@ -322,11 +347,10 @@ def load_dataset(
     ids: dict[str, Any] = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
     if text.lower() in SHIPPED_DATASETS:
         return load_shipped_dataset(text, **ids)
-    if Path(text).is_dir():
-        return load_tsv_dataset(text, **ids)
+    folder = dataset_folder(text)
+    if folder is not None:
+        return load_tsv_dataset(folder, **ids)
     shared = shared_data_dir()
-    if shared is not None and (shared / text).is_dir():
-        return load_tsv_dataset(shared / text, **ids)
     where = f"the shared data folder {str(shared)!r}" if shared is not None else "a shared data folder (none found)"
     raise FileNotFoundError(
         f"dataset {text!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}), an existing folder, "

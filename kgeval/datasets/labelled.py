@@ -168,7 +168,7 @@ def map_splits(
         for name, split in splits.items():
             if len(kept[name].heads) < len(split.heads):
                 warnings.warn(
-                    f"{name}: dropped {len(split.heads) - len(kept[name].heads)} of {len(split.heads)} triples "
+                    f"{name}: dropped {len(split.heads) - len(kept[name].heads)} of {len(split.heads)} {_noun(split)} "
                     "whose entities or relations never occur in train (as PyKEEN does)",
                     UnseenLabelsWarning,
                     stacklevel=4,  # the caller of load_tsv_dataset / load_labelled_triples
@@ -218,9 +218,14 @@ def _drop_unseen(split: LabelledSplit, entities: set[str], relations: set[str]) 
     )
 
 
+def _noun(split: LabelledSplit) -> str:
+    """What a row of the split is: "quadruples" (with a time) or "triples"."""
+    return "triples" if split.times is None else "quadruples"
+
+
 def _warn_about_unseen(splits: Mapping[str, LabelledSplit], entities: set[str], relations: set[str]) -> None:
-    """One warning counting the valid / test triples, entities and relations never seen in train."""
-    parts = []
+    """One warning counting the valid / test triples (quadruples), entities and relations never seen in train."""
+    parts, noun = [], _noun(splits["train"])
     for name, split in splits.items():
         if name == "train":
             continue
@@ -232,12 +237,12 @@ def _warn_about_unseen(splits: Mapping[str, LabelledSplit], entities: set[str], 
         )
         if triples:
             parts.append(
-                f"{name}: {triples} triples with {len(new_entities)} entities and {len(new_relations)} relations"
+                f"{name}: {triples} {noun} with {len(new_entities)} entities and {len(new_relations)} relations"
             )
     if parts:
         warnings.warn(
             f"labels that never occur in train (their embeddings are untrained): {'; '.join(parts)}. Kept; pass "
-            "unseen='drop' to drop those triples (PyKEEN's behaviour) or unseen='keep' to keep them silently",
+            f"unseen='drop' to drop those {noun} (PyKEEN's behaviour) or unseen='keep' to keep them silently",
             UnseenLabelsWarning,
             stacklevel=5,  # the caller of load_tsv_dataset / load_labelled_triples
         )

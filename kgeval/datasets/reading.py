@@ -16,7 +16,7 @@ from typing import Literal
 
 from kgeval.datasets.labelled import LabelledSplit, drop_unmatched_first_rows, is_header
 
-__all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "read_splits"]
+__all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "holds_quadruples", "read_splits"]
 
 #: The three splits every dataset folder holds, in this order.
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -41,6 +41,21 @@ def read_splits(folder: Path | Traversable, display: str, options: ReadOptions) 
     splits = {split: _read_split(folder, split, display, options) for split in SPLITS}
     drop_unmatched_first_rows(splits)
     return splits
+
+
+def holds_quadruples(folder: Path, sep: str = "\t") -> bool:
+    """Whether the first data line (not blank, not a comment) of the folder's train file has four fields: a
+    temporal dataset of (head, relation, tail, time) quadruples. False without a train file or a data line."""
+    found = [pattern.format(split="train") for pattern in FILE_PATTERNS
+             if folder.joinpath(pattern.format(split="train")).is_file()]  # fmt: skip
+    if not found:
+        return False
+    where = f"{folder}/{found[0]}"
+    for _, line in _iter_lines(folder.joinpath(found[0]), found[0].endswith(".gz"), where):
+        line = line.strip(" \r\n")
+        if line and not line.startswith("#"):
+            return len(line.split(sep)) == len(_FIELDS[True])
+    return False
 
 
 def _read_split(folder: Path | Traversable, split: str, display: str, options: ReadOptions) -> LabelledSplit:

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
+from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TNTComplEx, TransE
 
 __all__ = [
     "BUILTIN_MODELS", "CHECKPOINT_FORMAT", "LoadedModel", "load_checkpoint", "load_model_file", "save_checkpoint",
@@ -26,8 +26,10 @@ CHECKPOINT_FORMAT = "kgeval.models.checkpoint/1"
 
 #: The models a checkpoint can name, by class name.
 BUILTIN_MODELS: dict[str, type[nn.Module]] = {
-    cls.__name__: cls for cls in (DistMult, ComplEx, RESCAL, TransE, RotatE)
+    cls.__name__: cls for cls in (DistMult, ComplEx, RESCAL, TransE, RotatE, TNTComplEx)
 }
+#: the temporal models among them: their header also holds ``num_times``
+TEMPORAL_MODELS = ("TNTComplEx",)
 #: constructor options beyond the sizes, per model, with their allowed values (absent from a file: the default)
 MODEL_OPTIONS: dict[str, dict[str, tuple[Any, ...]]] = {"TransE": {"p": (1, 2)}}
 
@@ -39,7 +41,7 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
 
     The file holds ``{"format": "kgeval.models.checkpoint/1", "model": "DistMult", "num_entities": int,
     "num_relations": int, "dim": int, "options": {...}, "state_dict": {name: tensor}}``; ``options`` holds the
-    constructor options beyond the sizes (TransE's ``p``).
+    constructor options beyond the sizes (TransE's ``p``); a temporal model's header also holds ``num_times``.
 
     Raises
     ------
@@ -61,6 +63,7 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
             "num_entities": model.num_entities,
             "num_relations": model.num_relations,
             "dim": model.dim,
+            **({"num_times": model.num_times} if name in TEMPORAL_MODELS else {}),
             "options": {option: getattr(model, option) for option in MODEL_OPTIONS.get(name, {})},
             "state_dict": state,
         },
@@ -141,7 +144,8 @@ def load_checkpoint(
         if value is not None and sizes[name] != value:
             raise ValueError(f"the checkpoint has {name}={sizes[name]}, the dataset {value}")
     with torch.device("meta"):  # the shapes the header implies, without allocating them
-        model = model_class(sizes["num_entities"], sizes["num_relations"], dim=sizes["dim"], **options)
+        times = (sizes["num_times"],) if "num_times" in sizes else ()
+        model = model_class(sizes["num_entities"], sizes["num_relations"], *times, dim=sizes["dim"], **options)
     _check_tensors(document.get("state_dict"), model.state_dict(), where)
     model.load_state_dict(document["state_dict"], assign=True)
     return model.to(map_location).eval()
@@ -182,9 +186,12 @@ def _header_options(document: dict[str, Any], where: str) -> dict[str, Any]:
 
 
 def _header_sizes(document: dict[str, Any], where: str) -> dict[str, int]:
-    """num_entities, num_relations and dim of a checkpoint header: positive ints."""
+    """num_entities, num_relations and dim (and a temporal model's num_times) of a checkpoint header: positive
+    ints."""
     sizes = {}
-    for name in ("num_entities", "num_relations", "dim"):
+    temporal = ("num_times",) if document["model"] in TEMPORAL_MODELS else ()
+    names = ("num_entities", "num_relations", "dim", *temporal)
+    for name in names:
         value = document.get(name)
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{where}: checkpoint {name} must be a positive int, got {value!r}")
@@ -193,16 +200,19 @@ def _header_sizes(document: dict[str, Any], where: str) -> dict[str, int]:
 
 
 def _check_tensors(stored: Any, expected: dict[str, torch.Tensor], where: str) -> None:
-    """The stored state dict holds exactly the expected tensors, with their shapes and floating dtypes."""
+    """The stored state dict holds exactly the expected tensors, with their shapes and dtypes' kinds (floating
+    point; boolean for boolean buffers such as TNTComplEx's trained_times)."""
     if not isinstance(stored, dict) or not all(isinstance(value, torch.Tensor) for value in stored.values()):
         raise ValueError(f"{where}: checkpoint state_dict must map names to tensors")
     if set(stored) != set(expected):
         raise ValueError(f"{where}: checkpoint tensors {sorted(stored)} differ from the model's {sorted(expected)}")
     for name, tensor in expected.items():
-        if stored[name].shape != tensor.shape or not stored[name].dtype.is_floating_point:
+        boolean = tensor.dtype == torch.bool
+        kind_matches = stored[name].dtype == torch.bool if boolean else stored[name].dtype.is_floating_point
+        if stored[name].shape != tensor.shape or not kind_matches:
             raise ValueError(
                 f"{where}: checkpoint tensor {name} has shape {tuple(stored[name].shape)} ({stored[name].dtype}); "
-                f"its header implies {tuple(tensor.shape)} (floating point)"
+                f"its header implies {tuple(tensor.shape)} ({'boolean' if boolean else 'floating point'})"
             )
 
 

@@ -51,7 +51,7 @@ def test_every_built_in_model_round_trips(tmp_path: Path, model: torch.nn.Module
 
 def test_error_on_a_foreign_model(tmp_path: Path) -> None:
     accepted = ("kgeval.models.DistMult, kgeval.models.ComplEx, kgeval.models.RESCAL, kgeval.models.TransE, "
-                "kgeval.models.RotatE")  # fmt: skip
+                "kgeval.models.RotatE, kgeval.models.TNTComplEx")  # fmt: skip
     expected = rf"^save_checkpoint takes one of kgeval's built-in models \({accepted}\), got torch.nn.modules.linear."
     with pytest.raises(TypeError, match=expected + r"Linear: a checkpoint stores no code"):
         save_checkpoint(torch.nn.Linear(2, 2), tmp_path / "x.pt")
@@ -158,3 +158,21 @@ def test_old_torch_refuses_untrusted_files(tmp_path: Path, monkeypatch: pytest.M
 )
 def test_weights_only_loader_versions(version: str, safe: bool) -> None:
     assert weights_only_loader_is_safe(version) is safe
+
+
+def test_a_temporal_model_round_trips_with_its_times(tmp_path: Path) -> None:
+    """TNTComplEx: num_times in the header, the boolean trained_times buffer kept (untrained times score apart)."""
+    from kgeval.models import TNTComplEx
+
+    model = TNTComplEx(7, 3, 5, dim=4, seed=2).eval()
+    model.trained_times[:3] = True
+    save_checkpoint(model, tmp_path / "tnt.pt")
+    loaded = load_checkpoint(tmp_path / "tnt.pt", num_entities=7, num_relations=3)
+    assert loaded.num_times == 5 and loaded.trained_times.tolist() == [True] * 3 + [False] * 2
+    batch = torch.tensor([[0, 1, 0], [6, 2, 4]])
+    assert torch.equal(loaded.score_t(batch), model.score_t(batch))
+    document = torch.load(tmp_path / "tnt.pt", weights_only=True)
+    document["state_dict"]["trained_times"] = document["state_dict"]["trained_times"].float()
+    torch.save(document, tmp_path / "bad.pt")
+    with pytest.raises(ValueError, match=r"trained_times .* \(boolean\)"):
+        load_checkpoint(tmp_path / "bad.pt")

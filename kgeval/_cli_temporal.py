@@ -1,0 +1,126 @@
+"""The command line on temporal data (a dataset folder of quadruples): ``kgeval demo`` trains TNTComplEx and prints
+the time-aware, static and raw numbers side by side with the recurrency baseline's; ``kgeval evaluate`` ranks a
+TNTComplEx checkpoint under the three settings; ``kgeval audit`` prints the temporal evaluation card."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from typing import Any
+
+import pandas as pd
+import torch
+
+from kgeval.datasets.temporal import TemporalDataset
+from kgeval.models.checkpoint import save_checkpoint
+from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
+from kgeval.models.training import train_model
+from kgeval.temporal import TemporalRankBasedEvaluator, TemporalRankBasedMetricResults
+from kgeval.temporal_audit import audit_temporal_dataset
+
+__all__ = ["run_temporal_audit", "run_temporal_demo", "run_temporal_evaluate", "settings_frame",
+           "temporal_evaluation"]
+
+#: the headline columns of the side-by-side tables
+HEADLINE = (("MRR", "mrr"), ("Hits@1", "hits@1"), ("Hits@3", "hits@3"), ("Hits@10", "hits@10"))
+
+
+def settings_frame(results: dict[str, TemporalRankBasedMetricResults]) -> pd.DataFrame:
+    """One row per (model, filter setting), the realistic headline of both sides pooled as columns: ``results``
+    maps a model's name to its ``filtered="all"`` results."""
+    rows = {}
+    for name, got in results.items():
+        for setting, part in (("time-aware", got), ("static", got.static), ("raw", got.raw)):
+            if part is not None:
+                rows[(name, setting)] = {label: float(part[f"realistic.{key}"]) for label, key in HEADLINE}
+    frame = pd.DataFrame.from_dict(rows, orient="index")
+    frame.index.names = ["model", "filter"]
+    return frame
+
+
+def _print_frame(frame: pd.DataFrame) -> None:
+    print(frame.to_string(float_format=lambda value: f"{value:.4f}"))
+
+
+def _recurrency(dataset: TemporalDataset, split: str) -> RecurrencyBaseline:
+    """The recurrency baseline knowing everything before ``split`` (train; train + valid for test)."""
+    model = RecurrencyBaseline(dataset.num_entities, dataset.num_relations, dataset.num_times)
+    model.kgeval_observe(dataset.train if split == "valid" else torch.cat([dataset.train, dataset.valid]))
+    return model
+
+
+def temporal_evaluation(model: Any, dataset: TemporalDataset, split: str, use_tqdm: bool) -> Any:
+    """``model`` ranked on ``split`` under the three filter settings (known: train + valid, + test for test)."""
+    evaluator = TemporalRankBasedEvaluator(filtered="all", ks=(1, 3, 10))
+    return evaluator.evaluate(model, **dataset.evaluation_kwargs(split), use_tqdm=use_tqdm)
+
+
+def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int:
+    """Train TNTComplEx on the train split, then print valid and test under the three settings beside the
+    recurrency baseline."""
+    progress = not args.no_progress
+    print(f"Dataset {dataset.name} (temporal): {dataset.num_entities} entities, {dataset.num_relations} relations, "
+          f"{dataset.num_times} times, {len(dataset.train)} / {len(dataset.valid)} / {len(dataset.test)} train / "
+          "valid / test quadruples")  # fmt: skip
+    model = TNTComplEx(dataset.num_entities, dataset.num_relations, dataset.num_times, dim=args.dim, seed=args.seed)
+    start = time.perf_counter()
+    losses = train_model(model, dataset.train, num_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+                         seed=args.seed, use_tqdm=progress)  # fmt: skip
+    loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
+    print(f"Trained TNTComplEx (dim={args.dim}) for {args.epochs} epochs in {time.perf_counter() - start:.1f} s"
+          f"{loss_text}")  # fmt: skip
+    model.eval()
+    unseen = int((~model.trained_times[dataset.test[:, 3]]).sum())
+    if unseen:
+        print(f"{unseen} of {len(dataset.test)} test quadruples are at times it never trained on (a forecasting "
+              "split): TNTComplEx scores those with its time-independent part")  # fmt: skip
+    if args.save_checkpoint:
+        save_checkpoint(model, args.save_checkpoint)
+        print(f"Saved the model to {args.save_checkpoint}")
+    for split, known in (("valid", "train + valid"), ("test", "train + valid + test")):
+        start = time.perf_counter()
+        results = {"TNTComplEx": temporal_evaluation(model, dataset, split, progress),
+                   "recurrency": temporal_evaluation(_recurrency(dataset, split), dataset, split, progress)}
+        print(f"\n== {split}: {len(getattr(dataset, split))} quadruples, filtered by {known}, realistic ranks, both "
+              f"sides; the recurrency baseline single-step; {time.perf_counter() - start:.2f} s ==")  # fmt: skip
+        _print_frame(settings_frame(results))
+    print("\nReport time-aware (other answers true at the query's time removed); static removes answers of any "
+          "time, raw none (docs/temporal.md).")  # fmt: skip
+    return 0
+
+
+def check_fits(model: Any, dataset: TemporalDataset) -> None:
+    """The model's declared entity, relation and time counts equal the dataset's (ValueError naming both)."""
+    for name in ("num_entities", "num_relations", "num_times"):
+        count = getattr(model, name, None)
+        expected = getattr(dataset, name)
+        if isinstance(count, int) and count != expected:
+            raise ValueError(f"the checkpoint's model has {name}={count}, the dataset {dataset.name} {expected}: it "
+                             "was trained on other data")  # fmt: skip
+
+
+def run_temporal_evaluate(args: argparse.Namespace, dataset: TemporalDataset, model: Any) -> int:
+    """Print a temporal model's numbers on a split under the three filter settings (a table, or JSON)."""
+    check_fits(model, dataset)
+    results = temporal_evaluation(model, dataset, args.split, not args.no_progress and not args.json)
+    known = "train + valid" if args.split == "valid" else "train + valid + test"
+    if args.json:
+        settings = {"time-aware": results, "static": results.static, "raw": results.raw}
+        document = {"source": {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
+                               "split": args.split, "filtered_by": known.split(" + ")},
+                    "metrics": {name: {key: (None if value != value else value)
+                                       for key, value in got.to_flat_dict().items()}
+                                for name, got in settings.items() if got is not None}}  # fmt: skip
+        print(json.dumps(document, allow_nan=False))
+        return 0
+    print(f"== {dataset.name} {args.split}, filtered by {known}, realistic ranks, both sides ==")
+    _print_frame(settings_frame({type(model).__name__: results}))
+    return 0
+
+
+def run_temporal_audit(args: argparse.Namespace, dataset: TemporalDataset, model: Any) -> int:
+    """Print the temporal evaluation card (Markdown, or JSON)."""
+    report = audit_temporal_dataset(dataset, baseline=not args.no_baseline, model=model)
+    print(report.to_json() if args.json else report.to_markdown(), end="\n" if args.json else "")
+    return 0

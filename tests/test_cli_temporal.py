@@ -1,0 +1,162 @@
+"""The command line and the audit on temporal data: a folder of quadruples makes ``kgeval demo`` train TNTComplEx
+and print the three filter settings beside the recurrency baseline, ``kgeval evaluate`` rank a TNTComplEx
+checkpoint, ``kgeval audit`` print the temporal card -- whose numbers are checked here against plain loops."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+from kgeval.cli import main
+from kgeval.datasets import load_any_dataset, load_temporal_tsv
+from kgeval.temporal_audit import audit_temporal_dataset, split_fingerprint
+
+
+def write_tkg(folder: Path, seed: int = 0, forecasting: bool = True, shuffle: bool = False) -> dict[str, list]:
+    """A small temporal folder: 12 entities, 3 relations, days 1..20 (test days after the training days when
+    ``forecasting``, else a random split); repeated facts so that recurrence is not trivial."""
+    rng = random.Random(seed)
+    facts = [(f"e{rng.randrange(12)}", f"r{rng.randrange(3)}", f"e{rng.randrange(12)}") for _ in range(25)]
+    rows = [(*rng.choice(facts), f"2014-01-{rng.randrange(1, 21):02d}") for _ in range(220)]
+    if forecasting:
+        rows.sort(key=lambda row: row[3])
+        splits = {"train": rows[:150], "valid": rows[150:185], "test": rows[185:]}
+    else:
+        rng.shuffle(rows)
+        splits = {"train": rows[:150], "valid": rows[150:185], "test": rows[185:]}
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, lines in splits.items():
+        lines = list(lines)
+        if shuffle:
+            rng.shuffle(lines)
+        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in lines), encoding="utf-8")
+    return splits
+
+
+def test_load_any_dataset_tells_quadruples_from_triples(tmp_path: Path) -> None:
+    write_tkg(tmp_path / "tkg")
+    assert type(load_any_dataset(tmp_path / "tkg", unseen="keep")).__name__ == "TemporalDataset"
+    assert type(load_any_dataset("nations")).__name__ == "TriplesDataset"
+
+
+def test_demo_trains_tntcomplex_and_prints_the_settings_beside_the_baseline(tmp_path: Path, capsys) -> None:
+    write_tkg(tmp_path / "tkg")
+    checkpoint = tmp_path / "tnt.pt"
+    argv = ["demo", "--dataset", str(tmp_path / "tkg"), "--epochs", "2", "--dim", "4", "--no-progress",
+            "--save-checkpoint", str(checkpoint)]  # fmt: skip
+    with _maybe_warns():  # labels unseen in train, if any
+        assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "Dataset tkg (temporal): " in out and "train / valid / test quadruples" in out
+    assert "Trained TNTComplEx (dim=4) for 2 epochs" in out
+    assert "test quadruples are at times it never trained on" in out
+    test_part = out[out.index("== test: 35 quadruples, filtered by train + valid + test"):]
+    for model in ("TNTComplEx", "recurrency"):
+        assert model in test_part
+    for setting in ("time-aware", "static", "raw"):
+        assert test_part.count(setting) >= 2
+    with _maybe_warns():
+        assert main(["evaluate", "--checkpoint", str(checkpoint), "--dataset", str(tmp_path / "tkg"), "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert set(document["metrics"]) == {"time-aware", "static", "raw"}
+    assert document["source"]["model"] == "TNTComplEx"
+    # the evaluate command gives the numbers the library gives
+    with _maybe_warns():
+        data = load_temporal_tsv(tmp_path / "tkg")
+    from kgeval import TemporalRankBasedEvaluator
+    from kgeval.models.checkpoint import load_checkpoint
+
+    model = load_checkpoint(checkpoint)
+    ours = TemporalRankBasedEvaluator(filtered="static", ks=(1, 3, 10)).evaluate(
+        model, **data.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
+    assert document["metrics"]["static"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(ours["mrr"])
+
+
+def test_evaluate_refuses_a_model_of_other_data(tmp_path: Path, capsys) -> None:
+    from kgeval.models import TNTComplEx
+    from kgeval.models.checkpoint import save_checkpoint
+
+    write_tkg(tmp_path / "tkg")
+    save_checkpoint(TNTComplEx(5, 3, 20, dim=2), tmp_path / "other.pt")
+    with _maybe_warns():
+        assert main(["evaluate", "--checkpoint", str(tmp_path / "other.pt"), "--dataset", str(tmp_path / "tkg")]) != 0
+    assert "num_entities=5" in capsys.readouterr().err
+
+
+def loop_recurrence(splits: dict[str, list]) -> float:
+    every = [row for rows in splits.values() for row in rows]
+    test = splits["test"]
+    return sum(any(o[:3] == q[:3] and o[3] < q[3] for o in every) for q in test) / len(test)
+
+
+def loop_filter_sizes(splits: dict[str, list]) -> dict[str, float]:
+    known = {row for rows in splits.values() for row in rows}
+    sizes = {"time-aware": [], "static": []}
+    for s, r, o, t in splits["test"]:
+        sizes["time-aware"].append(len({x[2] for x in known if x[:2] == (s, r) and x[3] == t} - {o}))
+        sizes["time-aware"].append(len({x[0] for x in known if x[1:3] == (r, o) and x[3] == t} - {s}))
+        sizes["static"].append(len({x[2] for x in known if x[:2] == (s, r)} - {o}))
+        sizes["static"].append(len({x[0] for x in known if x[1:3] == (r, o)} - {s}))
+    return {name: sum(values) / len(values) for name, values in sizes.items()}
+
+
+@pytest.mark.parametrize("forecasting", [True, False])
+def test_the_temporal_audit_against_plain_loops(tmp_path: Path, forecasting: bool) -> None:
+    splits = write_tkg(tmp_path / "tkg", seed=1, forecasting=forecasting)
+    with _maybe_warns():
+        data = load_temporal_tsv(tmp_path / "tkg")
+    report = audit_temporal_dataset(data)
+    assert report.sizes == {split: len(rows) for split, rows in splits.items()}
+    times = {split: {row[3] for row in rows} for split, rows in splits.items()}
+    assert report.shared_times["train & test"] == len(times["train"] & times["test"])
+    if forecasting:
+        assert report.setting in ("forecasting", "mixed")  # a day may straddle the split
+    else:
+        assert report.setting in ("completion", "mixed")
+    assert report.duplicates["test"] == len(splits["test"]) - len(set(splits["test"]))
+    assert report.duplicates["test in train"] == len(set(splits["test"]) & set(splits["train"]))
+    assert report.recurrence == pytest.approx(loop_recurrence(splits))
+    for name, size in loop_filter_sizes(splits).items():
+        assert report.filter_sizes[name] == pytest.approx(size)
+    assert 0 < report.recurrency_mrr <= 1
+    markdown = report.to_markdown()
+    for section in ("Fingerprint", "Time overlap", "Duplicates", "Recurrence", "Filter sizes", "Baselines"):
+        assert f"### {section}" in markdown
+    assert json.loads(report.to_json())["format"] == "kgeval-temporal-audit-1"
+
+
+def _maybe_warns():
+    import contextlib
+    import warnings
+
+    context = contextlib.ExitStack()
+    context.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    return context
+
+
+def test_the_fingerprint_is_of_the_content_not_the_file_order_or_ids(tmp_path: Path) -> None:
+    write_tkg(tmp_path / "a", seed=2)
+    write_tkg(tmp_path / "b", seed=2, shuffle=True)
+    write_tkg(tmp_path / "c", seed=3)
+    with _maybe_warns():
+        a, b, c = (load_temporal_tsv(tmp_path / name) for name in "abc")
+    assert not torch.equal(a.test, b.test)  # the order differs (and so the ids); the hash must not
+    for split in ("train", "valid", "test"):
+        assert split_fingerprint(a, split) == split_fingerprint(b, split)
+        assert split_fingerprint(a, split) != split_fingerprint(c, split)
+
+
+def test_audit_command_on_temporal_data(tmp_path: Path, capsys) -> None:
+    write_tkg(tmp_path / "tkg")
+    with _maybe_warns():
+        assert main(["audit", "--dataset", str(tmp_path / "tkg")]) == 0
+    out = capsys.readouterr().out
+    assert "## Temporal evaluation audit: tkg" in out and "Recurrency baseline" in out
+    with _maybe_warns():
+        assert main(["audit", "--dataset", str(tmp_path / "tkg"), "--json", "--no-baseline"]) == 0
+    assert json.loads(capsys.readouterr().out)["recurrency_mrr"] is None

@@ -429,3 +429,19 @@ def test_tgbs_evaluator_on_each_querys_own_negatives(setting: str) -> None:
             hits.append(float(got["hits@10"]))
     assert results["realistic.mrr"] == pytest.approx(np.mean(mrr), rel=1e-6)
     assert results["realistic.hits@10"] == pytest.approx(np.mean(hits), rel=1e-6)
+
+
+def test_to_markdown_puts_the_three_settings_side_by_side() -> None:
+    pytest.importorskip("tabulate")
+    quadruples = random_quadruples(47, 40)
+    filters = overlapping_filters(48, quadruples)
+    table = torch.randn((E, R, E, T), generator=torch.Generator().manual_seed(49))
+    every = evaluate(TableTemporal(table), quadruples, filters, "all")
+    frame = every.headline_table()
+    assert list(frame.columns) == ["time-aware", "static", "raw"]
+    for setting, got in (("time-aware", every), ("static", every.static), ("raw", every.raw)):
+        assert frame.loc["MRR", setting] == got["both.realistic.mrr"]
+        assert frame.loc["Hits@10", setting] == got["both.realistic.hits@10"]
+    markdown = every.to_markdown()
+    assert markdown.splitlines()[0].split("|")[2:5] == ["   time-aware ", "   static ", "    raw "]
+    assert list(every.static.headline_table().columns) == ["both", "head", "tail"]  # one setting: the sides

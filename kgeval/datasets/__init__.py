@@ -16,7 +16,7 @@ from typing import Any, Literal
 import torch
 
 from kgeval.datasets import scenarios
-from kgeval.datasets.labelled import LabelledSplit, Unseen, map_splits, split_from_table
+from kgeval.datasets.labelled import LabelledSplit, Unseen, check_id_table, map_splits, split_from_table
 from kgeval.datasets.reading import SPLITS, ReadOptions, holds_quadruples, read_splits
 from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv
 
@@ -79,24 +79,9 @@ class TriplesDataset:
     sources: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        columns = (("head", self.num_entities), ("relation", self.num_relations), ("tail", self.num_entities))
         for split in SPLITS:
-            triples = getattr(self, split)
-            if not isinstance(triples, torch.Tensor):
-                raise TypeError(f"{split} must be a torch.Tensor, got {type(triples).__name__}")
-            if triples.ndim != 2 or triples.shape[1] != 3:
-                raise ValueError(f"{split} must have shape (n, 3), got {tuple(triples.shape)}")
-            if triples.dtype != torch.long:
-                raise TypeError(f"{split} must have dtype torch.int64, got {triples.dtype}")
-            if triples.numel() == 0:
-                continue
-            for column, kind, bound in (
-                (0, "head", self.num_entities),
-                (1, "relation", self.num_relations),
-                (2, "tail", self.num_entities),
-            ):
-                low, high = int(triples[:, column].min()), int(triples[:, column].max())
-                if low < 0 or high >= bound:
-                    raise ValueError(f"{split} has {kind} ids in [{low}, {high}], outside [0, {bound - 1}]")
+            check_id_table(split, getattr(self, split), columns)
 
     @property
     def num_entities(self) -> int:

@@ -22,6 +22,8 @@ __all__ = [
     "UNSEEN_CHOICES",
     "LabelledSplit",
     "Unseen",
+    "check_id_ranges",
+    "check_id_table",
     "drop_unmatched_first_rows",
     "is_header",
     "map_splits",
@@ -135,6 +137,29 @@ def split_from_table(table: Any, name: str) -> LabelledSplit:
     heads, relations, tails = ([list(column) for column in zip(*rows, strict=True)] if len(rows)
                                else [[], [], []])  # fmt: skip
     return LabelledSplit(heads, relations, tails, origins=[f"{name} row {index}" for index in range(len(rows))])
+
+
+def check_id_table(split: str, table: Any, columns: Sequence[tuple[str, int]]) -> None:
+    """TypeError / ValueError naming ``split`` unless ``table`` is an int64 tensor of shape (n, len(columns)) whose
+    column i holds ids in [0, bound) for ``columns[i] = (kind, bound)`` (e.g. ("head", num_entities))."""
+    if not isinstance(table, torch.Tensor):
+        raise TypeError(f"{split} must be a torch.Tensor, got {type(table).__name__}")
+    if table.ndim != 2 or table.shape[1] != len(columns):
+        raise ValueError(f"{split} must have shape (n, {len(columns)}), got {tuple(table.shape)}")
+    if table.dtype != torch.long:
+        raise TypeError(f"{split} must have dtype torch.int64, got {table.dtype}")
+    check_id_ranges(split, table, columns)
+
+
+def check_id_ranges(name: str, table: torch.Tensor, columns: Sequence[tuple[str, int]]) -> None:
+    """ValueError naming ``name``, the kind and the range found unless column i of the (n, >= len(columns)) id
+    table lies in [0, bound) for ``columns[i] = (kind, bound)``; nothing to check in an empty table."""
+    if table.numel() == 0:
+        return
+    for column, (kind, bound) in enumerate(columns):
+        low, high = int(table[:, column].min()), int(table[:, column].max())
+        if low < 0 or high >= bound:
+            raise ValueError(f"{name} has {kind} ids in [{low}, {high}], outside [0, {bound - 1}]")
 
 
 def map_splits(

@@ -18,7 +18,7 @@ from typing import Any, Literal
 
 import torch
 
-from kgeval.datasets.labelled import LabelledSplit, Unseen, map_splits
+from kgeval.datasets.labelled import LabelledSplit, Unseen, check_id_table, map_splits
 from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
 
 __all__ = ["TemporalDataset", "load_temporal_tsv", "time_order"]
@@ -50,18 +50,10 @@ class TemporalDataset:
     sources: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
+        columns = (("head", self.num_entities), ("relation", self.num_relations), ("tail", self.num_entities),
+                   ("time", self.num_times))  # fmt: skip
         for split in SPLITS:
-            quadruples = getattr(self, split)
-            if not isinstance(quadruples, torch.Tensor) or quadruples.dtype != torch.long:
-                raise TypeError(f"{split} must be a LongTensor")
-            if quadruples.ndim != 2 or quadruples.shape[1] != 4:
-                raise ValueError(f"{split} must have shape (n, 4), got {tuple(quadruples.shape)}")
-            for column, kind, bound in ((0, "head", self.num_entities), (1, "relation", self.num_relations),
-                                        (2, "tail", self.num_entities), (3, "time", self.num_times)):  # fmt: skip
-                if quadruples.numel() and not 0 <= int(quadruples[:, column].min()) <= int(
-                    quadruples[:, column].max()
-                ) < bound:
-                    raise ValueError(f"{split} has {kind} ids outside [0, {bound - 1}]")
+            check_id_table(split, getattr(self, split), columns)
 
     @property
     def num_entities(self) -> int:

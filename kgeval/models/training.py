@@ -10,6 +10,8 @@ import torch
 from torch.nn import functional
 from tqdm.auto import tqdm
 
+from kgeval.datasets.labelled import check_id_ranges
+
 __all__ = ["train_epoch", "train_model"]
 
 
@@ -201,15 +203,8 @@ def _check_arguments(
         raise TypeError(f"triples must have dtype torch.int64, got {triples.dtype}")
     if len(triples) == 0:
         raise ValueError("triples is empty: nothing to train on")
-    for column, kind, bound in (
-        (0, "head", model.num_entities),
-        (1, "relation", model.num_relations),
-        (2, "tail", model.num_entities),
-        *([(3, "time", model.num_times)] if width == 4 else []),
-    ):
-        low, high = int(triples[:, column].min()), int(triples[:, column].max())
-        if low < 0 or high >= bound:
-            raise ValueError(f"triples has {kind} ids in [{low}, {high}], outside [0, {bound - 1}]")
+    columns = [("head", model.num_entities), ("relation", model.num_relations), ("tail", model.num_entities)]
+    check_id_ranges("triples", triples, columns + ([("time", model.num_times)] if width == 4 else []))
     for name, value, minimum in (("num_epochs", num_epochs, 0), ("batch_size", batch_size, 1)):
         if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
             raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")

@@ -19,13 +19,52 @@ from kgeval.constraints import TypeConstraints
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import MATMUL_PRECISIONS, KernelChoice, MatmulPrecision, Target
 
-__all__ = ["FilterMode", "RankBasedEvaluator"]
+__all__ = ["FilterMode", "RankBasedEvaluator", "RankingSettings"]
 
 #: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
 FilterMode = bool | Literal["both"]
 
 
-class RankBasedEvaluator:
+class RankingSettings:
+    """How an evaluator of full rankings asks the engine to rank (the parameters of the same names of
+    :class:`RankBasedEvaluator`, checked), and its engine state (kernel chooser, remembered batch sizes, filter
+    indices) from one call to the next. Shared by :class:`RankBasedEvaluator` and
+    :class:`kgeval.TemporalRankBasedEvaluator`."""
+
+    def __init__(
+        self,
+        ks: Sequence[int] = (1, 3, 5, 10),
+        batch_size: int | None = None,
+        slice_size: int | None = None,
+        keep_records: bool = True,
+        fast_path: bool = True,
+        kernel: KernelChoice = "auto",
+        matmul_precision: MatmulPrecision = "exact",
+        check_fast_path: bool = True,
+    ) -> None:
+        self.ks = _checks.check_ks(ks)
+        self.batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True)
+        self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
+        self.keep_records = bool(keep_records)
+        self.fast_path = bool(fast_path)
+        self.check_fast_path = bool(check_fast_path)
+        if matmul_precision not in MATMUL_PRECISIONS:
+            raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
+        self.matmul_precision: MatmulPrecision = matmul_precision
+        self._state = new_state(kernel)  # what persists from one call to the next
+
+    @property
+    def kernel(self) -> KernelChoice:
+        """The requested counting kernel ("auto", "eager", "numba" or "triton")."""
+        return self._state.kernels.requested  # type: ignore[return-value]
+
+    def _rank_options(self, filtered: FilterMode, filter_relation_stride: int = 1) -> RankOptions:
+        """What one pass of an evaluation asks of the engine, filtered as ``filtered``."""
+        return RankOptions(filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,
+                           self.matmul_precision, filter_relation_stride=filter_relation_stride)  # fmt: skip
+
+
+class RankBasedEvaluator(RankingSettings):
     """Filtered rank-based evaluation of any model with ``score_h`` / ``score_t`` (PyKEEN-compatible names).
 
     Parameters
@@ -98,21 +137,8 @@ class RankBasedEvaluator:
         if filtered not in (True, False, "both"):
             raise ValueError(f"filtered must be True, False or 'both', got {filtered!r}")
         self.filtered: FilterMode = filtered if filtered == "both" else bool(filtered)
-        self.ks = _checks.check_ks(ks)
-        self.batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True)
-        self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
-        self.keep_records = bool(keep_records)
-        self.fast_path = bool(fast_path)
-        self.check_fast_path = bool(check_fast_path)
-        if matmul_precision not in MATMUL_PRECISIONS:
-            raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
-        self.matmul_precision: MatmulPrecision = matmul_precision
-        self._state = new_state(kernel)  # what persists from one call to the next
-
-    @property
-    def kernel(self) -> KernelChoice:
-        """The requested counting kernel ("auto", "eager" or "numba")."""
-        return self._state.kernels.requested  # type: ignore[return-value]
+        super().__init__(ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision,
+                         check_fast_path)  # fmt: skip
 
     def __repr__(self) -> str:
         return (
@@ -255,7 +281,7 @@ class RankBasedEvaluator:
 
         run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
                           save_every)  # fmt: skip
-        sides = rank(prepare, self._options(), run, self._state)
+        sides = rank(prepare, self._rank_options(self.filtered), run, self._state)
         filtered = {target: side.ranked for target, side in sides.items()}
         if self.filtered != "both":
             return RankBasedMetricResults.from_accumulators(filtered, self.ks)
@@ -263,8 +289,3 @@ class RankBasedEvaluator:
         return RankBasedMetricResults.from_accumulators(
             filtered, self.ks, raw=RankBasedMetricResults.from_accumulators(raw, self.ks)  # type: ignore[arg-type]
         )
-
-    def _options(self) -> RankOptions:
-        """What every evaluation of this evaluator asks of the engine."""
-        return RankOptions(self.filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,
-                           self.matmul_precision)  # fmt: skip

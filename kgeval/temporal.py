@@ -26,11 +26,12 @@ import torch
 
 from kgeval import _checks
 from kgeval import _display as display
-from kgeval._engine import RankOptions, RunSettings, new_state, rank
+from kgeval._engine import RunSettings, rank
 from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
+from kgeval.evaluator import FilterMode, RankingSettings
 from kgeval.results import RankBasedMetricResults
-from kgeval.typing import ENTITY_TARGETS, MATMUL_PRECISIONS, EntityTarget, KernelChoice, MatmulPrecision, RankType
+from kgeval.typing import ENTITY_TARGETS, EntityTarget, KernelChoice, MatmulPrecision, RankType
 
 __all__ = ["TEMPORAL_FILTERS", "TemporalFilter", "TemporalRankBasedEvaluator", "TemporalRankBasedMetricResults"]
 
@@ -94,7 +95,7 @@ class TemporalRankBasedMetricResults(RankBasedMetricResults):
         return table.sort_index()
 
 
-class TemporalRankBasedEvaluator:
+class TemporalRankBasedEvaluator(RankingSettings):
     """Filtered rank-based evaluation of temporal models on quadruples.
 
     Parameters
@@ -127,17 +128,9 @@ class TemporalRankBasedEvaluator:
     ) -> None:
         if filtered not in TEMPORAL_FILTERS:
             raise ValueError(f"filtered must be one of {TEMPORAL_FILTERS}, got {filtered!r}")
-        if matmul_precision not in MATMUL_PRECISIONS:
-            raise ValueError(f"matmul_precision must be one of {MATMUL_PRECISIONS}, got {matmul_precision!r}")
         self.filtered: TemporalFilter = filtered
-        self.ks = _checks.check_ks(ks)
-        self.batch_size = _checks.check_positive_int(batch_size, "batch_size", allow_none=True)
-        self.slice_size = _checks.check_positive_int(slice_size, "slice_size", allow_none=True)
-        self.keep_records = bool(keep_records)
-        self.fast_path = bool(fast_path)
-        self.check_fast_path = bool(check_fast_path)
-        self.matmul_precision: MatmulPrecision = matmul_precision
-        self._state = new_state(kernel)
+        super().__init__(ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision,
+                         check_fast_path)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"TemporalRankBasedEvaluator(filtered={self.filtered!r}, ks={self.ks})"
@@ -237,7 +230,7 @@ class TemporalRankBasedEvaluator:
                 "the model twice: pass observe=None or no progress_path"
             )
         # (setting, filter of the options, relation stride) of each pass
-        passes: dict[str, list[tuple[str, bool | str, int]]] = {
+        passes: dict[str, list[tuple[str, FilterMode, int]]] = {
             "time-aware": [("time-aware", True, 1)],
             "static": [("static", True, times)],
             "raw": [("raw", False, 1)],
@@ -247,7 +240,7 @@ class TemporalRankBasedEvaluator:
         for rows, revealed in steps:
             for setting, filtered, stride in passes[self.filtered]:
                 settings = run if self.filtered != "all" else _own_progress_file(run, setting)
-                step = rank(_restricted(prepare, rows), self._options(filtered, stride), settings, self._state)
+                step = rank(_restricted(prepare, rows), self._rank_options(filtered, stride), settings, self._state)
                 _merge_into(ranked, setting, {target: side.ranked for target, side in step.items()})
                 if filtered == "both":
                     _merge_into(ranked, "raw", {target: side.raw for target, side in step.items()})
@@ -257,10 +250,6 @@ class TemporalRankBasedEvaluator:
         if self.filtered != "all":
             return results[self.filtered]
         return dataclasses.replace(results["time-aware"], raw=results["raw"], static=results["static"])
-
-    def _options(self, filtered: bool | str, stride: int = 1) -> RankOptions:
-        return RankOptions(filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,  # type: ignore[arg-type]
-                           self.matmul_precision, filter_relation_stride=stride)  # fmt: skip
 
     def _results(
         self, accumulators: Mapping[Any, Any], setting: str, num_times: int, quadruple_times: np.ndarray

@@ -184,35 +184,31 @@ class RecurrencyBaseline(nn.Module):
         return rows[:, 1] * self.num_entities + rows[:, 2]
 
     def _scores(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
-        """(B, E) scores of (B, 3) rows: (s, r, τ) for tails, (r, o, τ) for heads."""
+        """(B, E) scores of (B, 3) rows: (s, r, τ) for tails, (r, o, τ) for heads; computed on the (query, answer)
+        cells with an earlier occurrence only, every other cell 0."""
         _check_rows(batch, target)
         batch = batch.to(self.known.device)
-        if target == "tail":
-            query = torch.stack([batch[:, 0], batch[:, 1], batch[:, 0]], dim=1)  # (s, r, ·): key from s, r
-        else:
-            query = torch.stack([batch[:, 1], batch[:, 0], batch[:, 1]], dim=1)  # (·, r, o): key from r, o
+        stride = self.num_relations if target == "tail" else self.num_entities
+        wanted = batch[:, 0] * stride + batch[:, 1]  # the query's key: s · R + r, or r · E + o (as in _keys)
         keys, facts = self._index(target)
-        wanted = self._keys(query, target)
         start, end = torch.searchsorted(keys, wanted), torch.searchsorted(keys, wanted, right=True)
         counts = end - start
         owner = torch.repeat_interleave(torch.arange(len(batch), device=batch.device), counts)
-        offsets = torch.arange(int(counts.sum()), device=batch.device) - torch.repeat_interleave(
-            torch.cumsum(counts, 0) - counts, counts)  # fmt: skip
-        matches = facts[torch.repeat_interleave(start, counts) + offsets]
+        first_of_owner = torch.repeat_interleave(start - (torch.cumsum(counts, 0) - counts), counts)
+        matches = facts[first_of_owner + torch.arange(len(owner), device=batch.device)]
         earlier = matches[:, 3] < batch[owner, 2]
         owner, matches = owner[earlier], matches[earlier]
         answer = matches[:, 2] if target == "tail" else matches[:, 0]
-        cell = owner * self.num_entities + answer
-        size = len(batch) * self.num_entities
-        latest = torch.full((size,), -1, dtype=torch.long, device=batch.device)
-        latest.scatter_reduce_(0, cell, matches[:, 3], reduce="amax")
-        seen = torch.zeros(size, dtype=torch.float64, device=batch.device).index_add_(
-            0, cell, torch.ones(len(cell), dtype=torch.float64, device=batch.device))  # fmt: skip
-        latest, seen = latest.view(len(batch), -1), seen.view(len(batch), -1)
-        total = seen.sum(dim=1, keepdim=True).clamp(min=1)
-        distance = (batch[:, 2:3] - latest).double()
-        recency = torch.where(latest >= 0, torch.pow(self.decay, distance), 0.0)
-        return (self.alpha * recency + (1 - self.alpha) * seen / total).float()
+        cells, cell_of_match = torch.unique(owner * self.num_entities + answer, return_inverse=True)
+        latest = torch.full((len(cells),), -1, dtype=torch.long, device=batch.device)
+        latest.scatter_reduce_(0, cell_of_match, matches[:, 3], reduce="amax")
+        seen = torch.bincount(cell_of_match, minlength=len(cells)).double()
+        rows = cells // self.num_entities
+        total = torch.bincount(owner, minlength=len(batch)).double().clamp(min=1)[rows]
+        recency = torch.pow(self.decay, (batch[rows, 2] - latest).double())
+        scores = torch.zeros(len(batch) * self.num_entities, dtype=torch.float32, device=batch.device)
+        scores[cells] = (self.alpha * recency + (1 - self.alpha) * seen / total).float()
+        return scores.view(len(batch), self.num_entities)
 
     def score_t(self, hrt_batch: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
         """Scores (B, E) of every object of (s, r, ?, τ) rows (s, r, τ) (or (B, k) of the ``tails`` ids (k,))."""

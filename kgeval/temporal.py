@@ -212,12 +212,16 @@ class TemporalRankBasedEvaluator(RankingSettings):
         packed_known = [pack_quadruples(k.to(device_of), times) for k in known]
         sides = tuple(_checks.check_targets(targets, ENTITY_TARGETS))
 
+        prepared: list[Any] = []  # checked once, for every pass and step of this call
+
         def prepare() -> Any:
-            return check_evaluation_inputs(
-                resolved, packed, additional_filter_triples=packed_known, num_entities=entities, targets=sides,
-                batch_size=self.batch_size if batch_size is None else batch_size,
-                slice_size=self.slice_size if slice_size is None else slice_size,
-            )  # fmt: skip
+            if not prepared:
+                prepared.append(check_evaluation_inputs(
+                    resolved, packed, additional_filter_triples=packed_known, num_entities=entities, targets=sides,
+                    batch_size=self.batch_size if batch_size is None else batch_size,
+                    slice_size=self.slice_size if slice_size is None else slice_size,
+                ))  # fmt: skip
+            return prepared[0]
 
         run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
                           save_every)  # fmt: skip
@@ -312,9 +316,10 @@ def _restricted(prepare: Any, rows: torch.Tensor | None) -> Any:
 
 
 def _merge_into(ranked: dict[str, dict[Any, Any]], setting: str, sides: Mapping[Any, Any]) -> None:
-    """Add one step's accumulators of ``setting`` to those of the earlier steps (records in step order)."""
+    """Add one step's accumulators of ``setting`` (fresh ones, of this call) to those of the earlier steps (records
+    in step order)."""
     if setting not in ranked:
-        ranked[setting] = {target: accumulator.clone() for target, accumulator in sides.items()}
+        ranked[setting] = dict(sides)
         return
     for target, accumulator in sides.items():
         ranked[setting][target].merge(accumulator)

@@ -71,8 +71,8 @@ def evaluate_scores(
         optimistic, pessimistic = _fixed_ranks(positive, negative)
         num_candidates = torch.full_like(optimistic, negative.shape[1] + 1)
     else:
-        positive, flat, lengths = _checked_ragged(positive_scores, negative_scores)
-        optimistic, pessimistic = _ragged_ranks(positive, flat, lengths)
+        positive, flat, lengths, owner = _checked_ragged(positive_scores, negative_scores)
+        optimistic, pessimistic = _ragged_ranks(positive, flat, owner)
         num_candidates = lengths + 1
     accumulator = MetricAccumulator(ks=check_ks(ks), keep_records=keep_records)
     accumulator.update(
@@ -93,11 +93,10 @@ def _fixed_ranks(positive: torch.Tensor, negative: torch.Tensor) -> tuple[torch.
 
 
 def _ragged_ranks(
-    positive: torch.Tensor, flat: torch.Tensor, lengths: torch.Tensor
+    positive: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(optimistic, pessimistic) (n,) of each positive (n,) among its own negatives: ``flat`` (sum K_i,) holds task
-    i's K_i = ``lengths[i]`` negatives after those of tasks < i; counted per chunk of negatives."""
-    owner = torch.repeat_interleave(torch.arange(positive.shape[0], device=positive.device), lengths)
+    """(optimistic, pessimistic) (n,) of each positive (n,) among its own negatives: ``flat`` (sum K_i,) holds every
+    task's negatives one after another, ``owner`` (sum K_i,) the task of each; counted per chunk of negatives."""
     above = torch.zeros(positive.shape[0], dtype=torch.int64, device=positive.device)
     tied_or_above = torch.zeros_like(above)
     for start in range(0, flat.shape[0], CHUNK_ELEMENTS):
@@ -156,9 +155,12 @@ def _common_dtype(*dtypes: torch.dtype) -> torch.dtype:
     return dtype if dtype in (torch.float32, torch.float64) else torch.float32  # float16 / bfloat16 / float8
 
 
-def _checked_ragged(positive: Any, negatives: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(positive (n,), every task's negatives one after another (sum K_i,), K_i (n,)) from a sequence of n 1-d
-    floating tensors on the positives' device, no NaN; all widened (exactly) to one dtype."""
+def _checked_ragged(
+    positive: Any, negatives: Any
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(positive (n,), every task's negatives one after another (sum K_i,), K_i (n,), the task of each negative
+    (sum K_i,)) from a sequence of n 1-d floating tensors on the positives' device, no NaN; all widened (exactly)
+    to one dtype."""
     if not isinstance(positive, torch.Tensor) or not positive.dtype.is_floating_point or positive.dim() != 1:
         got = f"{positive.dtype} {tuple(positive.shape)}" if isinstance(positive, torch.Tensor) else type(positive)
         raise ValueError(f"positive_scores must be a 1-d floating-point tensor, got {got}")
@@ -180,4 +182,4 @@ def _checked_ragged(positive: Any, negatives: Any) -> tuple[torch.Tensor, torch.
     bad = torch.isnan(positive).long().index_add_(0, owner, torch.isnan(flat).long()) > 0
     if bool(bad.any()):
         raise ValueError(f"task {int(bad.nonzero()[0, 0])} has a NaN score; {int(bad.sum())} task(s) affected")
-    return positive.to(dtype), flat, lengths
+    return positive.to(dtype), flat, lengths, owner

@@ -46,22 +46,32 @@ def read_splits(folder: Path | Traversable, display: str, options: ReadOptions) 
 def holds_quadruples(folder: Path, sep: str = "\t") -> bool:
     """Whether the first data line (not blank, not a comment) of the folder's train file has four fields: a
     temporal dataset of (head, relation, tail, time) quadruples. False without a train file or a data line."""
-    found = [pattern.format(split="train") for pattern in FILE_PATTERNS
-             if folder.joinpath(pattern.format(split="train")).is_file()]  # fmt: skip
+    _, found = _split_files(folder, "train")
     if not found:
         return False
-    where = f"{folder}/{found[0]}"
-    for _, line in _iter_lines(folder.joinpath(found[0]), found[0].endswith(".gz"), where):
+    for _, line in _data_lines(folder, found[0], f"{folder}/{found[0]}"):
+        return len(line.split(sep)) == len(_FIELDS[True])
+    return False
+
+
+def _split_files(folder: Path | Traversable, split: str) -> tuple[list[str], list[str]]:
+    """(the file names tried for ``split``, those that exist in ``folder``)."""
+    names = [pattern.format(split=split) for pattern in FILE_PATTERNS]
+    return names, [file_name for file_name in names if folder.joinpath(file_name).is_file()]
+
+
+def _data_lines(folder: Path | Traversable, file_name: str, where: str) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line) of the file's data lines: blank lines and ``#`` comments skipped, spaces and
+    carriage returns stripped from the ends (they are no part of a label; tabs may be fields)."""
+    for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
         line = line.strip(" \r\n")
         if line and not line.startswith("#"):
-            return len(line.split(sep)) == len(_FIELDS[True])
-    return False
+            yield line_number, line
 
 
 def _read_split(folder: Path | Traversable, split: str, display: str, options: ReadOptions) -> LabelledSplit:
     """Read one split's labels; see :func:`load_tsv_dataset` for the rules."""
-    names = [pattern.format(split=split) for pattern in FILE_PATTERNS]
-    found = [file_name for file_name in names if folder.joinpath(file_name).is_file()]
+    names, found = _split_files(folder, split)
     if not found:
         raise FileNotFoundError(f"no {split} file in {display!r}; tried {', '.join(names)}")
     if len(found) > 1:
@@ -71,10 +81,7 @@ def _read_split(folder: Path | Traversable, split: str, display: str, options: R
     labels = LabelledSplit([], [], [], [], source=where, times=[] if options.temporal else None)
     field_names = _FIELDS[options.temporal]
     first = True
-    for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
-        line = line.strip(" \r\n")  # spaces and carriage returns are no part of a label (tabs may be fields)
-        if not line or line.startswith("#"):  # blank lines and comments
-            continue
+    for line_number, line in _data_lines(folder, file_name, where):
         fields = [field.strip() for field in line.split(options.sep)]
         if first and (options.header is True or (options.header == "auto" and len(fields) == len(field_names)
                                                   and is_header(fields))):  # fmt: skip

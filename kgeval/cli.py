@@ -23,8 +23,14 @@ from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temp
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
-from kgeval.datasets import TemporalDataset, TriplesDataset, dataset_folder, load_dataset, load_temporal_tsv
-from kgeval.datasets.reading import holds_quadruples
+from kgeval.datasets import (
+    TemporalDataset,
+    TriplesDataset,
+    load_any_dataset,
+    load_dataset,
+    load_temporal_tsv,
+    temporal_folder,
+)
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
@@ -113,16 +119,15 @@ def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...],
 
 
 def _temporal_dataset(name: str | None) -> TemporalDataset | None:
-    """The temporal dataset ``name`` names (a folder, or one of the shared data folder, whose train file holds
-    quadruples), else None."""
-    folder = dataset_folder(name) if name else None
-    return load_temporal_tsv(folder) if folder is not None and holds_quadruples(folder) else None
+    """The temporal dataset ``name`` names (:func:`kgeval.datasets.temporal_folder`), else None."""
+    folder = temporal_folder(name) if name else None
+    return load_temporal_tsv(folder) if folder is not None else None
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
-    dataset: Any = _temporal_dataset(args.dataset) or load_dataset(args.dataset)
+    dataset = load_any_dataset(args.dataset)
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after

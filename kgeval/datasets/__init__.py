@@ -33,6 +33,7 @@ __all__ = [
     "load_temporal_tsv",
     "load_tsv_dataset",
     "shared_data_dir",
+    "temporal_folder",
 ]
 
 #: Names of the datasets packaged in ``kgeval/datasets/data``.
@@ -294,13 +295,18 @@ def dataset_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
-def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn") -> Any:
-    """:func:`load_dataset` for triples, :func:`load_temporal_tsv` for a folder of quadruples (whichever its
-    train file holds: :func:`kgeval.datasets.reading.holds_quadruples`): a TriplesDataset or a TemporalDataset."""
+def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
+    """The folder :func:`dataset_folder` finds for ``name_or_path`` when its train file holds quadruples
+    (:func:`kgeval.datasets.reading.holds_quadruples`), else None."""
     folder = dataset_folder(name_or_path)
-    if folder is not None and holds_quadruples(folder):
-        return load_temporal_tsv(folder, unseen=unseen)
-    return load_dataset(name_or_path)
+    return folder if folder is not None and holds_quadruples(folder) else None
+
+
+def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn") -> Any:
+    """:func:`load_temporal_tsv` for a folder of quadruples (:func:`temporal_folder`), else :func:`load_dataset`:
+    a TemporalDataset or a TriplesDataset."""
+    folder = temporal_folder(name_or_path)
+    return load_temporal_tsv(folder, unseen=unseen) if folder is not None else load_dataset(name_or_path)
 
 
 def load_dataset(

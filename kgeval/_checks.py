@@ -65,8 +65,11 @@ def check_targets(targets: Any, allowed: tuple[Target, ...] = TARGETS) -> tuple[
     return tuple(t for t in allowed if t in values)
 
 
-def check_triples(triples: Any, name: str, num_entities: int, num_relations: int | None = None) -> torch.Tensor:
-    """An integer (n, 3) tensor of (h, r, t) ids inside [0, num_entities) (and [0, num_relations)).
+def check_triples(
+    triples: Any, name: str, num_entities: int, num_relations: int | None = None, *, timed: bool = False
+) -> torch.Tensor:
+    """An integer (n, 3) tensor of (h, r, t) ids inside [0, num_entities) (and [0, num_relations)); with ``timed``
+    an (n, 4) tensor of (h, r, t, τ) quadruples whose time ids are >= 0 too.
 
     Raises
     ------
@@ -75,12 +78,17 @@ def check_triples(triples: Any, name: str, num_entities: int, num_relations: int
     ValueError
         For a wrong shape, or an id out of range (naming the first offending row).
     """
+    width = 4 if timed else 3
     if not isinstance(triples, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape (n, 3), got {type(triples).__name__}")
+        raise TypeError(f"{name} must be a torch.Tensor of shape (n, {width}), got {type(triples).__name__}")
     if triples.dtype.is_floating_point or triples.dtype.is_complex or triples.dtype == torch.bool:
         raise TypeError(f"{name} must have an integer dtype, got {triples.dtype}")
-    if triples.dim() != 2 or triples.shape[1] != 3:
-        raise ValueError(f"{name} must have shape (n, 3), got {tuple(triples.shape)}")
+    if triples.dim() != 2 or triples.shape[1] != width:
+        if not timed:
+            raise ValueError(f"{name} must have shape (n, 3), got {tuple(triples.shape)}")
+        hint = ": triples are evaluated by kgeval.RankBasedEvaluator" if triples.shape[-1] == 3 else ""
+        raise ValueError(f"{name} must have shape (n, 4) of (head, relation, tail, time), got "
+                         f"{tuple(triples.shape)}{hint if triples.dim() == 2 else ''}")  # fmt: skip
     if triples.device.type == "meta":
         raise ValueError(f"{name} is on the meta device: it holds no ids")
     triples = triples.long()
@@ -90,11 +98,13 @@ def check_triples(triples: Any, name: str, num_entities: int, num_relations: int
         bad |= (triples[:, 1] < 0) | (triples[:, 1] >= num_relations)
     else:
         bad |= triples[:, 1] < 0
+    if timed:
+        bad |= triples[:, 3] < 0
     if bool(bad.any()):
         row = int(bad.nonzero()[0, 0])
         limits = f"entities in [0, {num_entities})" + (
             f", relations in [0, {num_relations})" if num_relations is not None else ", relations >= 0"
-        )
+        ) + (", times >= 0" if timed else "")
         raise ValueError(f"{name} row {row} = {triples[row].tolist()} has an id out of range ({limits})")
     return triples
 
@@ -111,20 +121,21 @@ def model_num_relations(model: Any) -> int | None:
 
 
 def check_filter_triples(
-    filter_triples: Any, num_entities: int, num_relations: int | None = None
+    filter_triples: Any, num_entities: int, num_relations: int | None = None, *, timed: bool = False
 ) -> list[torch.Tensor]:
-    """``additional_filter_triples`` as a list of checked (m, 3) tensors (None -> empty list)."""
+    """``additional_filter_triples`` as a list of checked (m, 3) tensors (None -> empty list); with ``timed``
+    ``additional_filter_quadruples`` as (m, 4) tensors (:func:`check_triples`)."""
+    argument = "additional_filter_quadruples" if timed else "additional_filter_triples"
     if filter_triples is None:
         return []
     if isinstance(filter_triples, torch.Tensor):
         filter_triples = [filter_triples]
     if not isinstance(filter_triples, Sequence):
         raise TypeError(
-            "additional_filter_triples must be a tensor, a sequence of tensors or None, "
-            f"got {type(filter_triples).__name__}"
+            f"{argument} must be a tensor, a sequence of tensors or None, got {type(filter_triples).__name__}"
         )
     return [
-        check_triples(t, f"additional_filter_triples[{i}]", num_entities, num_relations)
+        check_triples(t, f"{argument}[{i}]", num_entities, num_relations, timed=timed)
         for i, t in enumerate(filter_triples)
     ]
 

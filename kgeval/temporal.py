@@ -196,8 +196,8 @@ class TemporalRankBasedEvaluator(RankingSettings):
         resolved_model = resolve_model(model, device)
         user = resolved_model.view
         entities = _checks.check_num_entities(user, num_entities, resolved_model.name)
-        quadruples = check_quadruples(mapped_quadruples, "mapped_quadruples", entities)
-        known = _checked_filters(additional_filter_quadruples, entities)
+        quadruples = _checks.check_triples(mapped_quadruples, "mapped_quadruples", entities, timed=True)
+        known = _checks.check_filter_triples(additional_filter_quadruples, entities, timed=True)
         every = torch.cat([quadruples, *known])
         times = _num_times(user, num_times, every)
         if inverse_relations is not None:
@@ -323,38 +323,6 @@ def _merge_into(ranked: dict[str, dict[Any, Any]], setting: str, sides: Mapping[
         return
     for target, accumulator in sides.items():
         ranked[setting][target].merge(accumulator)
-
-
-def check_quadruples(quadruples: Any, name: str, num_entities: int) -> torch.Tensor:
-    """An integer (n, 4) tensor of (h, r, t, τ) ids: entities in [0, num_entities), relations and times >= 0
-    (ValueError naming the first offending row)."""
-    if not isinstance(quadruples, torch.Tensor):
-        raise TypeError(f"{name} must be a torch.Tensor of shape (n, 4), got {type(quadruples).__name__}")
-    if quadruples.dtype.is_floating_point or quadruples.dtype.is_complex or quadruples.dtype == torch.bool:
-        raise TypeError(f"{name} must have an integer dtype, got {quadruples.dtype}")
-    if quadruples.dim() != 2 or quadruples.shape[1] != 4:
-        hint = ": triples are evaluated by kgeval.RankBasedEvaluator" if quadruples.dim() == 2 else ""
-        raise ValueError(f"{name} must have shape (n, 4) of (head, relation, tail, time), got "
-                         f"{tuple(quadruples.shape)}{hint if quadruples.shape[-1] == 3 else ''}")  # fmt: skip
-    quadruples = quadruples.long()
-    bad = ((quadruples[:, [0, 2]] < 0) | (quadruples[:, [0, 2]] >= num_entities)).any(dim=1)
-    bad |= (quadruples[:, 1] < 0) | (quadruples[:, 3] < 0)
-    if bool(bad.any()):
-        row = int(bad.nonzero()[0, 0])
-        raise ValueError(f"{name} row {row} = {quadruples[row].tolist()} has an id out of range (entities in "
-                         f"[0, {num_entities}), relations and times >= 0)")  # fmt: skip
-    return quadruples
-
-
-def _checked_filters(filters: Any, num_entities: int) -> list[torch.Tensor]:
-    if filters is None:
-        return []
-    if isinstance(filters, torch.Tensor):
-        filters = [filters]
-    if not isinstance(filters, Sequence):
-        raise TypeError(f"additional_filter_quadruples must be a tensor, a sequence of tensors or None, got "
-                        f"{type(filters).__name__}")  # fmt: skip
-    return [check_quadruples(f, f"additional_filter_quadruples[{i}]", num_entities) for i, f in enumerate(filters)]
 
 
 def _num_times(model: Any, num_times: Any, quadruples: torch.Tensor) -> int:

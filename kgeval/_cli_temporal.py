@@ -22,20 +22,13 @@ from kgeval.temporal_audit import audit_temporal_dataset
 __all__ = ["run_temporal_audit", "run_temporal_demo", "run_temporal_evaluate", "settings_frame",
            "temporal_evaluation"]
 
-#: the headline columns of the side-by-side tables
-HEADLINE = (("MRR", "mrr"), ("Hits@1", "hits@1"), ("Hits@3", "hits@3"), ("Hits@10", "hits@10"))
-
-
 def settings_frame(results: dict[str, TemporalRankBasedMetricResults]) -> pd.DataFrame:
-    """One row per (model, filter setting), the realistic headline of both sides pooled as columns: ``results``
-    maps a model's name to its ``filtered="all"`` results."""
-    rows = {}
-    for name, got in results.items():
-        for setting, part in (("time-aware", got), ("static", got.static), ("raw", got.raw)):
-            if part is not None:
-                rows[(name, setting)] = {label: float(part[f"realistic.{key}"]) for label, key in HEADLINE}
-    frame = pd.DataFrame.from_dict(rows, orient="index")
+    """One row per (model, filter setting), the realistic headline of both sides pooled as columns (MRR and
+    Hits@k, the MR left out): ``results`` maps a model's name to its ``filtered="all"`` results
+    (:meth:`TemporalRankBasedMetricResults.headline_table` of each, turned)."""
+    frame = pd.concat({name: got.headline_table().T.drop(columns="MR") for name, got in results.items()})
     frame.index.names = ["model", "filter"]
+    frame.columns.name = None
     return frame
 
 

@@ -10,7 +10,6 @@ import time
 from typing import Any
 
 import pandas as pd
-import torch
 
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
@@ -34,13 +33,6 @@ def settings_frame(results: dict[str, TemporalRankBasedMetricResults]) -> pd.Dat
 
 def _print_frame(frame: pd.DataFrame) -> None:
     print(frame.to_string(float_format=lambda value: f"{value:.4f}"))
-
-
-def _recurrency(dataset: TemporalDataset, split: str) -> RecurrencyBaseline:
-    """The recurrency baseline knowing everything before ``split`` (train; train + valid for test)."""
-    model = RecurrencyBaseline(dataset.num_entities, dataset.num_relations, dataset.num_times)
-    model.kgeval_observe(dataset.train if split == "valid" else torch.cat([dataset.train, dataset.valid]))
-    return model
 
 
 def temporal_evaluation(model: Any, dataset: TemporalDataset, split: str, use_tqdm: bool) -> Any:
@@ -73,8 +65,9 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
         print(f"Saved the model to {args.save_checkpoint}")
     for split, known in (("valid", "train + valid"), ("test", "train + valid + test")):
         start = time.perf_counter()
+        baseline = RecurrencyBaseline.before(dataset, split)
         results = {"TNTComplEx": temporal_evaluation(model, dataset, split, progress),
-                   "recurrency": temporal_evaluation(_recurrency(dataset, split), dataset, split, progress)}
+                   "recurrency": temporal_evaluation(baseline, dataset, split, progress)}
         print(f"\n== {split}: {len(getattr(dataset, split))} quadruples, filtered by {known}, realistic ranks, both "
               f"sides; the recurrency baseline single-step; {time.perf_counter() - start:.2f} s ==")  # fmt: skip
         _print_frame(settings_frame(results))

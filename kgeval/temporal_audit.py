@@ -14,6 +14,7 @@ reporting, and which split is it?
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import math
@@ -142,8 +143,8 @@ def audit_temporal_dataset(dataset: TemporalDataset, *, baseline: bool = True, m
         results = TemporalRankBasedEvaluator(filtered="all").evaluate(
             model, **dataset.evaluation_kwargs("test"), use_tqdm=use_tqdm)  # fmt: skip
         settings = {"time-aware": results, "static": results.static, "raw": results.raw}
-        report = _replace(report, model_mrr={name: float(got["realistic.mrr"]) for name, got in settings.items()
-                                             if got is not None})  # fmt: skip
+        model_mrr = {name: float(got["realistic.mrr"]) for name, got in settings.items() if got is not None}
+        report = dataclasses.replace(report, model_mrr=model_mrr)
     return report
 
 
@@ -198,13 +199,7 @@ def _filter_sizes(frames: dict[str, pd.DataFrame]) -> dict[str, float]:
 
 
 def _with_recurrency(report: TemporalAuditReport, dataset: TemporalDataset, use_tqdm: bool) -> TemporalAuditReport:
-    model = RecurrencyBaseline(dataset.num_entities, dataset.num_relations, dataset.num_times)
-    model.kgeval_observe(torch.cat([dataset.train, dataset.valid]))
     results = TemporalRankBasedEvaluator(keep_records=False).evaluate(
-        model, **dataset.evaluation_kwargs("test"), use_tqdm=use_tqdm)  # fmt: skip
-    return _replace(report, recurrency_mrr=float(results["realistic.mrr"]))
-
-
-def _replace(report: TemporalAuditReport, **changes: Any) -> TemporalAuditReport:
-    return TemporalAuditReport(**{**asdict(report), **changes})
+        RecurrencyBaseline.before(dataset, "test"), **dataset.evaluation_kwargs("test"), use_tqdm=use_tqdm)  # fmt: skip
+    return dataclasses.replace(report, recurrency_mrr=float(results["realistic.mrr"]))
 

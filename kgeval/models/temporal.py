@@ -7,6 +7,8 @@ Both follow kgeval's temporal protocol (:mod:`kgeval.temporal`): ``score_t`` tak
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -153,6 +155,17 @@ class RecurrencyBaseline(nn.Module):
         self.decay, self.alpha = float(decay), float(alpha)
         self.register_buffer("known", torch.zeros((0, 4), dtype=torch.long))
         self._indices: dict[Target, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    @classmethod
+    def before(cls, dataset: Any, split: str = "test", **options: Any) -> RecurrencyBaseline:
+        """The baseline of a temporal dataset (``num_entities`` / ``num_relations`` / ``num_times``, ``train`` /
+        ``valid``, e.g. a :class:`kgeval.datasets.TemporalDataset`) knowing what precedes ``split``: train for
+        "valid", train + valid for "test". ``options``: ``decay``, ``alpha``."""
+        if split not in ("valid", "test"):
+            raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        model = cls(dataset.num_entities, dataset.num_relations, dataset.num_times, **options)
+        model.kgeval_observe(dataset.train if split == "valid" else torch.cat([dataset.train, dataset.valid]))
+        return model
 
     @property
     def device(self) -> torch.device:

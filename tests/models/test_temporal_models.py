@@ -181,3 +181,15 @@ def test_recurrency_refuses_bad_arguments() -> None:
         RecurrencyBaseline(E, R, T, alpha=1.5)
     with pytest.raises(ValueError, match=r"time ids must be in \[0, 7\)"):
         RecurrencyBaseline(E, R, T).kgeval_observe(torch.tensor([[0, 0, 0, 7]]))
+
+
+def test_the_baseline_before_a_split_knows_what_precedes_it() -> None:
+    from types import SimpleNamespace
+
+    train, valid = random_quadruples(12, 30, times=(0, 3)), random_quadruples(13, 10, times=(3, 5))
+    data = SimpleNamespace(num_entities=E, num_relations=R, num_times=T, train=train, valid=valid)
+    assert torch.equal(RecurrencyBaseline.before(data, "valid").known, train)
+    assert torch.equal(RecurrencyBaseline.before(data, "test", decay=0.5).known, torch.cat([train, valid]))
+    assert RecurrencyBaseline.before(data, "test", decay=0.5).decay == 0.5
+    with pytest.raises(ValueError, match="split must be 'valid' or 'test'"):
+        RecurrencyBaseline.before(data, "train")

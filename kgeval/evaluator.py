@@ -58,8 +58,9 @@ class RankingSettings:
         """The requested counting kernel ("auto", "eager", "numba" or "triton")."""
         return self._state.kernels.requested  # type: ignore[return-value]
 
-    def _rank_options(self, filtered: FilterMode, filter_relation_stride: int = 1) -> RankOptions:
-        """What one pass of an evaluation asks of the engine, filtered as ``filtered``."""
+    def _rank_options(self, filtered: FilterMode | Literal["all"], filter_relation_stride: int = 1) -> RankOptions:
+        """What one pass of an evaluation asks of the engine, filtered as ``filtered`` ("all": filtered, raw and
+        filtered with relations compared as ``r // filter_relation_stride``, kgeval._engine.RankOptions)."""
         return RankOptions(filtered, self.ks, self.keep_records, self.fast_path, self.check_fast_path,
                            self.matmul_precision, filter_relation_stride=filter_relation_stride)  # fmt: skip
 

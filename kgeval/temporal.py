@@ -17,7 +17,6 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
@@ -29,7 +28,7 @@ from kgeval import _display as display
 from kgeval._engine import RunSettings, rank
 from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
-from kgeval.evaluator import FilterMode, RankingSettings
+from kgeval.evaluator import RankingSettings
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget, KernelChoice, MatmulPrecision, RankType
 
@@ -102,7 +101,7 @@ class TemporalRankBasedEvaluator(RankingSettings):
     ----------
     filtered : {"time-aware", "static", "raw", "all"}, default="time-aware"
         The filter setting (see the module docstring). "all" reports the time-aware results with ``.static`` and
-        ``.raw`` results beside them (two passes: time-aware with raw, then static).
+        ``.raw`` results beside them, from one pass: the model scores every query once.
     ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision, check_fast_path
         As for :class:`kgeval.RankBasedEvaluator`.
 
@@ -233,21 +232,21 @@ class TemporalRankBasedEvaluator(RankingSettings):
                 "(single-step for a model with kgeval_observe under 'auto'), and a resumed run would reveal times to "
                 "the model twice: pass observe=None or no progress_path"
             )
-        # (setting, filter of the options, relation stride) of each pass
-        passes: dict[str, list[tuple[str, FilterMode, int]]] = {
-            "time-aware": [("time-aware", True, 1)],
-            "static": [("static", True, times)],
-            "raw": [("raw", False, 1)],
-            "all": [("time-aware", "both", 1), ("static", True, times)],
-        }
+        # the filter of the options and the relation stride of the one pass; "all" filters statically (relations
+        # compared as r // T) and marks the time-aware filter's pairs among the static ones: time-aware, static and
+        # raw ranks from the same scores
+        choices: dict[str, tuple[bool | Literal["all"], int]] = {"time-aware": (True, 1), "static": (True, times),
+                                                      "raw": (False, 1), "all": ("all", times)}  # fmt: skip
+        filtered, stride = choices[self.filtered]
+        options = self._rank_options(filtered, stride)
+        setting = self.filtered if self.filtered != "all" else "time-aware"
         ranked: dict[str, dict[Any, Any]] = {}
         for rows, revealed in steps:
-            for setting, filtered, stride in passes[self.filtered]:
-                settings = run if self.filtered != "all" else _own_progress_file(run, setting)
-                step = rank(_restricted(prepare, rows), self._rank_options(filtered, stride), settings, self._state)
-                _merge_into(ranked, setting, {target: side.ranked for target, side in step.items()})
-                if filtered == "both":
-                    _merge_into(ranked, "raw", {target: side.raw for target, side in step.items()})
+            step = rank(_restricted(prepare, rows), options, run, self._state)
+            _merge_into(ranked, setting, {target: side.ranked for target, side in step.items()})
+            if self.filtered == "all":
+                _merge_into(ranked, "raw", {target: side.raw for target, side in step.items()})
+                _merge_into(ranked, "static", {target: side.coarse for target, side in step.items()})
             if revealed is not None:
                 getattr(user, OBSERVE_METHOD)(revealed.to(device_of))
         results = {setting: self._results(parts, setting, times, quadruple_times) for setting, parts in ranked.items()}
@@ -289,16 +288,6 @@ def _steps(model: Any, observe: Any, quadruples: torch.Tensor) -> list[tuple[tor
         rows = (quadruples[:, 3] == time).nonzero()[:, 0]
         steps.append((rows, quadruples[rows] if observe == "single-step" else None))
     return steps
-
-
-def _own_progress_file(run: RunSettings, setting: str) -> RunSettings:
-    """``run`` with a progress file of its own for the pass of ``setting`` (``<progress_path>.<setting>``): a pass
-    interrupted after the first one resumes from its own file (the finished pass, whose file was removed, is
-    ranked again)."""
-    if run.progress_path is None:
-        return run
-    path = Path(run.progress_path)
-    return dataclasses.replace(run, progress_path=path.with_name(f"{path.name}.{setting}"))
 
 
 def _restricted(prepare: Any, rows: torch.Tensor | None) -> Any:

@@ -355,7 +355,7 @@ def test_forecasting_order_refusals(tmp_path) -> None:
         evaluate(Forecaster(table), quadruples, [], "raw", progress_path=tmp_path / "progress.pt")
 
 
-def test_all_with_a_progress_file_gives_each_pass_its_own_and_removes_them(tmp_path) -> None:
+def test_all_with_a_progress_file_keeps_one_and_removes_it(tmp_path) -> None:
     quadruples = random_quadruples(37, 30)
     filters = overlapping_filters(38, quadruples)
     table = tie_heavy_table(39)

@@ -103,12 +103,14 @@ class BatchWork:
 
 @dataclass(frozen=True)
 class SideCounts:
-    """The counts of some tasks: filtered (raw when nothing was filtered), and raw as well when asked for."""
+    """The counts of some tasks: filtered (raw when nothing was filtered), raw as well when asked for, and under a
+    finer filter as well when the tasks have one (kgeval._engine.loop.SideTasks.fine_index)."""
 
     counts: BatchCounts
     raw: BatchCounts | None = None
     #: FloatTensor (n,): each task's true score as counting read it (None where not kept, e.g. resumed parts)
     true_scores: torch.Tensor | None = None
+    fine: BatchCounts | None = None  #: the counts under the finer filter, from the same codes
 
     @classmethod
     def scatter(cls, parts: Sequence[tuple[torch.Tensor, SideCounts]], size: int) -> SideCounts:
@@ -122,11 +124,17 @@ class SideCounts:
     def cat(cls, parts: Sequence[SideCounts], order: torch.Tensor) -> SideCounts:
         """The parts concatenated, then indexed by ``order``."""
         counts = BatchCounts.cat([part.counts for part in parts], order)
-        raws = [part.raw for part in parts]
-        raw = BatchCounts.cat(raws, order) if raws and all(r is not None for r in raws) else None  # type: ignore[arg-type]
+        raw, fine = (_cat_present([getattr(part, name) for part in parts], order) for name in ("raw", "fine"))
         scores = [part.true_scores for part in parts]
         true_scores = torch.cat(scores)[order] if scores and all(s is not None for s in scores) else None  # type: ignore[arg-type]
-        return cls(counts, raw, true_scores)
+        return cls(counts, raw, true_scores, fine)
+
+
+def _cat_present(parts: Sequence[BatchCounts | None], order: torch.Tensor) -> BatchCounts | None:
+    """:meth:`BatchCounts.cat` of parts that all hold counts; None if any does not."""
+    if not parts or any(part is None for part in parts):
+        return None
+    return BatchCounts.cat(parts, order)  # type: ignore[arg-type]
 
 
 def count_batch(
@@ -180,9 +188,12 @@ def count_batch(
             less[rows] += below
             has_nan[rows] |= nan
         tile = None  # type: ignore[assignment]  # a view of the scorer's scores: let go before the next slice
-    filtered = pairs.counts(size) if pairs is not None and work.num_filtered is not None else None
-    counts = _side_counts(greater, less, has_nan, scorer.num_candidates, filtered, work.num_filtered, raw_too)
-    return SideCounts(counts.counts, counts.raw, true_scores)
+    filtered = fine = None
+    if pairs is not None and work.num_filtered is not None:
+        filtered, fine = pairs.counts(size), pairs.fine_counts(size)
+    num_fine = pairs.pairs.num_fine if pairs is not None else None
+    return _side_counts(greater, less, has_nan, scorer.num_candidates, (filtered, work.num_filtered), raw_too,
+                        (fine, num_fine), true_scores)  # fmt: skip
 
 
 def runs_fused(kernel: Kernel, scorer: CandidateScorer) -> bool:
@@ -202,7 +213,7 @@ def _count_fused(
     if true_scores is None:
         true_scores = kernel.pick_scores(queries, candidates, task_rows, work.true_positions)  # type: ignore[attr-defined]
     greater, less, has_nan = kernel.fused_counts(queries, candidates, task_rows, true_scores)  # type: ignore[attr-defined]
-    filtered = None
+    filtered = fine = num_fine = None
     if work.pairs is not None and work.num_filtered is not None:
         pairs = work.pairs.pairs
         positions = pairs.positions
@@ -212,8 +223,15 @@ def _count_fused(
         if work.true_scores is not None:
             values = values.masked_fill(pairs.positions < 0, float("nan"))
         filtered = pairs.counts_against(values, true_scores)
-    counts = _side_counts(greater, less, has_nan, candidates.shape[0], filtered, work.num_filtered, raw_too)
-    return SideCounts(counts.counts, counts.raw, true_scores)
+        if pairs.in_fine is not None:
+            fine, num_fine = pairs.counts_against(values, true_scores, fine=True), pairs.num_fine
+    return _side_counts(greater, less, has_nan, candidates.shape[0], (filtered, work.num_filtered), raw_too,
+                        (fine, num_fine), true_scores)  # fmt: skip
+
+
+#: the pairs' (#above, #below) per task and the number of filtered candidates per task, of one filter (None:
+#: no such filter)
+FilterCounts = tuple[tuple[torch.Tensor, torch.Tensor] | None, torch.Tensor | None]
 
 
 def _side_counts(
@@ -221,18 +239,27 @@ def _side_counts(
     less: torch.Tensor,
     has_nan: torch.Tensor,
     num_candidates: int,
-    filtered: tuple[torch.Tensor, torch.Tensor] | None,
-    num_filtered: torch.Tensor | None,
+    filtered: FilterCounts,
     raw_too: bool,
+    fine: FilterCounts = (None, None),
+    true_scores: torch.Tensor | None = None,
 ) -> SideCounts:
-    """A batch's counts from #above / #below its true scores among all ``num_candidates`` (raw), and, given the
-    filtered pairs' (#above, #below) and each task's number of filtered candidates, the filtered counts too."""
+    """A batch's counts from #above / #below its true scores among all ``num_candidates`` (raw), and, given a
+    filter's pairs' (#above, #below) and each task's number of filtered candidates, the filtered counts too (the
+    raw ones minus the pairs'); likewise under the finer filter ``fine``, from the same raw counts."""
     everything = torch.full_like(greater, num_candidates)
     raw = BatchCounts.from_counts(greater, less, has_nan, everything)
-    if filtered is None or num_filtered is None:
-        return SideCounts(raw)
-    counts = BatchCounts.from_counts(greater - filtered[0], less - filtered[1], has_nan, everything - num_filtered)
-    return SideCounts(counts, raw if raw_too else None)
+
+    def without(pairs: FilterCounts) -> BatchCounts | None:
+        above_below, number = pairs
+        if above_below is None or number is None:
+            return None
+        return BatchCounts.from_counts(greater - above_below[0], less - above_below[1], has_nan, everything - number)
+
+    counts = without(filtered)
+    if counts is None:
+        return SideCounts(raw, None, true_scores)
+    return SideCounts(counts, raw if raw_too else None, true_scores, without(fine))
 
 
 def _task_query_rows(blocks: Sequence[RowBlock], device: torch.device) -> torch.Tensor:

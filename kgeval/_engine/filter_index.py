@@ -9,6 +9,7 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import torch
@@ -131,6 +132,40 @@ class SideIndex:
         rows = torch.repeat_interleave(torch.arange(start.numel(), device=start.device), length, output_size=total)
         shift = start - (torch.cumsum(length, dim=0) - length)
         return rows, self.values[torch.arange(total, device=start.device) + shift[rows]]
+
+    def contains(self, starts: torch.Tensor, lengths: torch.Tensor, values: torch.Tensor) -> torch.Tensor:
+        """Whether each ``values[i]`` is in the run [starts[i], starts[i] + lengths[i]) of :attr:`values` (runs as
+        :meth:`lookup` gives them; all LongTensors of one shape): BoolTensor of that shape.
+
+        One binary search per value over the runs' (start, value) keys, which are in ascending order because the
+        runs are consecutive and sorted within."""
+        keys, bound = self._run_keys
+        if keys.numel() == 0:
+            return torch.zeros_like(values, dtype=torch.bool)
+        if bound * (self.values.numel() + 1) >= 2**63:  # the keys would overflow: pack both sides together
+            first = torch.cat([self._run_starts, starts])
+            packed = pack_pairs(first, torch.cat([self.values, values.clamp(min=0)]))
+            keys, probe = packed[: keys.numel()], packed[keys.numel() :]
+        else:
+            probe = starts * bound + values.clamp(0, bound - 1)
+        position = torch.searchsorted(keys, probe).clamp(max=keys.numel() - 1)
+        return (lengths > 0) & (values >= 0) & (values < bound) & (keys[position] == probe)
+
+    @cached_property
+    def _run_starts(self) -> torch.Tensor:
+        """LongTensor (nnz,): the start offset of the run holding each value."""
+        return torch.repeat_interleave(self.offsets[:-1], self.offsets.diff(), output_size=self.values.numel())
+
+    @cached_property
+    def _run_keys(self) -> tuple[torch.Tensor, int]:
+        """(keys (nnz,), bound): each value's run start * bound + value, ascending, with bound = 1 + the largest
+        value (the keys are built only where they fit in an int64; see :meth:`contains`)."""
+        if self.values.numel() == 0:
+            return self.values, 1
+        bound = int(self.values.max()) + 1
+        if bound * (self.values.numel() + 1) >= 2**63:
+            return self.values, bound  # placeholder of the right size: contains() packs instead
+        return self._run_starts * bound + self.values, bound
 
     def known_pairs(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """(row, value) of every known answer of the queries (key_first[i], key_second[i]) -- :meth:`lookup`, then

@@ -16,7 +16,7 @@ import torch
 from torch import distributed as dist
 from tqdm.auto import tqdm
 
-from kgeval._engine.counting import SideCounts
+from kgeval._engine.counting import BatchCounts, SideCounts
 from kgeval._engine.distributed import CollectiveCheck, fingerprint, resolve_group, shard, synchronize
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.form_check import FormChecks
@@ -36,8 +36,9 @@ from kgeval.typing import KernelChoice, Target
 
 __all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "new_state", "rank"]
 
-#: the ranks a filtered evaluation reports: filtered only, or filtered plus raw from the same pass
-FilterMode = bool | Literal["both"]
+#: the ranks a filtered evaluation reports: filtered only, filtered plus raw from the same pass, or ("all")
+#: filtered, raw and coarsely filtered (relations compared as r // filter_relation_stride) from the same pass
+FilterMode = bool | Literal["both", "all"]
 
 
 def new_state(kernel: KernelChoice = "auto") -> EngineState:
@@ -47,10 +48,11 @@ def new_state(kernel: KernelChoice = "auto") -> EngineState:
 
 @dataclass(frozen=True)
 class RankOptions:
-    """What an evaluator asks of each evaluation: the filter setting (True, False, or "both": filtered with raw
-    beside it; ``filter_relation_stride``: relations compared as ``r // stride`` in the filter, the static filter
-    of packed temporal relations), the k of hits@k and whether records are kept (what the accumulators hold), and
-    how the model may be scored (the fast path, its probe, the matmul precision)."""
+    """What an evaluator asks of each evaluation: the filter setting (True, False, "both": filtered with raw
+    beside it, or "all": filtered, raw and coarse from one pass; ``filter_relation_stride``: relations compared as
+    ``r // stride`` in the filter -- the static filter of packed temporal relations -- and with "all", in the
+    coarse filter only), the k of hits@k and whether records are kept (what the accumulators hold), and how the
+    model may be scored (the fast path, its probe, the matmul precision)."""
 
     filtered: FilterMode = True
     ks: tuple[int, ...] = (1, 3, 5, 10)
@@ -63,7 +65,13 @@ class RankOptions:
     @property
     def raw_too(self) -> bool:
         """Whether raw ranks are counted besides the filtered ones."""
-        return self.filtered == "both"
+        return self.filtered in ("both", "all")
+
+    @property
+    def coarse_too(self) -> bool:
+        """Whether the coarse filter's ranks are counted besides the exact filter's (the pass filters with the
+        coarse filter's pairs and marks the exact filter's among them)."""
+        return self.filtered == "all"
 
 
 @dataclass(frozen=True)
@@ -92,10 +100,12 @@ class RunSettings:
 @dataclass(frozen=True)
 class SideRanks:
     """One side's ranks, in the order of the evaluated triples: the accumulator of the filtered ranks (raw ones
-    for an unfiltered evaluation) and, with ``filtered="both"``, the accumulator of the raw ones."""
+    for an unfiltered evaluation), with ``filtered="both"`` or "all" the accumulator of the raw ones, and with "all"
+    that of the coarsely filtered ones (relations compared as ``r // filter_relation_stride``)."""
 
     ranked: MetricAccumulator
     raw: MetricAccumulator | None = None
+    coarse: MetricAccumulator | None = None
 
 
 def rank(
@@ -127,10 +137,12 @@ def rank(
             evaluator=(options.filtered, options.ks, options.keep_records),
             candidate_shards=sorted(declared),  # the ranks gather their shards below only if all declare them
         )
-        index = None
+        index = fine_index = None
         if options.filtered is not False:
             known = [inputs.triples, *inputs.filter_triples]
             index = state.filter_indices.get(known, inputs.triples.device, options.filter_relation_stride)
+            if options.coarse_too:  # the pass filters coarsely, and marks the exact filter's pairs among those
+                fine_index = state.filter_indices.get(known, inputs.triples.device)
     shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
     with CollectiveCheck(group):
         _check_sharded(shards, inputs, options, run.progress_path)
@@ -138,7 +150,7 @@ def rank(
         resume = None
         if run.progress_path is not None:
             resume = _progress(run, options, inputs, task_index, group)
-    sides = _Sides(inputs, options, state, index, task_index, shards, group)
+    sides = _Sides(inputs, options, state, index, task_index, shards, group, fine_index)
     precision = exact_matmul(options.matmul_precision)
     with CollectiveCheck(group), evaluation_mode(inputs.model.model), torch.inference_mode(), precision:
         ranked = sides.rank_all(run.progress, resume)
@@ -203,10 +215,12 @@ def _progress(
 
 def _synchronized(ranked: dict[Target, SideRanks], group: Any) -> dict[Target, SideRanks]:
     """Every rank's accumulators merged, on every rank (a distributed evaluation of shared-out tasks)."""
-    filtered = synchronize({target: side.ranked for target, side in ranked.items()}, group)
-    raw = {target: side.raw for target, side in ranked.items() if side.raw is not None}
-    raw = synchronize(raw, group) if raw else {}
-    return {target: SideRanks(filtered[target], raw.get(target)) for target in ranked}
+    merged = {}
+    for name in ("ranked", "raw", "coarse"):
+        held = {target: getattr(side, name) for target, side in ranked.items() if getattr(side, name) is not None}
+        merged[name] = synchronize(held, group) if held else {}
+    return {target: SideRanks(merged["ranked"][target], merged["raw"].get(target), merged["coarse"].get(target))
+            for target in ranked}  # fmt: skip
 
 
 @dataclass
@@ -220,6 +234,7 @@ class _Sides:
     task_index: torch.Tensor
     shards: dict[Target, CandidateShard]
     group: Any
+    fine_index: FilterIndex | None = None  #: with filtered="all": the exact filter, ``index`` being the coarse one
 
     def rank_all(self, progress_settings: Mapping[str, Any], resume: EvaluationProgress | None) -> dict:
         checks = FormChecks(probe=self.options.check_fast_path)  # this evaluation's fast-path verdicts and warnings
@@ -237,8 +252,10 @@ class _Sides:
         triples = inputs.triples[task_index]
         if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
             empty = MetricAccumulator(ks=self.options.ks, keep_records=self.options.keep_records).to(triples.device)
-            return SideRanks(empty, empty.clone() if self.options.raw_too else None)
+            return SideRanks(empty, empty.clone() if self.options.raw_too else None,
+                             empty.clone() if self.options.coarse_too else None)  # fmt: skip
         side_index = self.index.side(target) if self.index is not None else None
+        fine_index = self.fine_index.side(target) if self.fine_index is not None else None
         id_space = inputs.num_relations if target == "relation" else inputs.num_entities
         assert id_space is not None  # relations are ranked only for a model that counts them (kgeval._inputs)
         sharded = None
@@ -250,25 +267,30 @@ class _Sides:
         for number, (rows, candidate_ids) in enumerate(groups):
             group = triples if rows is None else triples[rows]
             if sharded is not None:
-                tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)
+                tasks = _side_tasks(group, target, candidate_ids, id_space, side_index, fine_index)
                 counts = sharded.rank(tasks, candidate_ids, id_space, self.state, inputs.sizes, observer)
             else:
                 side_resume = resume.side((target, number)) if resume is not None else None
-                counts = self._rank_group(group, target, candidate_ids, id_space, side_index, checks,
+                counts = self._rank_group(group, target, candidate_ids, id_space, (side_index, fine_index), checks,
                                           observer.on(side_resume))  # fmt: skip
             parts.append((rows, counts))
         rows, counts = parts[0]
         if rows is not None:  # the tasks were ranked in groups: put them back in task order
             counts = SideCounts.scatter(parts, triples.shape[0])  # type: ignore[arg-type]
         _raise_on_nan(counts.counts.has_nan, triples, task_index, target)
-        accumulators = []
-        for part in (counts.counts, counts.raw) if self.options.raw_too else (counts.counts,):
+        asked: dict[str, BatchCounts | None]
+        if self.options.coarse_too:  # the pass filtered coarsely: the exact filter's counts are the fine ones
+            asked = {"ranked": counts.fine, "raw": counts.raw, "coarse": counts.counts}
+        else:
+            asked = {"ranked": counts.counts, **({"raw": counts.raw} if self.options.raw_too else {})}
+        accumulators = {}
+        for name, part in asked.items():
+            assert part is not None  # the counts asked for exist
             accumulator = MetricAccumulator(ks=self.options.ks, keep_records=self.options.keep_records)
-            assert part is not None  # raw counts exist when they were asked for
             optimistic, pessimistic, num_candidates = part.ranks()
             accumulator.update_unchecked(optimistic, pessimistic, num_candidates, triples, task_index)
-            accumulators.append(accumulator)
-        return SideRanks(accumulators[0], accumulators[1] if len(accumulators) > 1 else None)
+            accumulators[name] = accumulator
+        return SideRanks(**accumulators)
 
     def _rank_group(
         self,
@@ -276,11 +298,12 @@ class _Sides:
         target: Target,
         candidate_ids: torch.Tensor | None,
         id_space: int,
-        side_index: SideIndex | None,
+        side_indices: tuple[SideIndex | None, SideIndex | None],
         checks: FormChecks,
         observer: Observer,
     ) -> SideCounts:
-        """The counts of one candidate set's tasks (``group``: their triples), scored by the model's best scorer."""
+        """The counts of one candidate set's tasks (``group``: their triples), scored by the model's best scorer;
+        ``side_indices``: the filter's side index and the finer filter's (None: none)."""
         inputs = self.inputs
         scorer = make_scorer(
             inputs.model,
@@ -292,7 +315,7 @@ class _Sides:
             probe_queries=group[:, QUERY_COLUMNS[target]],  # the probe reads a few (one per relation: more)
             checks=checks,
         )
-        tasks = _side_tasks(group, target, candidate_ids, id_space, side_index)
+        tasks = _side_tasks(group, target, candidate_ids, id_space, *side_indices)
         requested = inputs.sizes
         sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size)
         return rank_side(scorer, tasks, sizes, self.state, observer)
@@ -314,8 +337,10 @@ def _side_tasks(
     candidate_ids: torch.Tensor | None,
     id_space: int,
     side_index: SideIndex | None,
+    fine_index: SideIndex | None = None,
 ) -> SideTasks:
-    """The tasks of one side of ``triples`` (n, 3) among the candidates ``candidate_ids`` (None: all ids)."""
+    """The tasks of one side of ``triples`` (n, 3) among the candidates ``candidate_ids`` (None: all ids), filtered
+    through ``side_index`` (None: raw) and counted under the finer ``fine_index`` too (None: not)."""
     position_of = candidate_positions(candidate_ids, id_space, triples.device)
     answers = triples[:, ANSWER_COLUMN[target]]
     return SideTasks(
@@ -323,4 +348,5 @@ def _side_tasks(
         true_positions=position_of[answers] if position_of is not None else answers,
         side_index=side_index,
         position_of=position_of,
+        fine_index=fine_index,
     )

@@ -68,6 +68,10 @@ class SideTasks:
     #: FloatTensor (n,): given when the true answers are not among these candidates (a shard of them: every
     #: ``true_positions`` is then -1, kgeval._engine.sharding); the tasks are counted against every candidate here
     true_scores: torch.Tensor | None = None
+    #: a second, finer filter counted from the same pass (needs ``side_index``): every task's run in it is a
+    #: subset of its run in ``side_index`` that holds the true answer too (the time-aware filter inside the
+    #: static one); its counts come back as ``SideCounts.fine``
+    fine_index: SideIndex | None = None
 
 
 @dataclass(frozen=True)
@@ -102,16 +106,21 @@ def rank_side(
     side_index, position_of = tasks.side_index, tasks.position_of
     device = queries.device
     scorer.use_device(device)
-    starts = lengths = None
+    starts = lengths = fine = None
     if side_index is not None:
         starts, lengths = side_index.lookup(queries[:, 0], queries[:, 1])
+    if tasks.fine_index is not None:
+        if side_index is None:
+            raise ValueError("a finer filter is counted within a filter: the tasks need a side index")
+        fine = (tasks.fine_index, *tasks.fine_index.lookup(queries[:, 0], queries[:, 1]))
     kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
     if kernel.reads_rows_in_place or scorer.sizing == "gemm":
         sizes = batching.with_tall_tiles(sizes, device)
     layout = state.settings.layout or default_layout(device)
     if runs_fused(kernel, scorer):
         layout = "masked"  # a fused kernel scores the filtered pairs as a list: no query groups, no tile segments
-    group_min_pairs = state.settings.group_min_pairs if layout == "sorted" else None
+    # query groups share one run of pairs per query; a finer filter marks pairs one by one
+    group_min_pairs = state.settings.group_min_pairs if layout == "sorted" and fine is None else None
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     by_true_slice = len(bounds) == 1 or queries.shape[0] >= len(bounds) * state.settings.min_tasks_per_slice
     given = tasks.true_scores
@@ -133,7 +142,7 @@ def rank_side(
         batch_true = true_positions[batch.tasks]
         tiles = num_filtered = None
         if side_index is not None:
-            pairs = _pairs(side_index, batch, starts, batch_true, position_of)  # type: ignore[arg-type]
+            pairs = _pairs(side_index, batch, starts, batch_true, position_of, fine)  # type: ignore[arg-type]
             groups = query_groups(side_index, batch.groups, position_of)
             row_starts: Sequence[int] = [block.row_start for block in batch.blocks] + [end - begin]
             offsets: Sequence[int] = batch.pair_offsets
@@ -176,8 +185,14 @@ def _pairs(
     starts: torch.Tensor,
     true_positions: torch.Tensor,
     position_of: torch.Tensor | None,
+    fine: tuple[SideIndex, torch.Tensor, torch.Tensor] | None = None,
 ) -> BatchPairs:
-    """The filtered pairs of one batch, except its query groups (kgeval._engine.pairs.expand_pairs on its runs)."""
+    """The filtered pairs of one batch, except its query groups (kgeval._engine.pairs.expand_pairs on its runs);
+    ``fine``: the finer filter and every task's (start, length) in it, to mark its pairs."""
     lengths = batch.pair_counts
     assert lengths is not None  # a batch of a filtered side is planned with its pair counts
-    return expand_pairs(side_index, starts[batch.tasks], lengths, batch.num_pairs, true_positions, position_of)
+    fine_runs = None
+    if fine is not None:
+        fine_runs = (fine[0], fine[1][batch.tasks], fine[2][batch.tasks])
+    return expand_pairs(side_index, starts[batch.tasks], lengths, batch.num_pairs, true_positions, position_of,
+                        fine_runs)  # fmt: skip

@@ -25,17 +25,29 @@ def code_sums(rows: torch.Tensor, codes: torch.Tensor, size: int) -> tuple[torch
 
 @dataclass
 class BatchPairs:
-    """The filtered pairs of one batch (all LongTensor)."""
+    """The filtered pairs of one batch (LongTensors unless stated).
+
+    With a finer filter besides (kgeval._engine.loop.SideTasks.fine_index: every task's fine run is a subset of its run
+    here, its true answer included), ``in_fine`` marks the pairs the fine filter removes too, and ``num_fine``
+    counts them as ``num_filtered`` counts these: the same gathered codes give both filters' counts."""
 
     rows: torch.Tensor  #: (P,) task row in the batch, non-decreasing
     positions: torch.Tensor  #: (P,) candidate position; the row's true position for non-candidates
     num_filtered: torch.Tensor  #: (B,) filtered candidates other than the true answer
+    in_fine: torch.Tensor | None = None  #: BoolTensor (P,): the pair is in the finer filter too
+    num_fine: torch.Tensor | None = None  #: (B,) the finer filter's candidates other than the true answer
 
-    def counts_against(self, values: torch.Tensor, true_scores: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def counts_against(
+        self, values: torch.Tensor, true_scores: torch.Tensor, fine: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per task row: (#pairs whose score ``values`` (P,) lies above, #below the row's true score (B,)),
-        LongTensors of shape (B,); NaN scores lie in neither."""
-        codes = codes_against(values, true_scores[self.rows], mark_nan=False)
-        return counts_from_code_sums(*code_sums(self.rows, codes, self.num_filtered.numel()))
+        LongTensors of shape (B,); NaN scores lie in neither. ``fine``: the pairs of the finer filter only."""
+        rows = self.rows
+        if fine:
+            assert self.in_fine is not None
+            rows, values = rows[self.in_fine], values[self.in_fine]
+        codes = codes_against(values, true_scores[rows], mark_nan=False)
+        return counts_from_code_sums(*code_sums(rows, codes, self.num_filtered.numel()))
 
     def candidates_only(self, row_starts: Sequence[int]) -> tuple[BatchPairs, list[int]]:
         """These pairs without those at position -1 (non-candidates of tasks whose true answer is not a candidate
@@ -43,9 +55,10 @@ class BatchPairs:
         ``row_starts`` (then the number of pairs): one host synchronisation."""
         keep = self.positions >= 0
         rows, positions = self.rows[keep], self.positions[keep]
+        in_fine = self.in_fine[keep] if self.in_fine is not None else None
         bounds = torch.tensor(list(row_starts), dtype=rows.dtype, device=rows.device)
         offsets = torch.searchsorted(rows, bounds).tolist()
-        return BatchPairs(rows, positions, self.num_filtered), offsets
+        return BatchPairs(rows, positions, self.num_filtered, in_fine, self.num_fine), offsets
 
     @classmethod
     def empty(cls, size: int, device: torch.device) -> BatchPairs:
@@ -60,6 +73,7 @@ def expand_pairs(
     total: int,
     true_positions: torch.Tensor,
     position_of: torch.Tensor | None,
+    fine: tuple[SideIndex, torch.Tensor, torch.Tensor] | None = None,
 ) -> BatchPairs:
     """The filtered pairs of a batch from its CSR runs.
 
@@ -73,16 +87,27 @@ def expand_pairs(
     true_positions : LongTensor of shape (B,)
     position_of : LongTensor of shape (num_entities,), optional
         Candidate position of each entity, -1 for non-candidates; None when every entity is a candidate.
+    fine : (SideIndex, starts, lengths), optional
+        A finer filter: each task's run (shapes (B,)) in that index, a subset of its run in ``side`` holding the
+        true answer too. Marks the pairs it removes (``BatchPairs.in_fine``) and counts them (``num_fine``).
     """
     size = starts.numel()
     rows, entities = side.expand(starts, lengths, total)
+    in_fine = num_fine = None
+    if fine is not None:
+        fine_side, fine_starts, fine_lengths = fine
+        in_fine = fine_side.contains(fine_starts[rows], fine_lengths[rows], entities)
+        num_fine = fine_lengths - 1
     if position_of is None:
-        return BatchPairs(rows, entities, lengths - 1)
+        return BatchPairs(rows, entities, lengths - 1, in_fine, num_fine)
     positions = position_of[entities]
     outside = positions < 0
     positions = torch.where(outside, true_positions[rows], positions)
-    num_outside = torch.zeros(size, dtype=torch.int64, device=rows.device).index_add_(0, rows, outside.long())
-    return BatchPairs(rows, positions, lengths - 1 - num_outside)
+    zeros = torch.zeros(size, dtype=torch.int64, device=rows.device)
+    num_outside = zeros.index_add(0, rows, outside.long())
+    if in_fine is not None and num_fine is not None:
+        num_fine = num_fine - zeros.index_add(0, rows, (outside & in_fine).long())
+    return BatchPairs(rows, positions, lengths - 1 - num_outside, in_fine, num_fine)
 
 
 @dataclass
@@ -142,6 +167,7 @@ class PairTiles:
         #: (P,) the comparison code of each pair: 1 above, -1 below its row's true score, 0 equal (or NaN score)
         self.codes = torch.zeros(pairs.rows.numel(), dtype=torch.float32, device=pairs.rows.device)
         self._rows = pairs.rows
+        self._in_fine = pairs.in_fine  #: in the order of ``codes``
 
     def gather_(
         self,
@@ -160,6 +186,12 @@ class PairTiles:
     def counts(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row: (#filtered candidates above, #below the true score), LongTensors of shape (size,)."""
         return counts_from_code_sums(*self._sums(size))
+
+    def fine_counts(self, size: int) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """:meth:`counts` of the finer filter's pairs only (``BatchPairs.in_fine``); None without a finer filter."""
+        if self._in_fine is None:
+            return None
+        return counts_from_code_sums(*code_sums(self._rows[self._in_fine], self.codes[self._in_fine], size))
 
     def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Per row: (sum of codes, sum of |codes|), exact integers in float64."""
@@ -183,6 +215,8 @@ class SortedPairs(PairTiles):
         groups: Sequence[QueryGroup] = (),
     ) -> None:
         super().__init__(pairs, row_starts, pair_offsets, bounds)
+        if groups and pairs.in_fine is not None:
+            raise ValueError("query groups share one run of pairs: a finer filter needs them expanded into pairs")
         self._groups_of_block = self._place_groups(groups)
         self._group_sums = torch.zeros(2, self.row_starts[-1], dtype=torch.float64, device=pairs.rows.device)
         rows, positions = pairs.rows, pairs.positions
@@ -198,6 +232,8 @@ class SortedPairs(PairTiles):
         key = (positions // slice_size) * num_blocks + block
         order = stable_argsort(key)
         self._rows, self._positions = rows[order], positions[order]
+        if pairs.in_fine is not None:
+            self._in_fine = pairs.in_fine[order]
         self.segments = [0, *torch.cumsum(torch.bincount(key, minlength=len(bounds) * num_blocks), 0).tolist()]
 
     def _segment(

@@ -182,8 +182,8 @@ def _side_state(progress: SideProgress) -> dict[str, Any]:
         merged = SideCounts.cat(progress.parts, order)
         progress.parts = [merged]  # concatenate once
         return {"done": progress.done, "plan": progress.plan, "counts": _counts_state(merged.counts),
-                "raw": _counts_state(merged.raw)}  # fmt: skip
-    return {"done": 0, "plan": progress.plan, "counts": None, "raw": None}
+                "raw": _counts_state(merged.raw), "fine": _counts_state(merged.fine)}  # fmt: skip
+    return {"done": 0, "plan": progress.plan, "counts": None, "raw": None, "fine": None}
 
 
 def _side_progress(state: Mapping[str, Any]) -> SideProgress:
@@ -191,10 +191,11 @@ def _side_progress(state: Mapping[str, Any]) -> SideProgress:
     if done == 0 or state["counts"] is None:
         return SideProgress(plan=state["plan"])
     counts = BatchCounts(**state["counts"])
-    raw = BatchCounts(**state["raw"]) if state["raw"] is not None else None
-    if any(getattr(counts, f.name).shape != (done,) for f in fields(BatchCounts)):
+    raw, fine = (BatchCounts(**state[name]) if state.get(name) is not None else None for name in ("raw", "fine"))
+    if any(getattr(part, f.name).shape != (done,) for part in (counts, raw, fine) if part is not None
+           for f in fields(BatchCounts)):  # fmt: skip
         raise ValueError("the progress file's counts do not match its number of done tasks")
-    return SideProgress(done=done, parts=[SideCounts(counts, raw)], plan=state["plan"])
+    return SideProgress(done=done, parts=[SideCounts(counts, raw, None, fine)], plan=state["plan"])
 
 
 def rank_file(path: str | os.PathLike[str], rank: int, world_size: int) -> Path:

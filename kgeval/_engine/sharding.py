@@ -295,15 +295,18 @@ class ShardedSide:
         with CollectiveCheck(self.group):
             others = self._count_others(scorer, tasks, ~owned, position_of, true_scores, state, sizes, observer)
             parts = [(owned, mine), (~owned, others)]
-            local = _local_counts(n, device, tasks.side_index is not None, observer.raw_too, parts)
-            num_filtered = None
+            layout = _CountRows(tasks.side_index is not None, observer.raw_too, tasks.fine_index is not None)
+            local = layout.local(n, device, parts)
+            num_filtered = num_fine = None
             if tasks.side_index is not None:
                 num_filtered = filtered_candidates(
                     tasks.side_index, tasks.queries, tasks.true_positions, tasks.position_of
                 )
+            if tasks.fine_index is not None:
+                num_fine = filtered_candidates(tasks.fine_index, tasks.queries, tasks.true_positions, tasks.position_of)
         summed = local.to(communication_device(self.group))
-        dist.all_reduce(summed, group=self.group)  # (above, below) x (filtered?, raw?) and NaN flags, per task
-        return _global_counts(summed.to(device), ids.numel(), num_filtered, observer.raw_too, true_scores)
+        dist.all_reduce(summed, group=self.group)  # (above, below) x (filtered?, raw?, fine?) and NaN flags, per task
+        return layout.global_counts(summed.to(device), ids.numel(), num_filtered, num_fine, true_scores)
 
     def _shared_true_scores(self, mine: SideCounts | None, owned: torch.Tensor) -> torch.Tensor:
         """Every task's true score, as its owner's counting read it (a collective). The dtype is the owners'
@@ -333,7 +336,8 @@ class ShardedSide:
         count = int(owned.sum())
         if count == 0:
             return None
-        owned_tasks = SideTasks(tasks.queries[owned], true_local[owned], tasks.side_index, position_of)
+        owned_tasks = SideTasks(tasks.queries[owned], true_local[owned], tasks.side_index, position_of,
+                                fine_index=tasks.fine_index)  # fmt: skip
         chosen = batching.choose_sizes(scorer, count, tasks.queries.device, sizes.batch_size, sizes.slice_size)
         return rank_side(scorer, owned_tasks, chosen, state, observer)
 
@@ -357,7 +361,8 @@ class ShardedSide:
             return None
         queries = tasks.queries[others]
         elsewhere = torch.full((count,), -1, dtype=torch.int64, device=queries.device)
-        other_tasks = SideTasks(queries, elsewhere, tasks.side_index, position_of, true_scores[others])
+        other_tasks = SideTasks(queries, elsewhere, tasks.side_index, position_of, true_scores[others],
+                                tasks.fine_index)  # fmt: skip
         chosen = batching.choose_sizes(scorer, count, queries.device, sizes.batch_size, sizes.slice_size)
         return rank_side(scorer, other_tasks, chosen, state, observer)
 
@@ -367,42 +372,52 @@ def _above_below(counts: BatchCounts) -> tuple[torch.Tensor, torch.Tensor]:
     return counts.greater, counts.num_candidates - 1 - counts.greater - counts.equal
 
 
-def _local_counts(
-    n: int,
-    device: torch.device,
-    filtered: bool,
-    raw_too: bool,
-    parts: list[tuple[torch.Tensor, SideCounts | None]],
-) -> torch.Tensor:
-    """This rank's per-task counts as one int64 (k, n) tensor: (above, below) of the filtered (or raw) counts,
-    then of the raw counts when ``filtered and raw_too``, then the NaN flags; tasks of a part missing count 0."""
-    rows = 3 + (2 if filtered and raw_too else 0)
-    local = torch.zeros(rows, n, dtype=torch.int64, device=device)
-    for where, counts in parts:
-        if counts is None:
-            continue
-        local[0, where], local[1, where] = _above_below(counts.counts)
-        if filtered and raw_too:
-            local[2, where], local[3, where] = _above_below(counts.raw)  # type: ignore[arg-type]
-        local[-1, where] = counts.counts.has_nan.long()
-    return local
+@dataclass(frozen=True)
+class _CountRows:
+    """The rows of the (k, n) int64 tensor of per-task counts the ranks sum: (above, below) of the filtered (or raw)
+    counts, then of the raw counts when ``filtered and raw_too``, then of the finer filter's when ``fine``, then the
+    NaN flags."""
 
+    filtered: bool
+    raw_too: bool
+    fine: bool
 
-def _global_counts(
-    summed: torch.Tensor,
-    num_candidates: int,
-    num_filtered: torch.Tensor | None,
-    raw_too: bool,
-    true_scores: torch.Tensor,
-) -> SideCounts:
-    """The counts of every task from the ranks' summed (k, n) counts (:func:`_local_counts`)."""
-    has_nan = summed[-1] > 0
-    everything = torch.full_like(summed[0], num_candidates)
-    if num_filtered is None:
-        return SideCounts(BatchCounts.from_counts(summed[0], summed[1], has_nan, everything), None, true_scores)
-    counts = BatchCounts.from_counts(summed[0], summed[1], has_nan, everything - num_filtered)
-    raw = BatchCounts.from_counts(summed[2], summed[3], has_nan, everything) if raw_too else None
-    return SideCounts(counts, raw, true_scores)
+    @property
+    def parts(self) -> list[str]:
+        """The SideCounts fields held, in row order (two rows each)."""
+        return ["counts"] + (["raw"] if self.filtered and self.raw_too else []) + (["fine"] if self.fine else [])
+
+    def local(self, n: int, device: torch.device, parts: list[tuple[torch.Tensor, SideCounts | None]]) -> torch.Tensor:
+        """This rank's counts; tasks of a part missing count 0."""
+        names = self.parts
+        local = torch.zeros(2 * len(names) + 1, n, dtype=torch.int64, device=device)
+        for where, counts in parts:
+            if counts is None:
+                continue
+            for row, name in enumerate(names):
+                local[2 * row, where], local[2 * row + 1, where] = _above_below(getattr(counts, name))
+            local[-1, where] = counts.counts.has_nan.long()
+        return local
+
+    def global_counts(
+        self,
+        summed: torch.Tensor,
+        num_candidates: int,
+        num_filtered: torch.Tensor | None,
+        num_fine: torch.Tensor | None,
+        true_scores: torch.Tensor,
+    ) -> SideCounts:
+        """The counts of every task from the ranks' summed counts (:meth:`local`)."""
+        has_nan = summed[-1] > 0
+        everything = torch.full_like(summed[0], num_candidates)
+        zero = torch.zeros_like(everything)
+        removed = {"counts": num_filtered if num_filtered is not None else zero, "raw": zero,
+                   "fine": num_fine if num_fine is not None else zero}  # fmt: skip
+        counts = {
+            name: BatchCounts.from_counts(summed[2 * row], summed[2 * row + 1], has_nan, everything - removed[name])
+            for row, name in enumerate(self.parts)
+        }
+        return SideCounts(counts["counts"], counts.get("raw"), true_scores, counts.get("fine"))
 
 
 def filtered_candidates(

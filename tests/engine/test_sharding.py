@@ -14,7 +14,9 @@ from torch import distributed as dist
 from kgeval import RankBasedEvaluator
 from kgeval._engine.filter_index import FilterIndex
 from kgeval._engine.sharding import declared_shard, filtered_candidates, gather_shards
+from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks
+from tests.helpers.temporal_reference import temporal_reference_ranks
 from tests.support.distributed import SCENARIOS, assert_same_results, ok_values, run_scenarios
 from tests.support.sharded import (
     NUM_ENTITIES,
@@ -64,6 +66,28 @@ def test_every_rank_returns_the_single_process_results(outcomes, world_size: int
         assert_same_results(got, expected)
         if expected.raw is not None:
             assert_same_results(got.raw, expected.raw)
+
+
+@pytest.mark.parametrize("world_size", [2, 3])
+@pytest.mark.parametrize("name", ["sharded_all", "tasks_shared_all"])
+def test_all_filters_from_one_pass_equal_the_single_process_and_the_reference(outcomes, world_size, name) -> None:
+    """filtered="all" at relation stride 2 (the temporal evaluator's one pass, on triples): the exact, raw and
+    coarse results of every rank are the single process's, and the brute-force reference's -- the triples read as
+    quadruples (h, r // 2, t, r % 2), whose static filter is the coarse filter and time-aware filter the exact one."""
+    expected_exact, expected_coarse = SCENARIOS[name](None)
+    data = graph()
+    table = score_table(*embeddings(7), "dot")  # (E, 4, E)
+    as_times = table.reshape(NUM_ENTITIES, 2, 2, NUM_ENTITIES).permute(0, 1, 3, 2)
+
+    def quadruples(triples: torch.Tensor) -> torch.Tensor:
+        return torch.stack([triples[:, 0], triples[:, 1] // 2, triples[:, 2], triples[:, 1] % 2], dim=1)
+
+    evaluated, known = quadruples(data.triples), [quadruples(part) for part in data.filter_triples]
+    for exact, coarse in ok_values(outcomes[world_size], name):
+        for got, want, setting in ((exact, expected_exact, "time-aware"), (exact.raw, expected_exact.raw, "raw"),
+                                   (coarse, expected_coarse, "static")):  # fmt: skip
+            assert_same_results(got, want)
+            assert_same_ranks(got.records, temporal_reference_ranks(as_times, as_times, evaluated, known, setting))
 
 
 def _assert_reference(got, reference) -> None:

@@ -7,13 +7,14 @@ The same scenario with ``rank=None`` is the single-process expectation: one mode
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 import torch
 from torch import distributed as dist
 
-from kgeval import RankBasedEvaluator, TypeConstraints
+from kgeval import RankBasedEvaluator, RankBasedMetricResults, TypeConstraints
 from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE
 from kgeval._engine.loop import EngineState, LoopSettings
@@ -275,6 +276,40 @@ def sharded_refused(rank: int | None) -> Any:
     return outcomes
 
 
+def _all_filters(rank: int | None, model: Any) -> tuple[Any, Any]:
+    """filtered="all" through the engine at relation stride 2 -- the coarse filter compares relations 0-1 and 2-3
+    as one, as the temporal static filter compares a relation's times (kgeval.TemporalRankBasedEvaluator's one
+    pass) -- small batches and slices: (the exact filter's results with .raw, the coarse filter's results)."""
+    import kgeval.evaluator as evaluator_module
+
+    captured: dict[str, Any] = {}
+    original = evaluator_module.rank
+
+    def rank_all(prepare: Any, options: Any, run: Any, state: Any) -> Any:
+        sides = original(prepare, dataclasses.replace(options, filtered="all", filter_relation_stride=2), run, state)
+        captured.update(sides)
+        return sides
+
+    evaluator_module.rank = rank_all
+    try:
+        exact = _evaluate(rank, RankBasedEvaluator(ks=(1, 3, 10), batch_size=3, slice_size=4), model)
+    finally:
+        evaluator_module.rank = original
+    raw, coarse = (RankBasedMetricResults.from_accumulators({t: getattr(side, name) for t, side in captured.items()},
+                                                            exact.ks) for name in ("raw", "coarse"))  # fmt: skip
+    return dataclasses.replace(exact, raw=raw), coarse
+
+
+def sharded_all(rank: int | None) -> Any:
+    """filtered="all" (exact, raw and coarse filters from one pass) over a sharded candidate table."""
+    return _all_filters(rank, model_for(rank))
+
+
+def tasks_shared_all(rank: int | None) -> Any:
+    """filtered="all" with the whole table on every rank: the tasks shared out, every accumulator merged."""
+    return _all_filters(rank, model_for(None))
+
+
 SHARDED_SCENARIOS = {
     fn.__name__: fn
     for fn in (
@@ -296,5 +331,7 @@ SHARDED_SCENARIOS = {
         sharded_failure,
         sharded_nan,
         sharded_refused,
+        sharded_all,
+        tasks_shared_all,
     )
 }

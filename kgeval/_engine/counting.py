@@ -167,9 +167,10 @@ def count_batch(
     has_nan = torch.zeros(size, dtype=torch.bool, device=device)
     true_scores: torch.Tensor | None = work.true_scores
     scorer.begin(work.queries)
+    first = true_slice
     if true_scores is None and true_slice is None:
-        true_scores = _true_scores(scorer, work, kernel, workspace)
-    for j in _slice_order(true_slice, len(bounds)):
+        true_scores, first = _true_scores(scorer, work, kernel, workspace)
+    for j in _slice_order(first, len(bounds)):
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
         for index, block in enumerate(blocks):
@@ -293,21 +294,26 @@ def _read(tile: torch.Tensor, tile_rows: torch.Tensor | None, columns: torch.Ten
     return tile[tile_rows, columns]
 
 
-def _slice_order(true_slice: int | None, num_slices: int) -> list[int]:
-    """The slices in counting order: the one holding the true answers first (when there is one)."""
-    if true_slice is None:
+def _slice_order(first: int | None, num_slices: int) -> list[int]:
+    """The slices in counting order: ``first`` first (the one holding the true answers, or the one a first pass
+    over the answers' slices read last, whose scores a scorer still holds), then the others in order."""
+    if first is None:
         return list(range(num_slices))
-    return [true_slice, *(j for j in range(num_slices) if j != true_slice)]
+    return [first, *(j for j in range(num_slices) if j != first)]
 
 
-def _true_scores(scorer: CandidateScorer, work: BatchWork, kernel: Kernel, workspace: Workspace) -> torch.Tensor:
+def _true_scores(
+    scorer: CandidateScorer, work: BatchWork, kernel: Kernel, workspace: Workspace
+) -> tuple[torch.Tensor, int | None]:
     """The true scores of a batch whose answers lie in several slices, each read from the tile (of the shape
-    counting uses) that holds it."""
+    counting uses) that holds it; and the slice read last (counting starts there, so that a scorer holding its
+    scores need not score it again)."""
     true_positions, bounds, blocks = work.true_positions, work.bounds, work.blocks
     width = bounds[0][1] - bounds[0][0]
     true_slice_of_row = true_positions // width
     true_scores: torch.Tensor | None = None
-    for j in sorted({j for block in blocks for j in block.true_slices}):
+    answer_slices = sorted({j for block in blocks for j in block.true_slices})
+    for j in answer_slices:
         start, stop = bounds[j]
         scorer.start_slice(start, stop)
         scorer.keep_slice()  # counting needs this slice again: a scorer that can, keeps it instead of rescoring
@@ -320,4 +326,4 @@ def _true_scores(scorer: CandidateScorer, work: BatchWork, kernel: Kernel, works
                 true_scores = torch.empty(true_positions.numel(), dtype=tile.dtype, device=tile.device)
             found = _read(tile, tile_rows, (true_positions[rows] - start).clamp(0, stop - start - 1))
             true_scores[rows] = torch.where(true_slice_of_row[rows] == j, found, true_scores[rows])
-    return true_scores  # type: ignore[return-value]
+    return true_scores, (answer_slices[-1] if answer_slices else None)  # type: ignore[return-value]

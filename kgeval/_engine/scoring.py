@@ -225,10 +225,16 @@ class SlicedScorer(HeldScoresScorer):
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
         self._rows = None
+        self._held_slice: tuple[int, int] | None = None  #: the slice whose scores ``_held`` holds, in this batch
 
     def start_slice(self, start: int, stop: int) -> None:
+        held = self._held is not None and self._held_slice == (start, stop)
         super().start_slice(start, stop)
+        if held:  # the slice the model scored last (a batch's first pass ends where its counting begins)
+            self._take_kept(start, stop)  # kept as well: the same scores
+            return
         self._release()
+        self._held_slice = (start, stop)
         if self._reuse(start, stop):
             return
         method = SCORE_METHOD[self.target]

@@ -56,6 +56,53 @@ def test_sliced_scorer_bounds_each_call() -> None:
     assert sizes.batch_size * sizes.slice_size <= batching.CPU_SCORE_BUDGET
 
 
+@pytest.mark.parametrize("num_entities", [75_000, 300_000, 2_000_000])
+def test_mixed_slice_batches_keep_every_answer_slice(num_entities: int) -> None:
+    """A batch of B tasks keeps at most B query rows x min(B, slices) answer slices between its two passes: the
+    batches chosen for mixed slices keep them all within the budget, and are capped only when needed."""
+    chosen = batching.choose_sizes(_scorer(SlicedScorer, num_entities), 301, CPU)
+    sizes = batching.for_mixed_slices(chosen, CPU, num_entities)
+    rows = sizes.batch_size
+    assert rows * min(rows * sizes.slice_size, num_entities) <= batching.CPU_KEEP_BUDGET
+    assert batching.MIN_MIXED_BATCH <= rows <= chosen.batch_size and sizes.tile_rows <= rows
+    fixed = batching.choose_sizes(_scorer(SlicedScorer, num_entities), 301, CPU, batch_size=256)
+    assert batching.for_mixed_slices(fixed, CPU, num_entities) == fixed  # the caller's batch size wins
+
+
+class RowCountingTable(TableModel):
+    """Counts the score elements (rows x candidates) it is asked for."""
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__(table)
+        self.elements = 0
+
+    def _record(self, method: str, batch: torch.Tensor, scores: torch.Tensor) -> torch.Tensor:
+        self.elements += scores.numel()
+        return super()._record(method, batch, scores)
+
+
+@pytest.mark.parametrize("keep_budget", [10**9, 3000, 300])
+def test_few_tasks_over_many_slices_score_each_query_row_once(monkeypatch, keep_budget: int) -> None:
+    """A scores-only model with candidate slices, few tasks over many slices (batches mix slices: a first pass
+    reads the true scores from the answers' slices): the model is asked for exactly the distinct queries' rows of
+    each batch (batches shrink to keep every answer slice; the slice the first pass read last is counted first,
+    from the scores still held) -- down to batches of MIN_MIXED_BATCH tasks, below which (a budget of 300 scores)
+    slices are scored again; the ranks are the reference's either way."""
+    monkeypatch.setattr(batching, "CPU_KEEP_BUDGET", keep_budget)
+    graph = random_graph(8, num_entities=200, num_relations=3, num_triples=30, num_filter=40)
+    table = quantised_table(8, 200, 3, levels=4)
+    model = RowCountingTable(table)
+    results = RankBasedEvaluator(slice_size=9).evaluate(
+        model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False
+    )
+    assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
+    distinct = len(torch.unique(graph.triples[:, :2], dim=0)) + len(torch.unique(graph.triples[:, 1:], dim=0))
+    if keep_budget >= batching.MIN_MIXED_BATCH * batching.MIN_MIXED_BATCH * 9:
+        assert model.elements == distinct * 200
+    else:
+        assert model.elements > distinct * 200
+
+
 def test_callers_sizes_win_and_batches_never_exceed_the_tasks() -> None:
     sizes = batching.choose_sizes(_scorer(FullRowScorer, 50), 7, CPU, batch_size=100, slice_size=60)
     assert (sizes.batch_size, sizes.slice_size, sizes.automatic) == (7, 50, False)

@@ -156,9 +156,12 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    from kgeval._engine.machine import cpu_cache_report
+
     return (
         f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, torch {torch.__version__} "
-        f"({torch.get_num_threads()} threads), Python {platform.python_version()}"
+        f"({torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}), "
+        f"Python {platform.python_version()}; {cpu_cache_report()}"
     )
 
 

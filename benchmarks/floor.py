@@ -26,6 +26,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from _harness import machine
+
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_dataset
 from kgeval.models import DistMult
@@ -96,6 +98,7 @@ def main() -> None:
           f"floor: {rows:,} distinct query rows x all candidates in {shape[0]} x {shape[1] or 'all'} blocks; "
           f"torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads; {args.rounds} interleaved rounds")  # fmt: skip
+    print(f"machine: {machine()}")
     print(f"floor: median {statistics.median(floors):.3f} s (min {min(floors):.3f})")
     for kernel, seconds in times.items():
         ratios = [kgeval / floor for kgeval, floor in zip(seconds, floors, strict=True)]

@@ -11,6 +11,7 @@ import threading
 
 import torch
 
+from kgeval._engine.machine import eager_chunk_elements, last_level_cache
 from kgeval._engine.scoring import Workspace
 
 #: the kernels themselves
@@ -198,10 +199,9 @@ def count_tile(
     return KERNEL_OBJECTS[kernel].count(tile, true_scores, rows, owned, nan_free, workspace)
 
 
-#: score elements the chunked eager count codes at once (CPU; 8 MiB of float32): each chunk of task rows stays in
-#: the last-level cache through its four passes (FB15k-237's 595M scores in chunks of 2**18 / 2**19 / 2**20 / 2**21 /
-#: 2**23 elements: 0.25 / 0.20 / 0.19 / 0.16 / 0.27 s, 2 cores)
-EAGER_CHUNK_ELEMENTS = 2**21
+#: score elements the chunked eager count codes at once (CPU): a quarter of this machine's last-level cache, so that
+#: each chunk of task rows stays there through its passes (kgeval._engine.machine; 2**21 with 32 MiB of L3)
+EAGER_CHUNK_ELEMENTS = eager_chunk_elements(last_level_cache())
 
 
 def _count_in_chunks(

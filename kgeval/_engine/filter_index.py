@@ -139,13 +139,12 @@ class SideIndex:
 
         One binary search per value over the runs' (start, value) keys, which are in ascending order because the
         runs are consecutive and sorted within."""
-        keys, bound = self._run_keys
-        if keys.numel() == 0:
+        if self.values.numel() == 0:
             return torch.zeros_like(values, dtype=torch.bool)
-        if bound * (self.values.numel() + 1) >= 2**63:  # the keys would overflow: pack both sides together
-            first = torch.cat([self._run_starts, starts])
-            packed = pack_pairs(first, torch.cat([self.values, values.clamp(min=0)]))
-            keys, probe = packed[: keys.numel()], packed[keys.numel() :]
+        keys, bound = self._run_keys
+        if keys is None:  # run start * bound + value would overflow: pack both sides together
+            packed = pack_pairs(torch.cat([self._run_starts, starts]), torch.cat([self.values, values.clamp(min=0)]))
+            keys, probe = packed[: self.values.numel()], packed[self.values.numel() :]
         else:
             probe = starts * bound + values.clamp(0, bound - 1)
         position = torch.searchsorted(keys, probe).clamp(max=keys.numel() - 1)
@@ -157,14 +156,12 @@ class SideIndex:
         return torch.repeat_interleave(self.offsets[:-1], self.offsets.diff(), output_size=self.values.numel())
 
     @cached_property
-    def _run_keys(self) -> tuple[torch.Tensor, int]:
-        """(keys (nnz,), bound): each value's run start * bound + value, ascending, with bound = 1 + the largest
-        value (the keys are built only where they fit in an int64; see :meth:`contains`)."""
-        if self.values.numel() == 0:
-            return self.values, 1
+    def _run_keys(self) -> tuple[torch.Tensor | None, int]:
+        """(keys (nnz,), bound) of a non-empty index: each value's run start * bound + value, ascending, with
+        bound = 1 + the largest value; keys None where they would not fit in an int64 (:meth:`contains` packs)."""
         bound = int(self.values.max()) + 1
         if bound * (self.values.numel() + 1) >= 2**63:
-            return self.values, bound  # placeholder of the right size: contains() packs instead
+            return None, bound
         return self._run_starts * bound + self.values, bound
 
     def known_pairs(self, key_first: torch.Tensor, key_second: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -264,7 +261,18 @@ class FilterIndexCache:
     def get(self, tensors: Sequence[torch.Tensor], device: torch.device, relation_stride: int = 1) -> FilterIndex:
         """The index of the union of ``tensors`` on ``device`` (relations compared as ``r // relation_stride``),
         built on a miss."""
-        key = (_content_digest(tensors), f"{device}/{relation_stride}")
+        return self.get_each(tensors, device, (relation_stride,))[0]
+
+    def get_each(
+        self, tensors: Sequence[torch.Tensor], device: torch.device, relation_strides: Sequence[int]
+    ) -> list[FilterIndex]:
+        """:meth:`get` for each of ``relation_strides``, the content of ``tensors`` hashed once."""
+        digest = _content_digest(tensors)
+        return [self._entry((digest, f"{device}/{stride}"), tensors, device, stride) for stride in relation_strides]
+
+    def _entry(
+        self, key: tuple[str, str], tensors: Sequence[torch.Tensor], device: torch.device, relation_stride: int
+    ) -> FilterIndex:
         if key in self._entries:
             self.hits += 1
             self._entries.move_to_end(key)

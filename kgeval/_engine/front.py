@@ -140,9 +140,10 @@ def rank(
         index = fine_index = None
         if options.filtered is not False:
             known = [inputs.triples, *inputs.filter_triples]
-            index = state.filter_indices.get(known, inputs.triples.device, options.filter_relation_stride)
-            if options.coarse_too:  # the pass filters coarsely, and marks the exact filter's pairs among those
-                fine_index = state.filter_indices.get(known, inputs.triples.device)
+            # with coarse_too the pass filters coarsely and marks the exact filter's pairs among those
+            strides = (options.filter_relation_stride, 1) if options.coarse_too else (options.filter_relation_stride,)
+            index, *finer = state.filter_indices.get_each(known, inputs.triples.device, strides)
+            fine_index = finer[0] if finer else None
     shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
     with CollectiveCheck(group):
         _check_sharded(shards, inputs, options, run.progress_path)

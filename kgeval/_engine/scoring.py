@@ -221,11 +221,12 @@ class SlicedScorer(HeldScoresScorer):
         super().__init__(model, target, num_entities, candidate_ids)
         self._ignores_ids = False  #: set once the model returned whole rows for a slice
         self._rows: torch.Tensor | None = None  #: this batch's whole rows, once the model is known to ignore ids
+        self._held_slice: tuple[int, int] | None = None  #: the slice whose scores ``_held`` holds, in this batch
 
     def begin(self, queries: torch.Tensor) -> None:
         super().begin(queries)
         self._rows = None
-        self._held_slice: tuple[int, int] | None = None  #: the slice whose scores ``_held`` holds, in this batch
+        self._held_slice = None
 
     def start_slice(self, start: int, stop: int) -> None:
         held = self._held is not None and self._held_slice == (start, stop)

@@ -67,6 +67,20 @@ def test_cache_is_keyed_by_content() -> None:
     assert cache.get([first], torch.device("cpu")) is not index  # evicted (least recently used)
 
 
+def test_each_stride_is_cached_apart_and_the_content_hashed_once(monkeypatch) -> None:
+    from kgeval._engine import filter_index
+
+    digests = []
+    digest = filter_index._content_digest
+    monkeypatch.setattr(filter_index, "_content_digest", lambda tensors: digests.append(1) or digest(tensors))
+    cache = FilterIndexCache()
+    triples = torch.tensor([[0, 0, 1], [0, 1, 2], [3, 2, 2]])
+    coarse, exact = cache.get_each([triples], torch.device("cpu"), (2, 1))
+    assert len(digests) == 1 and (cache.hits, cache.misses) == (0, 2)
+    assert (coarse.relation_stride, exact.relation_stride) == (2, 1)
+    assert cache.get([triples], torch.device("cpu"), 2) is coarse and cache.get([triples], torch.device("cpu")) is exact
+
+
 def test_stable_argsort_matches_torch() -> None:
     values = torch.from_numpy(np.random.default_rng(0).integers(0, 5, size=200))
     assert torch.equal(stable_argsort(values), torch.argsort(values, stable=True))

@@ -94,6 +94,21 @@ class IntegerTemporalDistMult(torch.nn.Module):
             return torch.einsum("hd,rd,td,kd->hrtk", self.entities, self.relations, self.entities, self.times)
 
 
+class ObjectsOnly(torch.nn.Module):
+    """A forecasting model that predicts objects only: ``score_t`` from ``table[h, r, :, τ]``, no ``score_h`` (heads
+    are asked as tails of inverse relations)."""
+
+    num_entities = E
+
+    def __init__(self, table: torch.Tensor) -> None:
+        super().__init__()
+        self.table = table
+        self.dummy = torch.nn.Parameter(torch.zeros(1))
+
+    def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
+        return self.table[hrt[:, 0], hrt[:, 1], :, hrt[:, 2]]
+
+
 def tie_heavy_table(seed: int, relations: int = R) -> torch.Tensor:
     generator = torch.Generator().manual_seed(seed)
     return torch.randint(0, 3, (E, relations, E, T), generator=generator).float()
@@ -161,20 +176,9 @@ def test_inverse_relations_score_heads_as_tails_of_the_inverse_relation(setting:
     """A model that predicts objects only (no score_h): (?, r, t, τ) is scored as (t, r + R, ?, τ) -- the field's
     convention (R + 1 is Timetraveler's offset)."""
     table = tie_heavy_table(9, relations=R + offset)
-
-    class ObjectsOnly(torch.nn.Module):
-        num_entities = E
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.dummy = torch.nn.Parameter(torch.zeros(1))
-
-        def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
-            return table[hrt[:, 0], hrt[:, 1], :, hrt[:, 2]]
-
     quadruples = random_quadruples(10, 40)
     filters = overlapping_filters(11, quadruples)
-    results = evaluate(ObjectsOnly(), quadruples, filters, setting, inverse_relations=offset, slice_size=5)
+    results = evaluate(ObjectsOnly(table), quadruples, filters, setting, inverse_relations=offset, slice_size=5)
     head_table = table[:, offset:].permute(2, 1, 0, 3)[:, :R]  # head_table[e, r, t, τ] = table[t, r + R, e, τ]
     expected = temporal_reference_ranks(table[:, :R], head_table, quadruples, filters, setting)
     assert_same_ranks(results.records, expected)

@@ -26,6 +26,7 @@ from tests.helpers.temporal_reference import SETTINGS, temporal_reference_ranks
 from tests.test_temporal import (
     E,
     IntegerTemporalDistMult,
+    ObjectsOnly,
     R,
     TableTemporal,
     overlapping_filters,
@@ -92,20 +93,9 @@ def test_the_fast_path_with_integer_vectors(variant, batch_size, slice_size) -> 
 @pytest.mark.parametrize("offset", [R, R + 1])
 def test_inverse_relations(offset: int) -> None:
     table = tie_heavy_table(56, relations=R + offset)
-
-    class ObjectsOnly(torch.nn.Module):
-        num_entities = E
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.dummy = torch.nn.Parameter(torch.zeros(1))
-
-        def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
-            return table[hrt[:, 0], hrt[:, 1], :, hrt[:, 2]]
-
     quadruples = random_quadruples(57, 40)
     filters = overlapping_filters(58, quadruples)
-    results = evaluate_all(ObjectsOnly(), quadruples, filters, slice_size=5, inverse_relations=offset)
+    results = evaluate_all(ObjectsOnly(table), quadruples, filters, slice_size=5, inverse_relations=offset)
     head_table = table[:, offset:].permute(2, 1, 0, 3)[:, :R]  # head_table[e, r, t, τ] = table[t, r + R, e, τ]
     assert_all_settings(results, table[:, :R], head_table, quadruples, filters)
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
+from kgeval._engine import block_counting
 from kgeval._engine.kernels import SIGN, Kernel, codes_against
 from kgeval._engine.pairs import PairTiles
 from kgeval._engine.scoring import CandidateScorer, Workspace
@@ -167,6 +168,10 @@ def count_batch(
     has_nan = torch.zeros(size, dtype=torch.bool, device=device)
     true_scores: torch.Tensor | None = work.true_scores
     scorer.begin(work.queries)
+    if block_counting.applies(kernel, scorer, true_scores is not None):
+        counted = _count_in_cache(scorer, work, raw_too)
+        if counted is not None:
+            return counted
     first = true_slice
     if true_scores is None and true_slice is None:
         true_scores, first = _true_scores(scorer, work, kernel, workspace)
@@ -195,6 +200,20 @@ def count_batch(
     num_fine = pairs.pairs.num_fine if pairs is not None else None
     return _side_counts(greater, less, has_nan, scorer.num_candidates, (filtered, work.num_filtered), raw_too,
                         (fine, num_fine), true_scores)  # fmt: skip
+
+
+def _count_in_cache(scorer: CandidateScorer, work: BatchWork, raw_too: bool) -> SideCounts | None:
+    """:func:`count_batch` of a begun batch, each GEMM block counted while in cache (kgeval._engine.block_counting);
+    None when a task's band missed (the caller then counts the batch tile by tile)."""
+    task_rows = _task_query_rows(work.blocks, work.true_positions.device)
+    counted = block_counting.count_in_cache(scorer, task_rows, work.true_positions, work.pairs)
+    if counted is None:
+        return None
+    has_nan = torch.zeros(task_rows.numel(), dtype=torch.bool)  # the scorer's scores cannot hold NaN (checked)
+    num_fine = work.pairs.pairs.num_fine if work.pairs is not None else None
+    return _side_counts(counted.greater, counted.less, has_nan, scorer.num_candidates,
+                        (counted.pairs, work.num_filtered), raw_too, (counted.fine, num_fine),
+                        counted.true_scores)  # fmt: skip
 
 
 def runs_fused(kernel: Kernel, scorer: CandidateScorer) -> bool:

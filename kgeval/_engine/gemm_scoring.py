@@ -14,6 +14,7 @@ import torch
 from kgeval._checks import RANKED_DTYPES
 from kgeval._engine.candidate_slices import (
     GatheredSlices,
+    InPlaceSlices,
     MappedFileSlices,
     candidate_slices,
     releases_pages,
@@ -131,6 +132,54 @@ class GemmScorer(CandidateScorer):
             self._fused_candidates = torch.cat([self._candidates, self._norms.unsqueeze(1)], dim=1)
         minus_one = self._vectors.new_full((self._vectors.shape[0], 1), -1.0)
         return torch.cat([self._vectors, minus_one], dim=1), self._fused_candidates
+
+    @property
+    def counts_in_cache(self) -> bool:
+        """Whether the begun batch's GEMM blocks can be counted while in cache (kgeval._engine.block_counting): the
+        vectors and the table in place on the CPU (not a released or gathered file mapping), and no score can be
+        NaN or infinite (:meth:`_bounded`)."""
+        return (
+            type(self._slices) is InPlaceSlices
+            and self._vectors.device.type == "cpu"
+            and self._candidates.device.type == "cpu"
+            and self.nan_free
+        )
+
+    @property
+    def num_queries(self) -> int:
+        """The number of distinct queries of the begun batch."""
+        return self._vectors.shape[0]
+
+    #: candidate columns of each block :meth:`product_block` is asked for
+    block_columns = CPU_GEMM_COLUMNS
+
+    def product_block(self, query_start: int, query_stop: int, start: int, stop: int, out: torch.Tensor) -> None:
+        """Write the scores of the batch's query rows [query_start, query_stop) against candidate positions [start,
+        stop) into ``out``, a contiguous (rows, stop - start) CPU tensor: the GEMM of a column block of
+        :meth:`_scores` ("l2": the squared norms subtracted)."""
+        torch.mm(self._vectors[query_start:query_stop], self._candidates[start:stop].T, out=out)
+        if self._device_norms is not None:
+            out.sub_(self._device_norms[start:stop])
+
+    def score_bands(self, query_rows: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """A band [low, high] per task (shapes (B,), in the scores' dtype) that holds the score the GEMM gives
+        query row ``query_rows[i]`` and candidate position ``positions[i]``: an estimate of it (the products in the
+        vectors' dtype, summed in float64) widened by the bounds on both computations' rounding in any order of
+        summation -- gamma_n times the sum of the absolute terms for each, n = d + 2 for the GEMM (the d products
+        and sums, the "l2" norms' subtraction, one more) and d + 1 for the estimate (gamma_n = n u / (1 - n u),
+        u = eps / 2) -- plus 2 (d + 2) times the smallest normal number (products flushed to zero), rounded
+        outwards. Whether it holds is checked against the GEMM's own score (kgeval._engine.block_counting)."""
+        dtype = self._candidates.dtype
+        products = self._vectors.index_select(0, query_rows) * self._candidates.index_select(0, positions)
+        estimate = products.sum(dim=1, dtype=torch.float64)
+        terms = products.abs_().sum(dim=1, dtype=torch.float64)
+        if self._device_norms is not None:  # "l2": 2 q.c - ||c||^2
+            norms = self._device_norms.index_select(0, positions).double()
+            estimate, terms = estimate - norms, terms + norms.abs()
+        dims, unit = self.probe_dims, torch.finfo(dtype).eps / 2
+        gemm, estimated = ((n * unit / (1 - n * unit)) for n in (dims + 2, dims + 1))
+        error = (gemm + estimated) * terms + 2 * (dims + 2) * torch.finfo(dtype).tiny
+        return _round_outwards(estimate - error, dtype, -math.inf), _round_outwards(estimate + error, dtype, math.inf)
 
     @property
     def vector_dtype(self) -> torch.dtype:
@@ -254,6 +303,10 @@ class L1Scorer(GemmScorer):
     def fusable(self) -> bool:
         return False  # distances, not products
 
+    @property
+    def counts_in_cache(self) -> bool:
+        return False  # distances, not products
+
     def _bounded(self) -> bool:
         if self._vectors.device.type != "cpu":
             return False
@@ -261,6 +314,13 @@ class L1Scorer(GemmScorer):
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         return torch.cdist(vectors, self._slice, p=1).neg_()
+
+
+def _round_outwards(values: torch.Tensor, dtype: torch.dtype, towards: float) -> torch.Tensor:
+    """float64 ``values`` in ``dtype``, each rounded to the nearest value that is no nearer ``-towards``."""
+    rounded = values.to(dtype)
+    moved = rounded.double() > values if towards < 0 else rounded.double() < values
+    return torch.where(moved, torch.nextafter(rounded, rounded.new_tensor(towards)), rounded)
 
 
 #: elements of a matrix read at once by :func:`_largest` and :func:`_squared_norms` (16 MiB of float32)

@@ -51,6 +51,8 @@ class Kernel:
     reads_rows_in_place: bool = False
     #: the kernel multiplies query and candidate vectors itself (:meth:`fused_counts`, :meth:`pick_scores`)
     fuses_gemm: bool = False
+    #: the kernel counts each block of a CPU GEMM while it is in cache (kgeval._engine.block_counting)
+    counts_blocks_in_cache: bool = False
 
     def count(
         self,
@@ -128,6 +130,7 @@ class NumbaKernel(RowCountingKernel):
     """One parallel loop compiled by numba (CPU): reads each score once, repeated queries' rows in place."""
 
     name = "numba"
+    counts_blocks_in_cache = True
 
     def counts(
         self, scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
@@ -319,7 +322,7 @@ def numba_counts(
     num_rows, width = scores.shape
     counts = torch.zeros((3, rows.numel()), dtype=torch.int32)
     if rows.numel() and width:
-        _follow_torch_threads()
+        follow_torch_threads()
         row_stride = scores.stride(0)
         flat = scores.as_strided(((num_rows - 1) * row_stride + width,), (1,))  # every row of the tile, in place
         starts = (rows * row_stride).numpy()
@@ -329,13 +332,20 @@ def numba_counts(
     return counts[0], counts[1], counts[2]
 
 
-def _follow_torch_threads() -> None:
-    """Run numba's parallel loops on as many threads as PyTorch's operations (torch.set_num_threads)."""
+def numba_lock() -> threading.Lock:
+    """The lock every numba kernel call holds (:data:`_NUMBA_LOCK`)."""
+    return _NUMBA_LOCK
+
+
+def follow_torch_threads() -> int:
+    """Run numba's parallel loops on as many threads as PyTorch's operations (torch.set_num_threads); returns how
+    many."""
     import numba
 
     wanted = max(1, min(torch.get_num_threads(), numba.config.NUMBA_NUM_THREADS))  # type: ignore[attr-defined]
     if numba.get_num_threads() != wanted:
         numba.set_num_threads(wanted)
+    return wanted
 
 
 @functools.lru_cache(maxsize=32)

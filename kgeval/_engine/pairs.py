@@ -166,6 +166,7 @@ class PairTiles:
         self.bounds = list(bounds)
         #: (P,) the comparison code of each pair: 1 above, -1 below its row's true score, 0 equal (or NaN score)
         self.codes = torch.zeros(pairs.rows.numel(), dtype=torch.float32, device=pairs.rows.device)
+        self.groups: Sequence[QueryGroup] = ()  #: the batch's query groups (the "sorted" layout's)
         self._rows = pairs.rows
         self._in_fine = pairs.in_fine  #: in the order of ``codes``
 
@@ -215,6 +216,7 @@ class SortedPairs(PairTiles):
         groups: Sequence[QueryGroup] = (),
     ) -> None:
         super().__init__(pairs, row_starts, pair_offsets, bounds)
+        self.groups = groups
         if groups and pairs.in_fine is not None:
             raise ValueError("query groups share one run of pairs: a finer filter needs them expanded into pairs")
         self._groups_of_block = self._place_groups(groups)

@@ -211,3 +211,26 @@ def test_the_bands_hold_the_gemms_scores_on_random_vectors() -> None:
     assert bool(((low <= true) & (true <= high)).all())
     inside = ((scores >= low[:, None]) & (scores <= high[:, None])).sum(dim=1)
     assert int(inside.max()) <= 16 and float(inside.double().mean()) < 4
+
+
+@pytest.mark.parametrize("kernel", ["eager", "numba"])
+def test_tiles_with_cache_line_rows_equal_the_reference(kernel, monkeypatch) -> None:
+    """The tile path (the eager kernel; numba with block counting off): 1,030 candidates, so tiles are written in
+    column blocks through a row stride padded to whole cache lines (1,040), which every reader must step over."""
+    monkeypatch.setattr(block_counting, "applies", lambda *args: False)
+    graph = random_graph(36, num_entities=1030, num_relations=3, num_triples=80, num_filter=3000)
+    model = integer_model(DistMult(1030, 3, dim=4), seed=37)
+    strides = []
+    original = GemmScorer._scores
+
+    def recorded(self, vectors):
+        tile = original(self, vectors)
+        strides.append(tile.stride(0))
+        return tile
+
+    monkeypatch.setattr(GemmScorer, "_scores", recorded)
+    evaluator = RankBasedEvaluator(filtered="both", kernel=kernel)
+    results = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples,
+                                 use_tqdm=False)  # fmt: skip
+    assert set(strides) == {1040}
+    assert_reference(results, model, graph.triples, graph, "both")

@@ -2,17 +2,18 @@
 
 The tile path writes a batch's scores into a tile of many rows x every candidate and counts the tile afterwards; on
 CPU that tile is larger than the last-level cache, so the GEMM writes it out to memory and the count reads it back.
-Here each GEMM block (the batch's query rows x 512 candidates) goes into one small reused buffer and is counted at
-once, before the next block overwrites it -- but a task's true score, which its counts compare with, lies in one of
-those blocks, so it is not known while the others are counted. Each task therefore gets a band [low, high] around
-an estimate of its true score (float64 from the vectors, widened by a bound on the GEMM's rounding): a score above
-``high`` lies above the true score, one below ``low`` below it, and the few inside the band are kept with their
-columns. The true score itself is read from its block as it goes by; at the end the kept scores are compared with
-it exactly (kgeval._engine.numba_loop.resolve_bands). The filtered pairs are read from the same blocks: each task's
-sorted run of filtered positions is walked alongside the blocks.
+Here each GEMM block (the batch's distinct query rows x 512 candidates) goes into one small reused buffer and is
+counted at once, before the next block overwrites it -- but a task's true score, which its counts compare with,
+lies in one of those blocks, so it is not known while the others are counted. Each task therefore gets a band
+[low, high] around an estimate of its true score (the products summed in float64, widened by the bounds on the
+GEMM's and the estimate's rounding; ``GemmScorer.score_bands``): a score above ``high`` lies above the true score,
+one below ``low`` below it, and the one or two inside the band (the true score among them) are kept. The true
+score itself is copied from its block as it goes by, and so are the scores of the task's filtered positions (its
+sorted run, walked alongside the blocks). At the end the kept and the filtered scores are compared with the true
+score exactly (kgeval._engine.numba_loop.resolve_bands).
 
 The result is exact whatever the estimate: if a true score falls outside its band, or more scores fall inside a
-band than were kept, :func:`count_in_cache` returns None and the batch is counted tile by tile instead.
+band than can be kept, :func:`count_in_cache` returns None and the batch is counted tile by tile instead.
 """
 
 from __future__ import annotations
@@ -28,10 +29,10 @@ from kgeval._engine.pairs import PairTiles
 from kgeval._engine.scoring import CandidateScorer
 
 #: scores kept per task inside its band (its true score among them); a batch with a task beyond it is counted tile
-#: by tile (FB15k-237, DistMult d = 200: 1.0-1.1 per task, the true score included)
+#: by tile (FB15k-237, DistMult d = 200: 1.9 per task on average, at most 9)
 KEPT_PER_TASK = 64
 
-#: query rows per GEMM block at most (x 512 candidates: 4 MiB of float32, inside a core's share of the cache)
+#: query rows per GEMM block at most (x 512 candidates: 4 MiB of float32; the default batches hold <= 1024 queries)
 BLOCK_ROWS = 2048
 
 #: GEMM blocks counted per call of the numba kernel: one, while it is still in the cores' caches (FB15k-237 and

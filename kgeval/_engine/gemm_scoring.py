@@ -325,7 +325,8 @@ class L1Scorer(GemmScorer):
 
 
 def _round_outwards(values: torch.Tensor, dtype: torch.dtype, towards: float) -> torch.Tensor:
-    """float64 ``values`` in ``dtype``, each rounded to the nearest value that is no nearer ``-towards``."""
+    """float64 ``values`` in ``dtype``, rounded towards ``towards`` (-inf: down, inf: up): a band's bounds never
+    move inwards."""
     rounded = values.to(dtype)
     moved = rounded.double() > values if towards < 0 else rounded.double() < values
     return torch.where(moved, torch.nextafter(rounded, rounded.new_tensor(towards)), rounded)

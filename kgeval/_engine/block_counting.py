@@ -35,9 +35,14 @@ KEPT_PER_TASK = 64
 #: query rows per GEMM block at most (x 512 candidates: 4 MiB of float32; the default batches hold <= 1024 queries)
 BLOCK_ROWS = 2048
 
-#: GEMM blocks counted per call of the numba kernel: one, while it is still in the cores' caches (FB15k-237 and
-#: WN18RR, in one process, interleaved: 1.03 / 0.69 s with one, 1.11-1.14 / 0.73-0.74 s with two or four)
-BLOCKS_PER_CALL = 1
+#: scores (tasks x block columns) one call of the numba kernel counts at least: blocks are added to a call until it
+#: has that much work, so that its threads' start-up is amortised. FB15k-237's ~1,800 tasks per batch fill a call
+#: with one block, counted while still in the cores' caches (1.03 s against 1.11-1.14 s with two or four per call);
+#: WN18RR's ~600 take two
+SCORES_PER_CALL = 2**20
+
+#: blocks per call at most (the buffer holds this many)
+MAX_BLOCKS_PER_CALL = 8
 
 #: dtypes of the scores the bands are compared in (the numba kernel's)
 BAND_DTYPES = (torch.float32, torch.float64)
@@ -98,8 +103,10 @@ def count_in_cache(
     answers = np.ascontiguousarray(true_positions.numpy())
     num_queries = int(scorer.num_queries)  # type: ignore[attr-defined]
     height = min(num_queries, BLOCK_ROWS)
-    groups = _column_groups(scorer.num_candidates, scorer.block_columns)  # type: ignore[attr-defined]
-    buffer = torch.empty(height * scorer.block_columns * BLOCKS_PER_CALL, dtype=torch.from_numpy(low).dtype)  # type: ignore[attr-defined]
+    width = scorer.block_columns  # type: ignore[attr-defined]
+    per_call = max(1, min(MAX_BLOCKS_PER_CALL, SCORES_PER_CALL // max(1, task_rows.numel() * width)))
+    groups = _column_groups(scorer.num_candidates, width, per_call)
+    buffer = torch.empty(height * width * per_call, dtype=torch.from_numpy(low).dtype)
     threads = follow_torch_threads()
     for query_start in range(0, num_queries, height):
         query_stop = min(num_queries, query_start + height)
@@ -109,9 +116,9 @@ def count_in_cache(
         tasks, local_rows = order[begin:end], rows - query_start  # only these tasks' rows are read
         for firsts, widths in groups:
             offsets = _block_offsets(widths, query_stop - query_start)
-            for first, width, offset in zip(firsts.tolist(), widths.tolist(), offsets.tolist(), strict=True):
-                out = buffer[offset : offset + (query_stop - query_start) * width].view(-1, width)
-                scorer.product_block(query_start, query_stop, first, first + width, out)  # type: ignore[attr-defined]
+            for first, columns, offset in zip(firsts.tolist(), widths.tolist(), offsets.tolist(), strict=True):
+                out = buffer[offset : offset + (query_stop - query_start) * columns].view(-1, columns)
+                scorer.product_block(query_start, query_stop, first, first + columns, out)  # type: ignore[attr-defined]
             with numba_lock():
                 count_blocks_in_bands(buffer.numpy(), offsets, firsts, widths, tasks, local_rows, low, high, answers,
                                       runs.positions, runs.ends, runs.gathers, state.cursors, state.pair_values,
@@ -163,13 +170,12 @@ class _TaskState:
         )
 
 
-def _column_groups(num_candidates: int, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The candidate blocks counted per kernel call: (first columns, widths), int64, :data:`BLOCKS_PER_CALL`
-    blocks of ``width`` columns at a time (the last one narrower)."""
+def _column_groups(num_candidates: int, width: int, per_call: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The candidate blocks counted per kernel call: (first columns, widths), int64, ``per_call`` blocks of
+    ``width`` columns at a time (the last one narrower)."""
     firsts = np.arange(0, num_candidates, width, dtype=np.int64)
     widths = np.minimum(firsts + width, num_candidates) - firsts
-    return [(firsts[g : g + BLOCKS_PER_CALL], widths[g : g + BLOCKS_PER_CALL])
-            for g in range(0, len(firsts), BLOCKS_PER_CALL)]  # fmt: skip
+    return [(firsts[g : g + per_call], widths[g : g + per_call]) for g in range(0, len(firsts), per_call)]
 
 
 def _block_offsets(widths: np.ndarray, rows: int) -> np.ndarray:

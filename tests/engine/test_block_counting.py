@@ -69,10 +69,11 @@ class Spy:
 
 @pytest.fixture
 def small_blocks(monkeypatch) -> None:
-    """Blocks of 16 candidates, 3 per kernel call (the last group shorter), row blocks of 5 queries, room for
+    """Blocks of 16 candidates, up to 3 per kernel call (the last group shorter), row blocks of 5 queries, room for
     every tie: many blocks, groups and row blocks on a small graph, and no fallback."""
     monkeypatch.setattr(GemmScorer, "block_columns", 16)
-    monkeypatch.setattr(block_counting, "BLOCKS_PER_CALL", 3)
+    monkeypatch.setattr(block_counting, "SCORES_PER_CALL", 16 * 3 * 40)  # 3 blocks for 40 tasks, 1 for 120
+    monkeypatch.setattr(block_counting, "MAX_BLOCKS_PER_CALL", 3)
     monkeypatch.setattr(block_counting, "BLOCK_ROWS", 5)
     monkeypatch.setattr(block_counting, "KEPT_PER_TASK", 256)
 

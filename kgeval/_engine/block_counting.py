@@ -18,7 +18,6 @@ band than can be kept, :func:`count_in_cache` returns None and the batch is coun
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,7 +63,7 @@ def applies(kernel: Kernel, scorer: CandidateScorer, true_scores_given: bool) ->
     GEMMs of its vectors on the CPU that cannot hold NaN or inf (``scorer.counts_in_cache``, e.g.
     kgeval._engine.gemm_scoring.GemmScorer's), in a dtype the kernel compares, and the true answers are among the
     candidates (no true scores given)."""
-    if not (kernel.counts_blocks_in_cache and getattr(scorer, "counts_in_cache", False)) or true_scores_given:
+    if not (kernel.counts_blocks_in_cache and scorer.counts_in_cache) or true_scores_given:
         return False
     return scorer.vector_dtype in BAND_DTYPES  # type: ignore[attr-defined]
 
@@ -100,6 +99,7 @@ def count_in_cache(
     state = _TaskState.empty(task_rows.numel(), kept_per_task or KEPT_PER_TASK, low.dtype, runs)
     rows = task_rows.numpy()
     order = np.argsort(rows, kind="stable")  # tasks by query row: a contiguous range per row block
+    sorted_rows = rows[order]
     answers = np.ascontiguousarray(true_positions.numpy())
     num_queries = int(scorer.num_queries)  # type: ignore[attr-defined]
     height = min(num_queries, BLOCK_ROWS)
@@ -110,7 +110,7 @@ def count_in_cache(
     threads = follow_torch_threads()
     for query_start in range(0, num_queries, height):
         query_stop = min(num_queries, query_start + height)
-        begin, end = np.searchsorted(rows[order], [query_start, query_stop])
+        begin, end = np.searchsorted(sorted_rows, [query_start, query_stop])
         if begin == end:
             continue
         tasks, local_rows = order[begin:end], rows - query_start  # only these tasks' rows are read
@@ -207,7 +207,7 @@ def _task_runs(pairs: PairTiles | None, size: int, num_candidates: int) -> _Task
     gathers = torch.ones(size, dtype=torch.bool)
     parts, fine_parts = [positions], [in_fine]
     offset = positions.numel()
-    for group in _groups(pairs):
+    for group in pairs.groups:
         group_positions = group.positions
         if group_positions.numel() > 1 and bool((group_positions[1:] < group_positions[:-1]).any()):
             group_positions = torch.sort(group_positions).values
@@ -219,8 +219,3 @@ def _task_runs(pairs: PairTiles | None, size: int, num_candidates: int) -> _Task
         fine_parts.append(torch.zeros_like(group_positions))
     as_numpy = [np.ascontiguousarray(torch.cat(part).numpy(), dtype=np.int64) for part in (parts, fine_parts)]
     return _TaskRuns(as_numpy[0], starts.numpy(), ends.numpy(), as_numpy[1], gathers.numpy())
-
-
-def _groups(pairs: PairTiles) -> Sequence:
-    """The query groups of a batch's pairs (kgeval._engine.pairs.QueryGroup)."""
-    return pairs.groups

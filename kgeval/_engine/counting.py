@@ -150,9 +150,13 @@ def count_batch(
     Returns the filtered counts with ``work.pairs`` (raw counts without), and the raw counts of the same pass as
     well when ``raw_too``.
     """
+    scorer.begin(work.queries)
     if runs_fused(kernel, scorer):
-        scorer.begin(work.queries)
         return _count_fused(kernel, *scorer.fused_operands(), work, raw_too)
+    if block_counting.applies(kernel, scorer, work.true_scores is not None):
+        counted = _count_in_cache(scorer, work, raw_too)
+        if counted is not None:
+            return counted
     workspace = workspace or Workspace()
     true_positions, bounds, blocks, true_slice, pairs = (
         work.true_positions,
@@ -167,11 +171,6 @@ def count_batch(
     less = torch.zeros(size, dtype=torch.int64, device=device)
     has_nan = torch.zeros(size, dtype=torch.bool, device=device)
     true_scores: torch.Tensor | None = work.true_scores
-    scorer.begin(work.queries)
-    if block_counting.applies(kernel, scorer, true_scores is not None):
-        counted = _count_in_cache(scorer, work, raw_too)
-        if counted is not None:
-            return counted
     first = true_slice
     if true_scores is None and true_slice is None:
         true_scores, first = _true_scores(scorer, work, kernel, workspace)

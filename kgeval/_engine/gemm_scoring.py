@@ -161,9 +161,8 @@ class GemmScorer(CandidateScorer):
         """Write the scores of the batch's query rows [query_start, query_stop) against candidate positions [start,
         stop) into ``out``, a contiguous (rows, stop - start) CPU tensor: the GEMM of a column block of
         :meth:`_scores` ("l2": the squared norms subtracted)."""
-        torch.mm(self._vectors[query_start:query_stop], self._candidates[start:stop].T, out=out)
-        if self._device_norms is not None:
-            out.sub_(self._device_norms[start:stop])
+        norms = None if self._device_norms is None else self._device_norms[start:stop]
+        _form_scores(self._vectors[query_start:query_stop], self._candidates[start:stop], norms, out)
 
     def score_bands(self, query_rows: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """A band [low, high] per task (shapes (B,), in the scores' dtype) that holds the score the GEMM gives
@@ -290,14 +289,11 @@ class GemmScorer(CandidateScorer):
         out = self._buffer[:size].view(vectors.shape[0], stride)[:, :width]
         norms = None if self._device_norms is None else self._device_norms[self._start : self._stop]  # "l2"
         if not blocked:
-            torch.matmul(vectors, self._slice.T, out=out)
-            return out if norms is None else out.sub_(norms)  # "l2": 2 q.c - ||c||^2
-        candidates = self._slice.T
+            return _form_scores(vectors, self._slice, norms, out)
         for start in range(0, width, CPU_GEMM_COLUMNS):  # column blocks, written in place through the row stride
             stop = start + CPU_GEMM_COLUMNS
-            block = torch.mm(vectors, candidates[:, start:stop], out=out[:, start:stop])
-            if norms is not None:  # while the block is in cache
-                block.sub_(norms[start:stop])
+            block_norms = None if norms is None else norms[start:stop]
+            _form_scores(vectors, self._slice[start:stop], block_norms, out[:, start:stop])
         return out
 
 
@@ -322,6 +318,16 @@ class L1Scorer(GemmScorer):
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         return torch.cdist(vectors, self._slice, p=1).neg_()
+
+
+def _form_scores(
+    vectors: torch.Tensor, candidates: torch.Tensor, norms: torch.Tensor | None, out: torch.Tensor
+) -> torch.Tensor:
+    """The GEMM form's scores of (U, d) query vectors against (W, d) candidate vectors, written into ``out`` (U, W):
+    q . c, and for "l2" (``norms``: the candidates' ||c||^2, (W,)) 2 q.c - ||c||^2, the norms subtracted while the
+    block is in cache (the vectors hold 2q)."""
+    torch.matmul(vectors, candidates.T, out=out)
+    return out if norms is None else out.sub_(norms)
 
 
 def _round_outwards(values: torch.Tensor, dtype: torch.dtype, towards: float) -> torch.Tensor:

@@ -84,6 +84,12 @@ class CandidateScorer:
         """Whether a kernel may multiply this scorer's query and candidate vectors itself (:meth:`fused_operands`)."""
         return False
 
+    @property
+    def counts_in_cache(self) -> bool:
+        """Whether the begun batch's score blocks are GEMMs a kernel may count while in cache
+        (kgeval._engine.block_counting)."""
+        return False
+
     def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(queries (U, d), candidates (num_candidates, d)) of the current batch, whose products are the scores
         (only where :attr:`fusable`)."""

@@ -110,11 +110,15 @@ class RankBasedEvaluator(RankingSettings):
         every kernel, up to the rounding of the scores (the fused kernel accumulates float16 / bfloat16 products
         in float32 like cuBLAS, in its own order).
     matmul_precision : {"exact", "inherit"}, default="exact"
-        "exact": inside ``evaluate`` float32 matrix multiplications run in full precision even when the process
-        enabled TF32 or a reduced matmul precision (``torch.backends.cuda.matmul.allow_tf32``,
-        ``torch.set_float32_matmul_precision``, ``fp32_precision``); the settings are restored afterwards.
-        "inherit": use the process's settings -- faster on GPUs with TF32, but scores, and so ranks, are then only
-        approximate (two candidates closer than the reduced precision can swap or tie).
+        "exact": inside ``evaluate`` the model computes in its own precision, whatever context it is called from:
+        autocast regions are switched off (Lightning's ``precision="bf16-mixed"``), float32 matrix
+        multiplications, convolutions and RNNs run in IEEE float32 even when the process enabled TF32 or a reduced
+        precision (``torch.backends.cuda.matmul.allow_tf32``, ``torch.backends.cudnn.allow_tf32``,
+        ``torch.set_float32_matmul_precision``, ``fp32_precision``), half-precision GEMMs accumulate in float32 and
+        denormals are kept; every setting is restored afterwards, and one that cannot be set aside is named in a
+        :class:`kgeval.exceptions.PrecisionWarning` (kgeval._engine.precision). "inherit": keep the caller's
+        context -- faster on GPUs with TF32, but scores, and so ranks, are then only approximate (two candidates
+        closer than the reduced precision can swap or tie).
 
     Examples
     --------

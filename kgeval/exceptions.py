@@ -6,6 +6,8 @@ __all__ = [
     "DistributedEvaluationError",
     "FastPathWarning",
     "IgnoredCandidatesWarning",
+    "ModelChangedWarning",
+    "PrecisionWarning",
     "UndefinedMetricWarning",
     "UnseenLabelsWarning",
 ]
@@ -29,6 +31,18 @@ class IgnoredCandidatesWarning(UserWarning):
     """A model's scoring method accepts candidate ids (``tails=`` / ``heads=``, or ``**kwargs``) but returned the
     scores of every entity when asked for a slice: kgeval ranks from those rows (exactly) and stops asking for
     slices, so the model's memory per call is a batch of whole rows, not bounded by ``slice_size``."""
+
+
+class PrecisionWarning(UserWarning):
+    """An ambient setting that lowers the model's precision (an autocast region, TF32, denormals flushed, ...) could
+    not be set aside for an evaluation with ``matmul_precision="exact"``: its scores, and so its ranks, are those of
+    that setting (kgeval._engine.precision)."""
+
+
+class ModelChangedWarning(UserWarning):
+    """The model changed its own parameters or buffers while kgeval scored it (an in-place write bumped a tensor's
+    version, or a tensor was replaced): its scores may depend on the order in which the tasks were scored, so its
+    ranks may not be reproducible (kgeval._state_guard)."""
 
 
 class DistributedEvaluationError(RuntimeError):

@@ -10,7 +10,7 @@ from typing import Any, Literal
 import torch
 
 from kgeval import _checks
-from kgeval._engine import FilterIndex, candidate_scorer, exact_matmul, pack_pairs
+from kgeval._engine import FilterIndex, candidate_scorer, exact_arithmetic, pack_pairs
 from kgeval._inputs import check_model_inputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
@@ -152,7 +152,7 @@ class SampledRankBasedEvaluator:
             known += [t.to(device) for t in _checks.check_filter_triples(extra, num_entities, num_relations)]
         drawn = self.draw_negatives(reference, num_entities, known, sides)
         accumulators = {}
-        with evaluation_mode(model), torch.inference_mode(), exact_matmul("exact"):
+        with evaluation_mode(model), torch.inference_mode(), exact_arithmetic("exact"):
             for target in sides:
                 negatives = drawn[target]
                 if rows is not None:

@@ -3,7 +3,7 @@
 - :func:`rank` (:mod:`kgeval._engine.front`): rank every side of an evaluation -- the evaluator's door, with
   :class:`RankOptions`, :class:`RunSettings`, :class:`SideRanks` and :func:`new_state`;
 - :func:`top_k` (:mod:`kgeval._engine.predictions`): filtered top-k predictions, with :class:`TopKOptions`;
-- :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_matmul`: the pieces the sampled
+- :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_arithmetic`: the pieces the sampled
   evaluator ranks its negatives with.
 
 Nothing here is public API.
@@ -12,7 +12,7 @@ Nothing here is public API.
 from kgeval._engine.filter_index import FilterIndex, pack_pairs
 from kgeval._engine.front import RankOptions, RunSettings, SideRanks, new_state, rank
 from kgeval._engine.own_candidates import candidate_scorer
-from kgeval._engine.precision import exact_matmul
+from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.predictions import TopKOptions, top_k
 
 __all__ = [
@@ -22,7 +22,7 @@ __all__ = [
     "SideRanks",
     "TopKOptions",
     "candidate_scorer",
-    "exact_matmul",
+    "exact_arithmetic",
     "new_state",
     "pack_pairs",
     "rank",

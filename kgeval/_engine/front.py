@@ -22,7 +22,7 @@ from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.form_check import FormChecks
 from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
-from kgeval._engine.precision import MatmulPrecision, exact_matmul
+from kgeval._engine.precision import MatmulPrecision, exact_arithmetic
 from kgeval._engine.resume import EvaluationProgress, model_fingerprint, rank_file
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
@@ -152,7 +152,7 @@ def rank(
         if run.progress_path is not None:
             resume = _progress(run, options, inputs, task_index, group)
     sides = _Sides(inputs, options, state, index, task_index, shards, group, fine_index)
-    precision = exact_matmul(options.matmul_precision)
+    precision = exact_arithmetic(options.matmul_precision)
     with CollectiveCheck(group), evaluation_mode(inputs.model.model), torch.inference_mode(), precision:
         ranked = sides.rank_all(run.progress, resume)
     if group is not None and not shards:

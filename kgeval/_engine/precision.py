@@ -1,47 +1,179 @@
-"""Full float32 precision for the matrix multiplications of an evaluation: TF32 and reduced-precision matmul
-modes that the process enabled (``torch.backends.cuda.matmul.allow_tf32``, ``torch.set_float32_matmul_precision``
-or the ``fp32_precision`` backends) are switched off for the block and restored after it, through the same API."""
+"""The model's own float arithmetic for the duration of an evaluation, whatever context the caller evaluates from.
+
+A training loop evaluates from inside settings that change how a model computes: ``torch.autocast`` regions
+(Lightning's ``precision="bf16-mixed"`` / ``"16-mixed"``, a hand-written mixed-precision loop), TF32 or reduced
+float32 precision for matrix multiplications, convolutions and RNNs (``torch.backends.cuda.matmul.allow_tf32``,
+``torch.set_float32_matmul_precision``, ``torch.backends.cudnn.allow_tf32`` -- on by default for cuDNN
+convolutions --, the ``fp32_precision`` backends), reduced-precision reductions and float16 accumulation in
+half-precision GEMMs, and denormals flushed to zero (``torch.set_flush_denormal``). Under any of them the scores,
+and so the ranks, are those of a lower precision than the model's own.
+
+:func:`exact_arithmetic` sets every such setting aside for the block and restores each through the API that reads
+it, also on error; what it finds it cannot set aside it names in one :class:`kgeval.exceptions.PrecisionWarning`.
+A model that enters its own autocast region inside its scoring methods keeps it: that is its own arithmetic.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
+from kgeval.exceptions import PrecisionWarning
 from kgeval.typing import MatmulPrecision
 
-#: the backends whose float32 matmul precision the guard pins to IEEE
-_BACKENDS: tuple[Any, ...] = (torch.backends.cuda.matmul, torch.backends.mkldnn.matmul)  # type: ignore[attr-defined]
-_EXACT = ("none", "ieee")  # "none": inherit torch.backends.fp32_precision
+__all__ = ["ambient_settings", "exact_arithmetic"]
+
+#: the float32 precision handles of the operator families that can compute in TF32 / bf16, as (owner, attribute
+#: path) -- read and written through ``fp32_precision`` (kgeval reads them lazily: a backend missing in this torch
+#: build is skipped)
+_PRECISION_HANDLES: tuple[tuple[str, str], ...] = (
+    ("cuda", "cuda.matmul"),
+    ("cuda", "cudnn.conv"),
+    ("cuda", "cudnn.rnn"),
+    ("mkldnn", "mkldnn.matmul"),
+    ("mkldnn", "mkldnn.conv"),
+    ("mkldnn", "mkldnn.rnn"),
+)
+#: per backend, the handle that an operator family's "none" inherits from (then ``torch.backends.fp32_precision``)
+_BACKEND_DEFAULTS: dict[str, str] = {"cuda": "cudnn", "mkldnn": "mkldnn"}
+#: half-precision GEMM settings of cuBLAS that round below the inputs' precision when on: (attribute, exact value)
+_HALF_GEMM_FLAGS: tuple[tuple[str, bool], ...] = (
+    ("allow_fp16_reduced_precision_reduction", False),
+    ("allow_bf16_reduced_precision_reduction", False),
+    ("allow_fp16_accumulation", False),
+)
+#: device types an autocast region can be enabled for (the privateuse1 backend's name is added when registered)
+_AUTOCAST_DEVICES: tuple[str, ...] = ("cpu", "cuda", "xpu", "mps", "hpu", "xla", "mtia", "maia")
 
 
-def _all_exact() -> bool:
-    """Every matmul backend computes float32 in IEEE precision (what a process that set nothing does)."""
-    inherited = torch.backends.fp32_precision in _EXACT  # type: ignore[attr-defined]
-    return all(backend.fp32_precision == "ieee" or (backend.fp32_precision == "none" and inherited)
-               for backend in _BACKENDS)  # fmt: skip
+def _handle(path: str) -> Any:
+    """``torch.backends.<path>`` (e.g. ``cudnn.conv``), or None where this torch build has none."""
+    owner: Any = torch.backends
+    for part in path.split("."):
+        owner = getattr(owner, part, None)
+        if owner is None:
+            return None
+    return owner
+
+
+def _effective_precision(backend: str, handle: Any) -> str:
+    """What a handle's float32 precision resolves to: its own value, else its backend's, else the process's."""
+    chain = (handle, _handle(_BACKEND_DEFAULTS[backend]), torch.backends)
+    for owner in chain:
+        value = getattr(owner, "fp32_precision", "none") if owner is not None else "none"
+        if value != "none":
+            return value
+    return "ieee"
+
+
+@dataclass(frozen=True)
+class _Setting:
+    """One ambient setting: how messages name it, how to read and write it, and its exact value."""
+
+    name: str
+    read: Callable[[], Any]
+    write: Callable[[Any], Any]
+    exact: Any
+
+
+def _autocast_devices() -> list[str]:
+    """The device types whose autocast region is enabled on this thread."""
+    devices = list(_AUTOCAST_DEVICES)
+    privateuse = torch._C._get_privateuse1_backend_name()
+    if privateuse not in devices:
+        devices.append(privateuse)
+    enabled = []
+    for device in devices:
+        try:
+            if torch.is_autocast_enabled(device):
+                enabled.append(device)
+        except (RuntimeError, TypeError, ValueError):  # a device type this build does not know
+            continue
+    return enabled
+
+
+def _denormals_flushed() -> bool:
+    """Whether this thread flushes float32 denormals to zero (``torch.set_flush_denormal(True)``): a denormal
+    multiplied by one comes back as zero."""
+    tiny = torch.tensor(1e-40, dtype=torch.float32)
+    return bool((tiny * 1.0) == 0)
+
+
+def _lowering_settings() -> list[_Setting]:
+    """The settings in force now that make a model compute below its own precision: the autocast regions, the
+    float32 precision handles that are not IEEE, the half-precision GEMM flags that reduce precision, and
+    denormals flushed to zero."""
+    found = [
+        _Setting(f"torch.autocast({device!r}, dtype={torch.get_autocast_dtype(device)})",
+                 partial(torch.is_autocast_enabled, device), partial(torch.set_autocast_enabled, device), False)
+        for device in _autocast_devices()
+    ]  # fmt: skip
+    for backend, path in _PRECISION_HANDLES:
+        handle = _handle(path)
+        if handle is not None and (precision := _effective_precision(backend, handle)) != "ieee":
+            found.append(_Setting(f"torch.backends.{path}.fp32_precision={precision!r}",
+                                  partial(getattr, handle, "fp32_precision"),
+                                  partial(setattr, handle, "fp32_precision"), "ieee"))  # fmt: skip
+    matmul = _handle("cuda.matmul")
+    for name, exact in _HALF_GEMM_FLAGS:
+        if matmul is not None and getattr(matmul, name, exact) != exact:
+            found.append(_Setting(f"torch.backends.cuda.matmul.{name}={not exact}", partial(getattr, matmul, name),
+                                  partial(setattr, matmul, name), exact))  # fmt: skip
+    if _denormals_flushed():
+        found.append(_Setting("torch.set_flush_denormal(True)", _denormals_flushed, torch.set_flush_denormal, False))
+    return found
+
+
+def ambient_settings() -> list[str]:
+    """The settings in force now that make a model compute below its own precision, in words (empty when none)."""
+    return [setting.name for setting in _lowering_settings()]
+
+
+def _set_aside(stack: ExitStack) -> list[str]:
+    """Every setting of :func:`ambient_settings` set to its exact value, and registered on ``stack`` to be set back;
+    returns the names of those that could not be (that do not read back as exact)."""
+    failed: list[str] = []
+    for setting in _lowering_settings():
+        saved = setting.read()
+        try:
+            setting.write(setting.exact)
+        except (AttributeError, RuntimeError, TypeError, ValueError):
+            failed.append(setting.name)
+            continue
+        stack.callback(setting.write, saved)
+        if setting.read() != setting.exact:
+            failed.append(setting.name)
+    return failed
 
 
 @contextmanager
-def exact_matmul(mode: MatmulPrecision = "exact") -> Iterator[None]:
-    """Inside the block, float32 matrix multiplications run in full precision on every device; the caller's
-    settings come back afterwards, also on error. Nothing is touched when they are exact already (the default),
-    or with ``mode="inherit"``.
+def exact_arithmetic(mode: MatmulPrecision = "exact") -> Iterator[None]:
+    """Inside the block a model computes in its own precision: every setting of :func:`ambient_settings` is set
+    aside (autocast regions off, float32 matmuls / convolutions / RNNs in IEEE float32, half-precision GEMMs
+    accumulated in float32 without reduced-precision reductions, denormals kept) and restored afterwards, also on
+    error; nothing is touched where nothing is set (the default), or with ``mode="inherit"``.
 
-    The settings are saved and restored through the per-backend API (``fp32_precision``), which reads and writes
-    the state the legacy calls (``allow_tf32``, ``set_float32_matmul_precision``) set too: after the block both
-    APIs read what they read before it. They are process-wide: another thread's matmuls during the block run
-    exact too."""
-    if mode == "inherit" or _all_exact():
+    Autocast and denormal flushing are per thread (the calling thread's are set aside); the backend flags are
+    process-wide, so another thread's work during the block runs exact too. A setting that cannot be set aside is
+    named in one :class:`kgeval.exceptions.PrecisionWarning`, and the evaluation runs under it.
+    """
+    if mode == "inherit":
         yield
         return
-    saved = [(backend, backend.fp32_precision) for backend in _BACKENDS]
-    for backend, _ in saved:
-        backend.fp32_precision = "ieee"
-    try:
+    with ExitStack() as stack:
+        failed = _set_aside(stack)
+        if failed:
+            warnings.warn(
+                f"kgeval: could not set aside {', '.join(failed)} for this evaluation: the model's scores, and so "
+                "its ranks, are those of that setting, not of the model's own precision",
+                PrecisionWarning,
+                stacklevel=4,
+            )
         yield
-    finally:
-        for backend, value in saved:
-            backend.fp32_precision = value
+

@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval.adapters import scoring_view
-from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, describe, held_models_hint
+from kgeval.adapters import scores_itself
+from kgeval.adapters.wrappers import delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
 
 
@@ -251,22 +251,11 @@ def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = Fa
                 have = ", ".join(methods[side] for side in served)
                 hint = f"; it has {have}: pass targets={served!r} to rank only those sides"
             if not hint:
-                hint = held_models_hint(model, _scores, "scoring methods")
+                hint = held_models_hint(model, scores_itself, "scoring methods")
             raise TypeError(
                 f"{name or describe(model)} has no {methods[target]}(batch) to rank {target}s with, and does not score "
                 "whole triples (score_hrt(hrt_batch), forward(h, r, t), or evaluate(..., score_fn=...))" + hint
             )
-
-
-def _scores(model: Any) -> bool:
-    """Whether ``model`` has a scoring method kgeval ranks with, or is a model of a library kgeval integrates."""
-    try:
-        view = scoring_view(model)
-    except TypeError:  # a library's model kgeval refuses
-        return False
-    return view is not model or any(
-        callable(getattr(model, name, None)) for name in SCORING_ATTRIBUTES if name != "kgeval_similarity"
-    )
 
 
 #: floating dtypes kgeval compares in directly; others (float8) are widened to float32 first, which is exact

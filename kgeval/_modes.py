@@ -1,6 +1,16 @@
-"""The evaluation mode of a model: ``model.eval()`` for the duration of an evaluation, the ``training`` flag of the
-model and of every submodule restored afterwards exactly as it was, and evaluations of one model object taking
-turns (a per-model lock).
+"""A model as an evaluation holds it: in evaluation mode, its sharded parameters gathered, nothing of it changed,
+and evaluations of one model object taking turns (:func:`evaluation_mode`).
+
+- ``model.eval()`` for the evaluation, then the ``training`` flag of the model and of every submodule restored
+  exactly as it was. Only torch modules are switched, through torch's own ``eval`` / ``train``: an object that is
+  not an ``nn.Module`` keeps its ``eval`` to itself (it may mean anything -- run the user's own evaluation, say),
+  and so does a module that replaced them on the instance (``torch.export``'s modules refuse them: their mode was
+  fixed when they were exported).
+- Sharded parameters (FSDP2, FSDP1) gathered for the evaluation and sharded again after it
+  (:mod:`kgeval.adapters.sharded`).
+- Nothing of the model changed: a table whose lookups write (``max_norm``) refused before scoring, any other
+  parameter or buffer written during the evaluation reported (:mod:`kgeval._model_state`).
+- A per-model lock.
 """
 
 from __future__ import annotations
@@ -12,6 +22,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
+
+from kgeval._model_state import StateWatch, refuse_writing_lookups
+from kgeval.adapters.sharded import gathered_parameters
+from kgeval.adapters.wrappers import describe
 
 #: one lock per model object (weakly held): concurrent evaluations of one model take turns
 _MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
@@ -27,37 +41,62 @@ def _model_lock(model: Any) -> threading.RLock:
             return _LOCKS_GUARD
 
 
-def _modes(model: Any) -> list[tuple[Any, bool]]:
-    """(object, its ``training`` flag) of the model and, for a torch module, of each of its submodules."""
-    modules = getattr(model, "modules", None)
-    objects = list(modules()) if isinstance(model, torch.nn.Module) and callable(modules) else [model]
-    return [(item, item.training) for item in objects if isinstance(getattr(item, "training", None), bool)]
+def _modes(model: torch.nn.Module) -> list[tuple[torch.nn.Module, bool]]:
+    """(module, its ``training`` flag) of the model and of each of its submodules, the model first."""
+    return [(module, module.training) for module in model.modules()]
+
+
+def _switches_modes(model: Any) -> bool:
+    """Whether kgeval may call ``model.eval()`` / ``model.train(mode)``: a torch module that keeps torch's methods
+    on the instance (a class may override them: it gets its say)."""
+    own = getattr(model, "__dict__", {})
+    return isinstance(model, torch.nn.Module) and "eval" not in own and "train" not in own
 
 
 @contextmanager
-def evaluation_mode(model: Any) -> Iterator[None]:
-    """``model.eval()`` for the block, then every ``training`` flag back as it was (models without these are left
-    alone).
+def _eval_mode(model: Any) -> Iterator[None]:
+    """``model.eval()`` for the block, then every ``training`` flag back as it was (models that are not torch modules,
+    or that replaced ``eval`` / ``train`` on the instance, are left alone).
 
     ``model.train(was_training)`` alone would recurse: a submodule the user froze with ``.eval()`` (a pretrained
     encoder, a BatchNorm) would come back in training mode, its statistics updating and its dropout on. So the flag
     of the model and of each submodule is recorded before; afterwards (also when the block raises) the model's own
     ``train(was_training)`` runs (a class that overrides ``train`` gets its say), then every flag that differs from
     its record is set back.
+    """
+    if not _switches_modes(model):
+        yield
+        return
+    modes = _modes(model)
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(modes[0][1])
+        for item, training in modes:
+            if item.training != training:
+                item.training = training
+
+
+@contextmanager
+def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
+    """The model as an evaluation holds it, for the block (see the module docstring): evaluation mode, sharded
+    parameters gathered, a table whose lookups write refused, any other change to its parameters or buffers
+    reported after the block (:class:`kgeval.exceptions.ModelChangedWarning`). ``name``: how messages name the
+    model (default: its class, with its wrappers).
 
     Thread safety: evaluations of one model object take turns (a per-model lock held from the mode switch to its
     restoration), so a second thread can neither save the first one's eval mode as the model's own nor switch the
     mode back in the middle of the first one's run. Evaluations of different models run concurrently.
+
+    Raises
+    ------
+    TypeError
+        For an embedding table with ``max_norm``, or a DTensor parameter kgeval cannot gather.
     """
-    with _model_lock(model):
-        modes = _modes(model)
-        if callable(getattr(model, "eval", None)):
-            model.eval()
-        try:
-            yield
-        finally:
-            if modes and modes[0][0] is model and callable(getattr(model, "train", None)):
-                model.train(modes[0][1])
-            for item, training in modes:
-                if item.training != training:
-                    item.training = training
+    name = name or describe(model)
+    refuse_writing_lookups(model, name)
+    with _model_lock(model), _eval_mode(model), gathered_parameters(model, name):
+        watch = StateWatch.of(model)
+        yield
+        watch.warn_if_changed(model, name)

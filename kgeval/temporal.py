@@ -28,6 +28,7 @@ from kgeval import _display as display
 from kgeval._engine import RunSettings, rank
 from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
+from kgeval.adapters.wrappers import delegate_of, find_protocol_method
 from kgeval.evaluator import RankingSettings
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget, KernelChoice, MatmulPrecision, RankType
@@ -224,7 +225,8 @@ class TemporalRankBasedEvaluator(RankingSettings):
 
         run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
                           save_every)  # fmt: skip
-        steps = _steps(user, observe, quadruples)
+        hook = _observer(user, observe)
+        steps = _steps(user, observe, hook, quadruples)
         quadruple_times = quadruples[:, 3].cpu().numpy()
         if progress_path is not None and steps[0][0] is not None:
             raise ValueError(
@@ -248,7 +250,7 @@ class TemporalRankBasedEvaluator(RankingSettings):
                 _merge_into(ranked, "raw", {target: side.raw for target, side in step.items()})
                 _merge_into(ranked, "static", {target: side.coarse for target, side in step.items()})
             if revealed is not None:
-                getattr(user, OBSERVE_METHOD)(revealed.to(device_of))
+                hook(revealed.to(device_of))
         results = {setting: self._results(parts, setting, times, quadruple_times) for setting, parts in ranked.items()}
         if self.filtered != "all":
             return results[self.filtered]
@@ -269,16 +271,21 @@ class TemporalRankBasedEvaluator(RankingSettings):
         )  # fmt: skip
 
 
-def _steps(model: Any, observe: Any, quadruples: torch.Tensor) -> list[tuple[torch.Tensor | None, Any]]:
-    """(task rows, quadruples to reveal after them) of each step of the forecasting order: one step of every task
-    without an order, else one per time in time order (revealing that time's quadruples in the single-step
-    order)."""
+def _observer(model: Any, observe: Any) -> Any:
+    """The model's ``kgeval_observe`` (its own, or that of the one model it holds) when ``observe`` may reveal
+    times to it ("auto", "single-step"), else None."""
     if observe not in OBSERVE_CHOICES:
         raise ValueError(f"observe must be one of {OBSERVE_CHOICES}, got {observe!r}")
-    hook = callable(getattr(model, OBSERVE_METHOD, None))
+    return find_protocol_method(model, OBSERVE_METHOD) if observe in ("auto", "single-step") else None
+
+
+def _steps(model: Any, observe: Any, hook: Any, quadruples: torch.Tensor) -> list[tuple[torch.Tensor | None, Any]]:
+    """(task rows, quadruples to reveal after them) of each step of the forecasting order: one step of every task
+    without an order, else one per time in time order (revealing that time's quadruples to ``hook``, the model's
+    observer, in the single-step order)."""
     if observe == "auto":
-        observe = "single-step" if hook else None
-    if observe == "single-step" and not hook:
+        observe = "single-step" if hook is not None else None
+    if observe == "single-step" and hook is None:
         raise TypeError(f"observe='single-step' reveals each time to the model after it is scored, through "
                         f"{OBSERVE_METHOD}(quadruples), which {type(model).__name__} does not have")  # fmt: skip
     if observe is None:
@@ -315,9 +322,12 @@ def _merge_into(ranked: dict[str, dict[Any, Any]], setting: str, sides: Mapping[
 
 
 def _num_times(model: Any, num_times: Any, quadruples: torch.Tensor) -> int:
-    """The number of time ids: given, else the model's ``num_times``, else 1 + the largest time id; every time id
-    of the quadruples must be below it."""
+    """The number of time ids: given, else the model's ``num_times`` (or that of the one model it holds, as for
+    ``num_entities``), else 1 + the largest time id; every time id of the quadruples must be below it."""
     declared = num_times if num_times is not None else getattr(model, "num_times", None)
+    if declared is None:
+        held = delegate_of(model, lambda child: getattr(child, "num_times", None) is not None)
+        declared = None if held is None else held[1].num_times
     largest = int(quadruples[:, 3].max()) + 1 if len(quadruples) else 1
     if declared is None:
         return largest

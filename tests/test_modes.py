@@ -124,17 +124,41 @@ def test_a_class_that_overrides_train_gets_its_call_and_the_flags_are_set_back_a
     assert modes(model) == before
 
 
-def test_objects_that_are_not_modules_keep_their_flag() -> None:
-    class Plain:
-        training = True
+def test_objects_that_are_not_modules_are_never_switched() -> None:
+    """``eval`` of an object that is not a torch module may mean anything (run the user's own evaluation, say): kgeval
+    calls it with no argument never, with defaults never either, and leaves its flag alone."""
 
-        def eval(self) -> None:
+    class Plain:
+        def __init__(self) -> None:
+            self.training = True
+            self.calls: list[Any] = []
+
+        def eval(self, data: Any = None) -> None:  # a user's own evaluation routine, with a default
+            self.calls.append(data)
             self.training = False
 
         def train(self, mode: bool = True) -> None:
+            self.calls.append(mode)
             self.training = mode
 
     plain = Plain()
     with evaluation_mode(plain):
-        assert plain.training is False
+        assert plain.training is True
     assert plain.training is True
+    assert plain.calls == []
+
+
+def test_a_module_that_replaced_eval_on_the_instance_is_not_switched() -> None:
+    """torch.export's modules replace ``eval`` / ``train`` on the instance with functions that raise (their mode was
+    fixed when exported): kgeval leaves them, and every flag, alone."""
+    model = WithSubmodules().train()
+
+    def refuse(*args: Any) -> None:
+        raise NotImplementedError("Calling eval() is not supported yet.")
+
+    model.eval = refuse  # type: ignore[method-assign]
+    model.train = refuse  # type: ignore[method-assign]
+    before = modes(model)
+    with evaluation_mode(model):
+        assert modes(model) == before
+    assert modes(model) == before

@@ -13,10 +13,11 @@ from typing import Any
 
 import torch
 
-from kgeval.adapters.wrappers import delegate_of, unwrap
+from kgeval._model_state import without_max_norm
+from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, unwrap
 from kgeval.protocol import SIMILARITIES, QueryCandidateModel
 
-__all__ = ["held_form", "model_device", "query_candidate_form", "scoring_view"]
+__all__ = ["held_form", "model_device", "query_candidate_form", "scores_itself", "scoring_view", "without_max_norm"]
 
 
 def scoring_view(model: Any) -> Any:
@@ -29,6 +30,7 @@ def scoring_view(model: Any) -> Any:
         When an adapter recognises the model but kgeval cannot score it the way its library does.
     """
     model = unwrap(model).model
+    _refuse_exported_program(model)
     pykeen_models = sys.modules.get("pykeen.models")
     if pykeen_models is not None and isinstance(model, pykeen_models.Model):
         from kgeval.adapters.pykeen import pykeen_view
@@ -50,6 +52,17 @@ def scoring_view(model: Any) -> Any:
 
         return dicee_view(model)
     return model
+
+
+def _refuse_exported_program(model: Any) -> None:
+    """TypeError for a ``torch.export.ExportedProgram``: a program, not a module; its ``module()`` is one."""
+    exported = getattr(sys.modules.get("torch.export"), "ExportedProgram", None)
+    if exported is not None and isinstance(model, exported):
+        raise TypeError(
+            "this is a torch.export ExportedProgram, which is not a module kgeval can call: evaluate "
+            "exported.module() (its forward(h, r, t) scores triples; export it with a dynamic first dimension), or "
+            "pass the original model"
+        )
 
 
 def query_candidate_form(model: Any) -> Any | None:
@@ -83,6 +96,18 @@ def _has_form(model: Any) -> bool:
         return query_candidate_form(model) is not None
     except (TypeError, ValueError):  # an adapter refuses the model, or a malformed form: not a delegate
         return False
+
+
+def scores_itself(model: Any) -> bool:
+    """Whether ``model`` has a scoring method kgeval ranks with, or is a model of a library kgeval integrates (what
+    makes a held model the one a holder delegates to)."""
+    try:
+        view = scoring_view(model)
+    except TypeError:  # a library's model kgeval refuses
+        return False
+    return view is not model or any(
+        callable(getattr(model, name, None)) for name in SCORING_ATTRIBUTES if name != "kgeval_similarity"
+    )
 
 
 def model_device(model: Any) -> torch.device:

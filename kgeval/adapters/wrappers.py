@@ -1,6 +1,8 @@
 """Models as a training loop hands them over: wrapped by ``torch.compile``, ``DataParallel``,
-``DistributedDataParallel``, an EMA / SWA ``AveragedModel`` or Lightning Fabric (:func:`unwrap`), or a module that
-delegates its scoring to a model it holds (:func:`delegate_of`).
+``DistributedDataParallel``, FSDP1's ``FullyShardedDataParallel``, an EMA / SWA ``AveragedModel`` or Lightning
+Fabric (:func:`unwrap`), or a module that delegates its scoring -- and its protocol methods
+(:func:`find_protocol_method`) -- to a model it holds (:func:`delegate_of`). (An FSDP wrapper's parameters are
+gathered for the evaluation by :mod:`kgeval.adapters.sharded`.)
 
 A wrapper of torch's (or Fabric's) scores through the model it wraps: ``torch.compile`` compiles only ``forward``
 (``score_t`` of the compiled object *is* the original's, through ``__getattr__``), ``DataParallel`` /
@@ -24,6 +26,7 @@ __all__ = [
     "delegate_of",
     "describe",
     "eager_call",
+    "find_protocol_method",
     "held_models",
     "held_models_hint",
     "unwrap",
@@ -35,6 +38,8 @@ WRAPPERS: tuple[tuple[str, str, str, str], ...] = (
     ("torch.nn.parallel.data_parallel", "DataParallel", "module", "DataParallel"),
     ("torch.nn.parallel.distributed", "DistributedDataParallel", "module", "DistributedDataParallel"),
     ("torch.optim.swa_utils", "AveragedModel", "module", "AveragedModel"),
+    ("torch.distributed.fsdp.fully_sharded_data_parallel", "FullyShardedDataParallel", "module",
+     "FullyShardedDataParallel"),
     ("lightning.fabric.wrappers", "_FabricModule", "module", "Lightning Fabric"),
     ("lightning_fabric.wrappers", "_FabricModule", "module", "Lightning Fabric"),
 )
@@ -146,3 +151,34 @@ def delegate_of(model: Any, scorable: Any) -> tuple[str, Any] | None:
     """
     found = [(name, unwrap(child).model) for name, child in held_models(model) if scorable(unwrap(child).model)]
     return found[0] if len(found) == 1 else None
+
+
+def find_protocol_method(model: Any, name: str) -> Callable[..., Any] | None:
+    """The protocol method ``name`` (``kgeval_observe``, ...) of ``model``, found as scoring methods are: on the
+    model itself, else on the one model it holds that has it (a LightningModule whose ``self.model`` observes);
+    None when neither has it.
+
+    Raises
+    ------
+    TypeError
+        When ``model`` does not have it but holds it where kgeval will not guess: on several held models, or only on
+        a model deeper inside (a holder that hides the hook is told, never skipped).
+    """
+    method = getattr(model, name, None)
+    if callable(method):
+        return method
+    found = delegate_of(model, lambda child: callable(getattr(child, name, None)))
+    if found is not None:
+        return getattr(found[1], name)
+    modules = getattr(model, "named_modules", None)
+    hidden = [path for path, module in modules() if path and callable(getattr(module, name, None))] if callable(
+        modules) else []  # fmt: skip
+    if hidden:
+        where = ", ".join(f".{path} ({describe(model.get_submodule(path))})" for path in hidden[:3])
+        raise TypeError(
+            f"{describe(model)} has no {name} of its own, but holds models that have one at {where}, which kgeval "
+            f"does not guess between: define {name} on {type(unwrap(model).model).__name__} (calling the right one), "
+            "or evaluate the model that has it"
+        )
+    return None
+

@@ -36,6 +36,7 @@ from kgeval.models import DistMult, TransE
 from kgeval.records import RankRecords
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 from tests.support.sharded import SHARDED_SCENARIOS
+from tests.support.sharded_parameters import SHARDED_PARAMETER_SCENARIOS
 
 # -- graphs and models (deterministic: every process builds the same ones) ------------------------------------
 
@@ -300,6 +301,7 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
 }
 SCENARIOS["after_errors"] = ties  # the group still works after the error scenarios
 SCENARIOS.update(SHARDED_SCENARIOS)
+SCENARIOS.update(SHARDED_PARAMETER_SCENARIOS)
 
 
 def assert_same_results(got: Any, expected: Any) -> None:

@@ -13,7 +13,7 @@ import torch
 
 from kgeval import _checks
 from kgeval._tasks import tasks_inside_constraints, tasks_inside_restriction
-from kgeval.adapters import held_form, model_device, query_candidate_form, scoring_view
+from kgeval.adapters import held_form, model_device, query_candidate_form, refuse_exported_program, scoring_view
 from kgeval.adapters.triples import triple_function
 from kgeval.adapters.wrappers import describe
 from kgeval.constraints import TypeConstraints
@@ -179,6 +179,8 @@ def check_model_inputs(
     shared by the evaluator, the sampled evaluator and ``predict_top_k``."""
     resolved = resolve_model(model, device)
     view = resolved.view
+    if score_fn is None:
+        refuse_exported_program(view)
     scores_triples = score_fn is not None or (
         not all(callable(getattr(view, SCORE_METHOD[target], None)) for target in targets)
         and triple_function(view) is not None

@@ -5,24 +5,27 @@
   would depend on the order kgeval scores the tasks in (``torch.embedding_renorm_`` is not even idempotent: a row
   at the bound moves by an ulp at each lookup). Such a model is refused before anything is scored
   (:func:`refuse_writing_lookups`); :func:`without_max_norm` gives the copy to evaluate instead.
+- **Lazy parameters not yet initialised** (``nn.LazyLinear`` before its first forward): the first scoring call
+  would create them inside kgeval's ``torch.inference_mode`` -- inference tensors, which the model could never
+  train afterwards. Refused before anything is scored (:func:`refuse_lazy_parameters`).
 - **Anything else** (a scoring method that writes a buffer or a parameter in place, or replaces one): every
   parameter and buffer is recorded before the evaluation -- the tensor object and its version counter, which every
-  in-place write bumps, inside ``torch.inference_mode`` too -- and compared after it (:class:`StateWatch`); a
-  change is reported in one :class:`kgeval.exceptions.ModelChangedWarning` naming the tensors.
+  in-place write bumps, inside ``torch.inference_mode`` too (an inference tensor has no version counter: only its
+  replacement is seen) -- and compared after it (:class:`StateWatch`); a change is reported in one
+  :class:`kgeval.exceptions.ModelChangedWarning` naming the tensors.
 """
 
 from __future__ import annotations
 
 import copy
-import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from kgeval.exceptions import ModelChangedWarning
+from kgeval.exceptions import ModelChangedWarning, warn_caller
 
-__all__ = ["StateWatch", "refuse_writing_lookups", "without_max_norm"]
+__all__ = ["StateWatch", "refuse_lazy_parameters", "refuse_writing_lookups", "without_max_norm"]
 
 _LOOKUP_TABLES = (torch.nn.Embedding, torch.nn.EmbeddingBag)
 
@@ -54,6 +57,20 @@ def refuse_writing_lookups(model: Any, name: str) -> None:
     )
 
 
+def refuse_lazy_parameters(model: Any, name: str) -> None:
+    """TypeError, before anything is scored, when ``model`` has a lazy parameter not yet initialised."""
+    if not isinstance(model, torch.nn.Module):
+        return
+    lazy = [path for path, tensor in [*model.named_parameters(), *model.named_buffers()]
+            if torch.nn.parameter.is_lazy(tensor)]  # fmt: skip
+    if lazy:
+        raise TypeError(
+            f"{name} has lazy parameters that are not initialised yet ({', '.join(lazy[:3])}): its first call would "
+            "create them inside kgeval's torch.inference_mode, as tensors it could never train afterwards. Run one "
+            "forward pass (or training step) first"
+        )
+
+
 def without_max_norm(model: torch.nn.Module) -> torch.nn.Module:
     """A deep copy of ``model`` in which every embedding table with ``max_norm`` has had every row renormalised
     once (``torch.embedding_renorm_``, what a lookup of the row does) and is looked up without ``max_norm`` from
@@ -81,34 +98,40 @@ def _named_state(model: Any) -> dict[str, torch.Tensor]:
     return {**dict(model.named_parameters()), **dict(model.named_buffers())}
 
 
+def _version(tensor: torch.Tensor) -> int | None:
+    """The tensor's version counter; None for an inference tensor, which has none."""
+    return None if tensor.is_inference() else tensor._version
+
+
 @dataclass(frozen=True)
 class StateWatch:
     """The parameters and buffers of a model when the watch began: each path's tensor object and version."""
 
-    recorded: dict[str, tuple[torch.Tensor, int]]
+    recorded: dict[str, tuple[torch.Tensor, int | None]]
 
     @classmethod
     def of(cls, model: Any) -> StateWatch:
-        return cls({path: (tensor, tensor._version) for path, tensor in _named_state(model).items()})
+        return cls({path: (tensor, _version(tensor)) for path, tensor in _named_state(model).items()})
 
     def changed(self, model: Any) -> list[str]:
         """The paths whose tensor was written in place, replaced, added or removed since the watch began."""
         now = _named_state(model)
         paths = [path for path, (tensor, version) in self.recorded.items()
-                 if now.get(path) is not tensor or tensor._version != version]  # fmt: skip
+                 if now.get(path) is not tensor or _version(tensor) != version]  # fmt: skip
         return paths + [path for path in now if path not in self.recorded]
 
-    def warn_if_changed(self, model: Any, name: str) -> None:
-        """A :class:`kgeval.exceptions.ModelChangedWarning` naming what changed, if anything did."""
-        changed = self.changed(model)
+    def warn_if_changed(self, model: Any, name: str, prefix: str = "") -> None:
+        """A :class:`kgeval.exceptions.ModelChangedWarning` naming what changed (``prefix`` before each path), if
+        anything did."""
+        changed = [prefix + path for path in self.changed(model)]
         if not changed:
             return
         shown = ", ".join(changed[:5]) + (f" and {len(changed) - 5} more" if len(changed) > 5 else "")
-        warnings.warn(
+        warn_caller(
             f"kgeval: {name} changed its own state while it was scored ({shown}: written in place or replaced): "
             "its scores may depend on the order the tasks were scored in, so these ranks may not be reproducible. "
             "Make its scoring methods free of side effects (no in-place writes to parameters or buffers), or "
-            "evaluate a copy (copy.deepcopy(model)) if the change is meant",
+            "evaluate a copy (copy.deepcopy(model)); a cache filled once and read the same way after is harmless "
+            "(warnings.filterwarnings('ignore', category=kgeval.exceptions.ModelChangedWarning))",
             ModelChangedWarning,
-            stacklevel=5,
         )

@@ -3,13 +3,15 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
 
 - ``model.eval()`` for the evaluation, then the ``training`` flag of the model and of every submodule restored
   exactly as it was. Only torch modules are switched, through torch's own ``eval`` / ``train``: an object that is
-  not an ``nn.Module`` keeps its ``eval`` to itself (it may mean anything -- run the user's own evaluation, say),
-  and so does a module that replaced them on the instance (``torch.export``'s modules refuse them: their mode was
-  fixed when they were exported).
+  not an ``nn.Module`` keeps its ``eval`` to itself (it may mean anything -- run the user's own evaluation, say);
+  the torch modules it holds in its attributes are switched instead (and gathered and watched as below). A module
+  that replaced ``eval`` / ``train`` on the instance keeps them too (``torch.export``'s modules refuse them: their
+  mode was fixed when they were exported).
 - Sharded parameters (FSDP2, FSDP1) gathered for the evaluation and sharded again after it
   (:mod:`kgeval.adapters.sharded`).
-- Nothing of the model changed: a table whose lookups write (``max_norm``) refused before scoring, any other
-  parameter or buffer written during the evaluation reported (:mod:`kgeval._model_state`).
+- Nothing of the model changed: a table whose lookups write (``max_norm``) and lazy parameters not yet initialised
+  refused before scoring, any other parameter or buffer written during the evaluation reported
+  (:mod:`kgeval._model_state`).
 - A per-model lock.
 """
 
@@ -18,12 +20,12 @@ from __future__ import annotations
 import threading
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
 
-from kgeval._model_state import StateWatch, refuse_writing_lookups
+from kgeval._model_state import StateWatch, refuse_lazy_parameters, refuse_writing_lookups
 from kgeval.adapters.sharded import gathered_parameters
 from kgeval.adapters.wrappers import describe
 
@@ -78,6 +80,19 @@ def _eval_mode(model: Any) -> Iterator[None]:
                 item.training = training
 
 
+def held_modules(model: Any) -> list[tuple[str, torch.nn.Module]]:
+    """The torch modules an evaluation of ``model`` holds, with the prefix that names their tensors: the model itself
+    when it is a module; else the distinct modules among its attributes (``"model."``: a plain object holding its
+    network in ``self.model``)."""
+    if isinstance(model, torch.nn.Module):
+        return [("", model)]
+    found: dict[int, tuple[str, torch.nn.Module]] = {}
+    for attribute, value in getattr(model, "__dict__", {}).items():
+        if isinstance(value, torch.nn.Module):
+            found.setdefault(id(value), (f"{attribute}.", value))
+    return list(found.values())
+
+
 @contextmanager
 def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
     """The model as an evaluation holds it, for the block (see the module docstring): evaluation mode, sharded
@@ -92,11 +107,20 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
     Raises
     ------
     TypeError
-        For an embedding table with ``max_norm``, or a DTensor parameter kgeval cannot gather.
+        For an embedding table with ``max_norm``, lazy parameters not yet initialised, or a DTensor parameter kgeval
+        cannot gather.
     """
     name = name or describe(model)
-    refuse_writing_lookups(model, name)
-    with _model_lock(model), _eval_mode(model), gathered_parameters(model, name):
-        watch = StateWatch.of(model)
+    modules = held_modules(model)
+    labels = [name if not prefix else f"{name}.{prefix[:-1]}" for prefix, _ in modules]
+    for label, (_, module) in zip(labels, modules, strict=True):
+        refuse_writing_lookups(module, label)
+        refuse_lazy_parameters(module, label)
+    with _model_lock(model), ExitStack() as stack:
+        for label, (_, module) in zip(labels, modules, strict=True):
+            stack.enter_context(_eval_mode(module))
+            stack.enter_context(gathered_parameters(module, label))
+        watches = [(prefix, module, StateWatch.of(module)) for prefix, module in modules]
         yield
-        watch.warn_if_changed(model, name)
+        for prefix, module, watch in watches:
+            watch.warn_if_changed(module, name, prefix)

@@ -1,6 +1,12 @@
-"""The warnings and errors of kgeval's own (anything else is a ValueError or TypeError naming the argument)."""
+"""The warnings and errors of kgeval's own (anything else is a ValueError or TypeError naming the argument), and
+:func:`warn_caller`, which attributes a warning to the user's line that called into kgeval."""
 
 from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import warnings
 
 __all__ = [
     "DistributedEvaluationError",
@@ -10,7 +16,27 @@ __all__ = [
     "PrecisionWarning",
     "UndefinedMetricWarning",
     "UnseenLabelsWarning",
+    "warn_caller",
 ]
+
+#: kgeval's folder: frames of files below it are kgeval's, not the caller's
+_OWN_FOLDER = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: the file whose frames a ``with`` statement adds between kgeval's context managers and their caller
+_CONTEXTLIB = os.path.abspath(contextlib.__file__)
+
+
+def _own(filename: str) -> bool:
+    path = os.path.abspath(filename)
+    return path.startswith(_OWN_FOLDER) or path == _CONTEXTLIB
+
+
+def warn_caller(message: str, category: type[Warning]) -> None:
+    """``warnings.warn(message, category)``, attributed to the first frame outside kgeval (and outside contextlib,
+    whose frames a ``with`` adds): the user's line, however deep in kgeval the warning arises."""
+    level, frame = 1, sys._getframe(1)
+    while frame is not None and _own(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+    warnings.warn(message, category, stacklevel=level + 1)
 
 
 class UndefinedMetricWarning(UserWarning):
@@ -42,7 +68,7 @@ class PrecisionWarning(UserWarning):
 class ModelChangedWarning(UserWarning):
     """The model changed its own parameters or buffers while kgeval scored it (an in-place write bumped a tensor's
     version, or a tensor was replaced): its scores may depend on the order in which the tasks were scored, so its
-    ranks may not be reproducible (kgeval._state_guard)."""
+    ranks may not be reproducible (kgeval._model_state)."""
 
 
 class DistributedEvaluationError(RuntimeError):

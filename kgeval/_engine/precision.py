@@ -15,7 +15,7 @@ A model that enters its own autocast region inside its scoring methods keeps it:
 
 from __future__ import annotations
 
-import warnings
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from kgeval.exceptions import PrecisionWarning
+from kgeval.exceptions import PrecisionWarning, warn_caller
 from kgeval.typing import MatmulPrecision
 
 __all__ = ["ambient_settings", "exact_arithmetic"]
@@ -105,15 +105,22 @@ def _denormals_flushed() -> bool:
     return bool((tiny * 1.0) == 0)
 
 
-def _lowering_settings() -> list[_Setting]:
-    """The settings in force now that make a model compute below its own precision: the autocast regions, the
-    float32 precision handles that are not IEEE, the half-precision GEMM flags that reduce precision, and
-    denormals flushed to zero."""
+def _thread_settings() -> list[_Setting]:
+    """The settings of this thread that lower a model's precision now: its autocast regions, flushed denormals."""
     found = [
         _Setting(f"torch.autocast({device!r}, dtype={torch.get_autocast_dtype(device)})",
                  partial(torch.is_autocast_enabled, device), partial(torch.set_autocast_enabled, device), False)
         for device in _autocast_devices()
     ]  # fmt: skip
+    if _denormals_flushed():
+        found.append(_Setting("torch.set_flush_denormal(True)", _denormals_flushed, torch.set_flush_denormal, False))
+    return found
+
+
+def _process_settings() -> list[_Setting]:
+    """The process-wide settings that lower a model's precision now: the float32 precision handles that are not
+    IEEE, and the half-precision GEMM flags that reduce precision."""
+    found = []
     for backend, path in _PRECISION_HANDLES:
         handle = _handle(path)
         if handle is not None and (precision := _effective_precision(backend, handle)) != "ieee":
@@ -125,21 +132,20 @@ def _lowering_settings() -> list[_Setting]:
         if matmul is not None and getattr(matmul, name, exact) != exact:
             found.append(_Setting(f"torch.backends.cuda.matmul.{name}={not exact}", partial(getattr, matmul, name),
                                   partial(setattr, matmul, name), exact))  # fmt: skip
-    if _denormals_flushed():
-        found.append(_Setting("torch.set_flush_denormal(True)", _denormals_flushed, torch.set_flush_denormal, False))
     return found
 
 
 def ambient_settings() -> list[str]:
-    """The settings in force now that make a model compute below its own precision, in words (empty when none)."""
-    return [setting.name for setting in _lowering_settings()]
+    """The settings in force now (this thread's and the process's) that make a model compute below its own
+    precision, in words (empty when none)."""
+    return [setting.name for setting in _thread_settings() + _process_settings()]
 
 
-def _set_aside(stack: ExitStack) -> list[str]:
-    """Every setting of :func:`ambient_settings` set to its exact value, and registered on ``stack`` to be set back;
-    returns the names of those that could not be (that do not read back as exact)."""
+def _set_aside(settings: list[_Setting], stack: ExitStack) -> list[str]:
+    """Each of ``settings`` set to its exact value, and registered on ``stack`` to be set back; returns the names of
+    those that could not be (that do not read back as exact)."""
     failed: list[str] = []
-    for setting in _lowering_settings():
+    for setting in settings:
         saved = setting.read()
         try:
             setting.write(setting.exact)
@@ -152,28 +158,60 @@ def _set_aside(stack: ExitStack) -> list[str]:
     return failed
 
 
+class _ProcessWide:
+    """The process-wide settings set aside once for every evaluation running at a time (in any thread): the first to
+    begin sets them aside, the last to end restores them -- a thread whose evaluation ends must not restore what
+    another thread's evaluation still relies on."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._running = 0
+        self._restore = ExitStack()
+        self._failed: list[str] = []
+
+    def begin(self) -> list[str]:
+        """Count one more evaluation in; returns the settings that could not be set aside."""
+        with self._lock:
+            if self._running == 0:
+                self._restore = ExitStack()
+                self._failed = _set_aside(_process_settings(), self._restore)
+            self._running += 1
+            return list(self._failed)
+
+    def end(self) -> None:
+        with self._lock:
+            self._running -= 1
+            if self._running == 0:
+                self._restore.close()
+
+
+_PROCESS_WIDE = _ProcessWide()
+
+
 @contextmanager
 def exact_arithmetic(mode: MatmulPrecision = "exact") -> Iterator[None]:
     """Inside the block a model computes in its own precision: every setting of :func:`ambient_settings` is set
     aside (autocast regions off, float32 matmuls / convolutions / RNNs in IEEE float32, half-precision GEMMs
     accumulated in float32 without reduced-precision reductions, denormals kept) and restored afterwards, also on
-    error; nothing is touched where nothing is set (the default), or with ``mode="inherit"``.
+    error; nothing is touched where nothing is set, or with ``mode="inherit"``.
 
-    Autocast and denormal flushing are per thread (the calling thread's are set aside); the backend flags are
-    process-wide, so another thread's work during the block runs exact too. A setting that cannot be set aside is
-    named in one :class:`kgeval.exceptions.PrecisionWarning`, and the evaluation runs under it.
+    Autocast and denormal flushing are per thread: the calling thread's are set aside. The backend flags are
+    process-wide: set aside by the first of the evaluations running at a time, in any thread, and restored by the
+    last, so another thread's work meanwhile (an evaluation with ``"inherit"`` too) runs exact. A setting that
+    cannot be set aside is named in one :class:`kgeval.exceptions.PrecisionWarning`, and the evaluation runs under
+    it.
     """
     if mode == "inherit":
         yield
         return
     with ExitStack() as stack:
-        failed = _set_aside(stack)
+        failed = _PROCESS_WIDE.begin()
+        stack.callback(_PROCESS_WIDE.end)
+        failed += _set_aside(_thread_settings(), stack)
         if failed:
-            warnings.warn(
+            warn_caller(
                 f"kgeval: could not set aside {', '.join(failed)} for this evaluation: the model's scores, and so "
                 "its ranks, are those of that setting, not of the model's own precision",
                 PrecisionWarning,
-                stacklevel=4,
             )
         yield
-

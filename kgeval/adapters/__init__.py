@@ -17,7 +17,15 @@ from kgeval._model_state import without_max_norm
 from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, unwrap
 from kgeval.protocol import SIMILARITIES, QueryCandidateModel
 
-__all__ = ["held_form", "model_device", "query_candidate_form", "scores_itself", "scoring_view", "without_max_norm"]
+__all__ = [
+    "held_form",
+    "model_device",
+    "query_candidate_form",
+    "refuse_exported_program",
+    "scores_itself",
+    "scoring_view",
+    "without_max_norm",
+]
 
 
 def scoring_view(model: Any) -> Any:
@@ -30,7 +38,6 @@ def scoring_view(model: Any) -> Any:
         When an adapter recognises the model but kgeval cannot score it the way its library does.
     """
     model = unwrap(model).model
-    _refuse_exported_program(model)
     pykeen_models = sys.modules.get("pykeen.models")
     if pykeen_models is not None and isinstance(model, pykeen_models.Model):
         from kgeval.adapters.pykeen import pykeen_view
@@ -54,8 +61,9 @@ def scoring_view(model: Any) -> Any:
     return model
 
 
-def _refuse_exported_program(model: Any) -> None:
-    """TypeError for a ``torch.export.ExportedProgram``: a program, not a module; its ``module()`` is one."""
+def refuse_exported_program(model: Any) -> None:
+    """TypeError for a ``torch.export.ExportedProgram`` scored without a ``score_fn``: a program, not a module; its
+    ``module()`` is one."""
     exported = getattr(sys.modules.get("torch.export"), "ExportedProgram", None)
     if exported is not None and isinstance(model, exported):
         raise TypeError(

@@ -1,13 +1,22 @@
 """Models whose parameters are sharded over ranks (FSDP2's ``fully_shard``, FSDP1's ``FullyShardedDataParallel``,
 DTensor parameters): gathered once for an evaluation, or refused with the fix named.
 
-kgeval scores a model through ``score_t`` / ``score_h`` / its query/candidate form, not its ``forward``, so the
-hooks with which FSDP gathers parameters around ``forward`` never run: the methods would meet shards. For the
-block of :func:`gathered_parameters`, every FSDP2 module whose parameters are sharded is unsharded (``unshard()``,
-a collective: every rank of the mesh must evaluate too, as under DDP) and resharded afterwards; an FSDP1 wrapper's
-full parameters are summoned (``summon_full_params(writeback=False)``: nothing the evaluation could write reaches
-the shards). A parameter still a DTensor after that (tensor parallelism without FSDP) is refused: kgeval needs
-whole tensors.
+kgeval scores a model through ``score_t`` / ``score_h`` / its query/candidate form, not its root's ``forward``, so
+the hooks with which FSDP gathers parameters around ``forward`` do not run for the root: the methods would meet
+shards. For the block of :func:`gathered_parameters`:
+
+- every FSDP2 module is held unsharded after its forward (``set_reshard_after_forward(False)``, each module's
+  setting restored afterwards), so that no submodule's forward -- which the model's methods may call, a different
+  number of times on each rank -- gathers again: nothing collective happens while scoring;
+- every FSDP2 module whose parameters are sharded is unsharded (``unshard()``, a collective: every rank of the mesh
+  must call ``evaluate`` too, as under DDP) and resharded afterwards. Under a ``MixedPrecisionPolicy`` whose
+  ``param_dtype`` differs from the parameters' own, FSDP gathers them in that dtype: the model is then scored in it,
+  and a :class:`kgeval.exceptions.PrecisionWarning` says so;
+- an FSDP1 wrapper's full parameters are summoned (``summon_full_params(writeback=False)``: nothing the evaluation
+  could write reaches the shards); the module inside an FSDP1 wrapper, handed over without it, is refused (its
+  parameters are FSDP's flat shards).
+
+A parameter still a DTensor after that (tensor parallelism without FSDP) is refused: kgeval needs whole tensors.
 
 The torch modules are looked up only where the program loaded them (an FSDP model has loaded them).
 """
@@ -20,6 +29,8 @@ from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import torch
+
+from kgeval.exceptions import PrecisionWarning, warn_caller
 
 __all__ = ["gathered_parameters"]
 
@@ -67,6 +78,62 @@ def _fsdp1_roots(model: Any) -> list[Any]:
     return roots
 
 
+def _fsdp2_modules(model: Any) -> list[Any]:
+    fsdp_module = _loaded("torch.distributed.fsdp", "FSDPModule")
+    return [module for module in _modules(model) if fsdp_module is not None and isinstance(module, fsdp_module)]
+
+
+def _hold_after_forward(module: Any, stack: ExitStack) -> None:
+    """``module`` (FSDP2) keeps its parameters unsharded after each forward for the block; its own setting is put
+    back afterwards (read from FSDP's state: torch has no public getter). Where that state is not found, the
+    setting is left alone."""
+    try:
+        state = module._get_fsdp_state()
+        saved = (state._auto_reshard_after_forward, [(g, g.post_forward_mesh_info) for g in state._fsdp_param_groups])
+    except AttributeError:  # another torch: its state reads otherwise
+        return
+
+    def restore() -> None:
+        state._auto_reshard_after_forward = saved[0]
+        for group, info in saved[1]:
+            group.post_forward_mesh_info = info
+
+    module.set_reshard_after_forward(False, recurse=False)
+    stack.callback(restore)
+
+
+def _warn_if_gathered_in_another_dtype(before: dict[str, torch.dtype], model: Any, name: str) -> None:
+    """A PrecisionWarning when FSDP gathered a parameter in another dtype than its shard's (a
+    ``MixedPrecisionPolicy``'s ``param_dtype``)."""
+    changed = {(before[path], tensor.dtype) for path, tensor in model.named_parameters()
+               if path in before and tensor.dtype != before[path]}  # fmt: skip
+    if changed:
+        own, gathered = sorted(changed, key=str)[0]
+        warn_caller(
+            f"kgeval: FSDP gathers {name}'s parameters in {gathered} (they are {own}; its MixedPrecisionPolicy's "
+            f"param_dtype), so the model is scored in {gathered}: its ranks are those of that precision. To rank it "
+            f"in {own}, evaluate an unsharded copy loaded with its full state dict "
+            "(torch.distributed.checkpoint.state_dict.get_model_state_dict(model, "
+            "options=StateDictOptions(full_state_dict=True)))",
+            PrecisionWarning,
+        )
+
+
+def _refuse_flat_parameters(model: Any, name: str) -> None:
+    """TypeError when ``model`` holds FSDP1's flat parameters outside any FSDP1 wrapper kgeval can summon them
+    through (the module inside the wrapper, handed over without it)."""
+    flat = _loaded("torch.distributed.fsdp._flat_param", "FlatParameter")
+    if flat is None or _fsdp1_roots(model):
+        return
+    for path, tensor in model.named_parameters() if isinstance(model, torch.nn.Module) else ():
+        if isinstance(tensor, flat):
+            raise TypeError(
+                f"{name}'s {path} is a flat parameter of FSDP's FullyShardedDataParallel, which holds this module's "
+                "shards: pass the FullyShardedDataParallel wrapper itself (kgeval gathers its full parameters), "
+                "not the module inside it"
+            )
+
+
 def _refuse_dtensors(model: Any, name: str) -> None:
     """TypeError when a parameter or buffer of ``model`` is still a DTensor (sharded by something kgeval does not
     gather)."""
@@ -91,13 +158,20 @@ def gathered_parameters(model: Any, name: str) -> Iterator[None]:
     Raises
     ------
     TypeError
-        For a DTensor parameter that is not FSDP's to gather.
+        For a DTensor parameter that is not FSDP's to gather, or FSDP1's flat parameters outside their wrapper.
     """
+    _refuse_flat_parameters(model, name)
     with ExitStack() as stack:
+        for module in _fsdp2_modules(model):
+            _hold_after_forward(module, stack)
         unsharded = _sharded_fsdp2_modules(model)
+        if unsharded:
+            own = {path: tensor.dtype for path, tensor in model.named_parameters()}
         for module in unsharded:
             module.unshard()
             stack.callback(module.reshard)
+        if unsharded:
+            _warn_if_gathered_in_another_dtype(own, model, name)
         for root in _fsdp1_roots(model):
             stack.enter_context(type(root).summon_full_params(root, writeback=False))
         _refuse_dtensors(model, name)

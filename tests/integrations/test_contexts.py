@@ -16,6 +16,7 @@ methods -- or is refused with the message that names the fix.
 from __future__ import annotations
 
 import contextlib
+import threading
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -266,10 +267,14 @@ def lightning_trainer(pl: Any, precision: str, callbacks: list) -> Any:
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")  # Lightning's notes about workers and bf16 on CPU
-@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed"])
-def test_the_lightning_callback_logs_the_float32_mrr_under_each_precision(precision: str) -> None:
-    """Lightning 2.6 runs its callbacks' hooks outside the precision plugin's autocast region (what the callback
-    meets there is the process's flags, set aside the same way); the next test evaluates from inside the region."""
+@pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed", "bf16-true", "64-true"])
+def test_the_lightning_callback_logs_the_models_own_mrr_under_each_precision(precision: str) -> None:
+    """"-mixed": the float32 model's MRR. Lightning 2.6 runs its callbacks' hooks outside the precision plugin's
+    autocast region (what the callback meets there is the process's flags, set aside the same way), so these two
+    cases passed before too; the next test evaluates from inside the region. "-true": Lightning casts the model
+    itself, and its own scores are those of its dtype (bfloat16: scored through its own methods, not the fast
+    path). ("16-true" is left out: Lightning's float16 Adam turns this model's weights into NaN in one epoch, which
+    kgeval reports as the model's NaN scores.)"""
     pl = pytest.importorskip("lightning.pytorch")
     from kgeval.integrations.lightning import KGEvalCallback
     from tests.support.lightning_models import LitDistMult, loader
@@ -481,6 +486,130 @@ def test_a_model_that_changes_nothing_is_not_reported() -> None:
         evaluate(DistMult(E, R, dim=8, seed=1))
 
 
+class CachesOnce(Bilinear):
+    """Registers a buffer of the entity table's norms the first time it scores (inside kgeval's inference mode:
+    an inference tensor, which has no version counter)."""
+
+    def score_t(self, hr: torch.Tensor) -> torch.Tensor:
+        if not hasattr(self, "norms"):
+            self.register_buffer("norms", self.entity.norm(dim=1))
+        return super().score_t(hr)
+
+
+def test_inference_tensors_are_watched_without_a_version_counter() -> None:
+    """A model built under ``torch.inference_mode`` (its parameters inference tensors), and one whose cache kgeval's
+    own inference mode created: evaluated again and again, never a crash; the cache's creation is reported once."""
+    with torch.inference_mode():
+        built = Bilinear()
+    expected = expected_ranks(built, GRAPH.triples, GRAPH.filter_triples)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelChangedWarning)
+        assert_same_ranks(evaluate(built).records, expected)
+    caching = CachesOnce()
+    with pytest.warns(ModelChangedWarning, match=r"\(norms: written in place or replaced\)"):
+        evaluate(caching)
+    assert caching.norms.is_inference()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelChangedWarning)
+        assert_same_ranks(evaluate(caching).records, expected_ranks(caching, GRAPH.triples, GRAPH.filter_triples))
+
+
+def test_uninitialised_lazy_parameters_are_refused_before_scoring() -> None:
+    class Lazy(Bilinear):
+        def __init__(self) -> None:
+            super().__init__()
+            self.project = torch.nn.LazyLinear(DIM)
+
+        def score_t(self, hr: torch.Tensor) -> torch.Tensor:
+            return (self.project(self.entity[hr[:, 0]]) * self.relation[hr[:, 1]]) @ self.entity.T
+
+    model = Lazy()
+    with pytest.raises(TypeError, match=r"^Lazy has lazy parameters that are not initialised yet \(project\.weight, "
+                                        r"project\.bias\).*Run one forward pass"):  # fmt: skip
+        evaluate(model)
+    assert torch.nn.parameter.is_lazy(model.project.weight)  # left as it was
+
+
+def test_evaluations_in_two_threads_keep_the_process_settings_set_aside_until_the_last_ends() -> None:
+    """The float32 matmul precision is process-wide. Thread A's evaluation begins first and ends first; thread B's
+    begins while A runs and goes on scoring after A ended: every call of both saw IEEE float32, and the caller's
+    setting came back once both were done. (Each evaluation restoring what it saved, B's last calls ran in bf16.)"""
+    a_scoring, a_done = threading.Event(), threading.Event()
+
+    class First(Recording):
+        def score_t(self, hr: torch.Tensor) -> torch.Tensor:
+            a_scoring.set()
+            return super().score_t(hr)
+
+    class Second(Recording):
+        def score_t(self, hr: torch.Tensor) -> torch.Tensor:
+            assert a_done.wait(timeout=30)  # every call of B waits until A's evaluation has ended
+            return super().score_t(hr)
+
+    first, second = First(), Second()
+    errors: list[BaseException] = []
+
+    def run(model: Recording, done: threading.Event | None = None) -> None:
+        try:
+            evaluate(model, targets=("tail",), batch_size=16)
+        except BaseException as error:  # pragma: no cover - reported below
+            errors.append(error)
+        finally:
+            if done is not None:
+                done.set()
+
+    with flag(torch.backends.mkldnn.matmul, "fp32_precision", "bf16"):
+        thread_a = threading.Thread(target=run, args=(first, a_done))
+        thread_a.start()
+        assert a_scoring.wait(timeout=30)
+        thread_b = threading.Thread(target=run, args=(second,))
+        thread_b.start()
+        thread_a.join(timeout=60)
+        thread_b.join(timeout=60)
+        assert torch.backends.mkldnn.matmul.fp32_precision == "bf16"
+    assert errors == []
+    assert len(second.seen) > 1
+    assert all(seen == [] for seen in first.seen + second.seen)
+
+
+class Holding:
+    """Not a module: holds its network in ``self.net`` (with dropout), switches it with its own ``eval`` (which
+    kgeval never calls), and scores through it."""
+
+    def __init__(self) -> None:
+        self.net = torch.nn.Sequential(torch.nn.Dropout(0.5))
+        self.model = Bilinear()
+        self.num_entities, self.own_eval_calls = E, 0
+
+    def eval(self) -> None:
+        self.own_eval_calls += 1
+
+    def score_t(self, hr: torch.Tensor) -> torch.Tensor:
+        return self.net(self.model.score_t(hr))
+
+    def score_h(self, rt: torch.Tensor) -> torch.Tensor:
+        return self.net(self.model.score_h(rt))
+
+
+def test_the_modules_a_plain_object_holds_are_put_in_eval_mode_and_watched() -> None:
+    holder = Holding()
+    holder.net.train()
+    expected = expected_ranks(holder.model, GRAPH.triples, GRAPH.filter_triples)
+    first, second = evaluate(holder), evaluate(holder)  # dropout on would rank differently every time
+    assert_same_ranks(first.records, expected)
+    assert_same_ranks(second.records, expected)
+    assert holder.net.training and holder.own_eval_calls == 0
+
+    def nudge(hr: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            holder.model.entity.mul_(1.0)
+        return Holding.score_t(holder, hr)
+
+    holder.score_t = nudge  # type: ignore[method-assign]
+    with pytest.warns(ModelChangedWarning, match=r"Holding changed its own state .*\(model\.entity: "):
+        evaluate(holder)
+
+
 # -- sharded parameters ----------------------------------------------------------------------------------------------
 
 
@@ -496,25 +625,46 @@ def sharded_outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list
     return {size: run_scenarios(size, names, tmp_path_factory.mktemp(f"fsdp{size}")) for size in (1, 2)}
 
 
-@pytest.mark.parametrize("world_size", [1, 2])
-@pytest.mark.parametrize("name", ["fsdp2_distmult", "fsdp2_methods", "fsdp2_nested", "fsdp1_methods"])
-def test_sharded_parameters_are_gathered_for_the_evaluation(sharded_outcomes, world_size: int, name: str) -> None:
-    """FSDP2 (``fully_shard``, nested too) and FSDP1 over one and two gloo ranks: every rank ranks as the brute-force
-    reference over the unsharded model, with no warning, and the parameters are sharded again afterwards."""
-    from tests.support.sharded_parameters import GRAPH as SHARDED_GRAPH
+def sharded_expectation(kind: str) -> dict[str, dict[str, Any]]:
+    """The reference ranks of the unsharded model of tests/support/sharded_parameters.py of ``kind``."""
+    from tests.support.sharded_parameters import GRAPH as SHARDED
     from tests.support.sharded_parameters import build
 
-    kind = "distmult" if "distmult" in name or "nested" in name else "methods"
     model = build(kind)
-    expected = reference_ranks(own_tables(model, SHARDED_GRAPH.num_entities, SHARDED_GRAPH.num_relations)[0],
-                               SHARDED_GRAPH.triples, SHARDED_GRAPH.filter_triples)  # fmt: skip
-    heads = reference_ranks(own_tables(model, SHARDED_GRAPH.num_entities, SHARDED_GRAPH.num_relations)[1],
-                            SHARDED_GRAPH.triples, SHARDED_GRAPH.filter_triples)  # fmt: skip
-    expected = {"head": heads["head"], "tail": expected["tail"]}
-    for rank, outcome in enumerate(sharded_outcomes[world_size]):
-        status, value = outcome[name][0], outcome[name][1:]
+    counts = {"num_entities": SHARDED.num_entities, "num_relations": SHARDED.num_relations}
+    if kind != "forward":
+        return expected_ranks(model, SHARDED.triples, SHARDED.filter_triples, **counts)
+    h, r, t = torch.meshgrid(*(torch.arange(n) for n in (counts["num_entities"], counts["num_relations"],
+                                                        counts["num_entities"])), indexing="ij")  # fmt: skip
+    with torch.no_grad():
+        table = model(h.reshape(-1), r.reshape(-1), t.reshape(-1)).double().reshape(h.shape)
+    return reference_ranks(table, SHARDED.triples, SHARDED.filter_triples)
+
+
+def sharded_outcome(outcomes: dict[int, list[dict]], world_size: int, name: str) -> list[Any]:
+    """Each rank's value of scenario ``name``, after asserting that it succeeded there."""
+    values = []
+    for rank, outcome in enumerate(outcomes[world_size]):
+        status, *value = outcome[name]
         assert status == "ok", f"rank {rank}: {value}"
-        (value,) = value
+        values.append(value[0])
+    return values
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [("fsdp2_distmult", "distmult"), ("fsdp2_methods", "methods"), ("fsdp2_nested", "distmult"),
+     ("fsdp2_nested_forward", "forward"), ("fsdp1_methods", "methods")],
+)  # fmt: skip
+def test_sharded_parameters_are_gathered_for_the_evaluation(sharded_outcomes, world_size: int, name, kind) -> None:
+    """FSDP2 (``fully_shard``; nested, the tables sharded on their own, also with a model scored through ``forward``,
+    whose tables' forwards run FSDP's hooks a different number of times on each rank) and FSDP1 over one and two
+    gloo ranks: every rank ranks as the brute-force reference over the unsharded model, with no warning, and the
+    parameters are sharded again afterwards. (Left to reshard after each forward, the nested forward scorer gathered
+    its tables again at every call: a ModelChangedWarning on one rank, a collective mismatch on two.)"""
+    expected = sharded_expectation(kind)
+    for value in sharded_outcome(sharded_outcomes, world_size, name):
         assert value["warnings"] == []
         assert_same_ranks(value["results"].records, expected)
         kinds = {kind for _, kind in value["parameters"]}
@@ -522,12 +672,28 @@ def test_sharded_parameters_are_gathered_for_the_evaluation(sharded_outcomes, wo
 
 
 @pytest.mark.parametrize("world_size", [1, 2])
-def test_a_bare_dtensor_parameter_is_refused_with_the_fix(sharded_outcomes, world_size: int) -> None:
+def test_fsdp_mixed_precision_is_named_in_a_precision_warning(sharded_outcomes, world_size: int) -> None:
+    """A MixedPrecisionPolicy(param_dtype=bfloat16) gathers bfloat16 copies: kgeval cannot score the float32
+    parameters FSDP holds, and says so (with the fix)."""
+    for value in sharded_outcome(sharded_outcomes, world_size, "fsdp2_mixed_precision"):
+        (warning,) = value["warnings"]
+        assert warning.startswith("PrecisionWarning: kgeval: FSDP gathers FSDPMethodsOnly's parameters in "
+                                  "torch.bfloat16 (they are torch.float32")  # fmt: skip
+        assert "full_state_dict=True" in warning
+
+
+@pytest.mark.parametrize("world_size", [1, 2])
+@pytest.mark.parametrize(
+    ("name", "message"),
+    [("bare_dtensor", "MethodsOnly's entity is a DTensor sharded over a device mesh"),
+     ("fsdp1_inner_module", "MethodsOnly's _flat_param is a flat parameter of FSDP's FullyShardedDataParallel")],
+)  # fmt: skip
+def test_parameters_kgeval_cannot_gather_are_refused_with_the_fix(sharded_outcomes, world_size, name, message):
     for outcome in sharded_outcomes[world_size]:
-        status, kind, message = outcome["bare_dtensor"]
+        status, kind, text = outcome[name]
         assert (status, kind) == ("error", "TypeError")
-        assert message.startswith("MethodsOnly's entity is a DTensor sharded over a device mesh")
-        assert "full_tensor()" in message
+        assert text.startswith(message)
+        assert "full_tensor()" in text or "pass the FullyShardedDataParallel wrapper itself" in text
 
 
 # -- model forms -----------------------------------------------------------------------------------------------------
@@ -591,9 +757,12 @@ def test_an_export_for_a_fixed_batch_is_refused_with_the_fix_and_score_fn_works(
     assert_same_ranks(results.records, reference_ranks(triple_table(model), GRAPH.triples, GRAPH.filter_triples))
 
 
-def test_an_exported_program_is_refused_with_the_fix() -> None:
+def test_an_exported_program_is_refused_with_the_fix_unless_score_fn_scores() -> None:
     with pytest.raises(TypeError, match=r"torch\.export ExportedProgram.*evaluate exported\.module\(\)"):
         evaluate(exported(dynamic=True), num_entities=E)
+    model = Triples()
+    results = evaluate(exported(dynamic=True), num_entities=E, score_fn=model)
+    assert_same_ranks(results.records, reference_ranks(triple_table(model), GRAPH.triples, GRAPH.filter_triples))
 
 
 def test_a_lightning_module_holding_the_model_gets_the_holders_hint() -> None:

@@ -40,9 +40,24 @@ class MethodsOnly(torch.nn.Module):
         return (self.relation[rt[:, 0]] * self.entity[rt[:, 1]]) @ self.entity.T
 
 
+class ForwardScorer(torch.nn.Module):
+    """Scores whole triples through ``forward(h, r, t)`` (PyTorch Geometric's form), its tables in submodules that
+    FSDP can shard one by one (each submodule's forward then gathers and reshards around every call)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(4)
+        self.entity = torch.nn.Embedding(E, DIM)
+        self.relation = torch.nn.Embedding(R, DIM)
+
+    def forward(self, h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        return (self.entity(h) * self.relation(r) * self.entity(t)).sum(-1)
+
+
 def build(kind: str) -> torch.nn.Module:
-    """The unsharded model of a scenario: "distmult" (kgeval's, with its fast path) or "methods"."""
-    return DistMult(E, R, dim=DIM, seed=5) if kind == "distmult" else MethodsOnly()
+    """The unsharded model of a scenario: "distmult" (kgeval's, with its fast path), "methods" or "forward"."""
+    return {"distmult": lambda: DistMult(E, R, dim=DIM, seed=5), "methods": MethodsOnly,
+            "forward": ForwardScorer}[kind]()  # fmt: skip
 
 
 def _mesh() -> Any:
@@ -56,7 +71,7 @@ def _evaluate(model: Any, distributed: bool) -> dict[str, Any]:
         warnings.simplefilter("always")
         results = RankBasedEvaluator().evaluate(
             model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False,
-            distributed=None if distributed else False,
+            distributed=None if distributed else False, num_entities=E,
         )  # fmt: skip
     return {
         "results": results,
@@ -74,9 +89,11 @@ def fsdp2(kind: str, rank: int | None) -> dict[str, Any]:
     return _evaluate(model, rank is not None)
 
 
-def fsdp2_nested(rank: int | None) -> dict[str, Any]:
-    """kgeval's DistMult with each embedding table sharded on its own and the whole model on top."""
-    model = build("distmult")
+def fsdp2_nested(kind: str, rank: int | None) -> dict[str, Any]:
+    """A model with each embedding table sharded on its own and the whole model on top: kgeval's DistMult, or a
+    model scored through ``forward`` (each table's forward then runs FSDP's hooks, a different number of times on
+    each rank)."""
+    model = build(kind)
     if rank is not None:
         from torch.distributed.fsdp import fully_shard
 
@@ -84,6 +101,28 @@ def fsdp2_nested(rank: int | None) -> dict[str, Any]:
         for child in model.children():
             fully_shard(child, mesh=mesh)
         fully_shard(model, mesh=mesh)
+    return _evaluate(model, rank is not None)
+
+
+def fsdp2_mixed_precision(rank: int | None) -> dict[str, Any]:
+    """FSDP2 gathering bfloat16 copies of float32 parameters (MixedPrecisionPolicy): scored in bfloat16, and said."""
+    model = build("methods")
+    if rank is not None:
+        from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+
+        fully_shard(model, mesh=_mesh(), mp_policy=MixedPrecisionPolicy(param_dtype=torch.bfloat16))
+    return _evaluate(model, rank is not None)
+
+
+def fsdp1_inner_module(rank: int | None) -> dict[str, Any]:
+    """The module inside an FSDP1 wrapper, handed over without it: refused (its parameters are flat shards)."""
+    model = build("methods")
+    if rank is not None:
+        from torch.distributed.fsdp import FullyShardedDataParallel
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = FullyShardedDataParallel(model, device_id=torch.device("cpu")).module
     return _evaluate(model, rank is not None)
 
 
@@ -111,7 +150,10 @@ def bare_dtensor(rank: int | None) -> dict[str, Any]:
 SHARDED_PARAMETER_SCENARIOS = {
     "fsdp2_distmult": lambda rank: fsdp2("distmult", rank),
     "fsdp2_methods": lambda rank: fsdp2("methods", rank),
-    "fsdp2_nested": fsdp2_nested,
+    "fsdp2_nested": lambda rank: fsdp2_nested("distmult", rank),
+    "fsdp2_nested_forward": lambda rank: fsdp2_nested("forward", rank),
+    "fsdp2_mixed_precision": fsdp2_mixed_precision,
     "fsdp1_methods": fsdp1,
+    "fsdp1_inner_module": fsdp1_inner_module,
     "bare_dtensor": bare_dtensor,
 }

@@ -161,8 +161,25 @@ def machine() -> str:
     return (
         f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, torch {torch.__version__} "
         f"({torch.get_num_threads()} threads, CPU capability {torch.backends.cpu.get_cpu_capability()}), "
-        f"Python {platform.python_version()}; {cpu_cache_report()}"
+        f"numba target {numba_target()}, Python {platform.python_version()}; {cpu_cache_report()}"
     )
+
+
+def numba_target() -> str:
+    """The CPU numba compiles for and its widest vectors: the host's, or those ``NUMBA_CPU_NAME`` /
+    ``NUMBA_CPU_FEATURES`` hold it to (benchmarks/as_avx2.py)."""
+    try:
+        import llvmlite.binding as llvm
+    except ImportError:
+        return "unknown (no llvmlite)"
+    name = os.environ.get("NUMBA_CPU_NAME") or llvm.get_host_cpu_name()
+    held = os.environ.get("NUMBA_CPU_FEATURES")
+    if held:
+        enabled = {feature[1:] for feature in held.split(",") if feature.startswith("+")}
+    else:
+        enabled = {feature for feature, on in llvm.get_host_cpu_features().items() if on}
+    widest = "AVX-512" if "avx512f" in enabled else "AVX2" if "avx2" in enabled else "below AVX2"
+    return f"{name} ({widest}{', held' if held else ''})"
 
 
 def load_average() -> str:

@@ -18,12 +18,14 @@ band than can be kept, :func:`count_in_cache` returns None and the batch is coun
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from kgeval._engine.kernels import Kernel, follow_torch_threads, numba_lock
+from kgeval._engine.count_threads import count_threads
+from kgeval._engine.kernels import Kernel, follow_torch_threads, numba_lock, numba_threads
 from kgeval._engine.pairs import PairTiles
 from kgeval._engine.scoring import CandidateScorer
 
@@ -107,7 +109,7 @@ def count_in_cache(
     per_call = max(1, min(MAX_BLOCKS_PER_CALL, SCORES_PER_CALL // max(1, task_rows.numel() * width)))
     groups = _column_groups(scorer.num_candidates, width, per_call)
     buffer = torch.empty(height * width * per_call, dtype=torch.from_numpy(low).dtype)
-    threads = follow_torch_threads()
+    available, choice = follow_torch_threads(), count_threads()
     for query_start in range(0, num_queries, height):
         query_stop = min(num_queries, query_start + height)
         begin, end = np.searchsorted(sorted_rows, [query_start, query_stop])
@@ -115,17 +117,20 @@ def count_in_cache(
             continue
         tasks, local_rows = order[begin:end], rows - query_start  # only these tasks' rows are read
         for firsts, widths in groups:
+            threads = choice.next(available)
+            started = time.perf_counter()
             offsets = _block_offsets(widths, query_stop - query_start)
             for first, columns, offset in zip(firsts.tolist(), widths.tolist(), offsets.tolist(), strict=True):
                 out = buffer[offset : offset + (query_stop - query_start) * columns].view(-1, columns)
                 scorer.product_block(query_start, query_stop, first, first + columns, out)  # type: ignore[attr-defined]
-            with numba_lock():
+            with numba_lock(), numba_threads(threads):
                 count_blocks_in_bands(buffer.numpy(), offsets, firsts, widths, tasks, local_rows, low, high, answers,
                                       runs.positions, runs.ends, runs.gathers, state.cursors, state.pair_values,
                                       state.counts, state.kept_values, state.kept, state.true_values,
                                       threads)  # fmt: skip
+            choice.record(available, threads, time.perf_counter() - started, (end - begin) * int(widths.sum()))
     failed = np.zeros(task_rows.numel(), dtype=np.bool_)
-    with numba_lock():
+    with numba_lock(), numba_threads(choice.next(available)):  # one thread: no worker of numba's pool woken at all
         resolve_bands(low, high, state.true_values, state.kept_values, state.kept, runs.starts, runs.ends,
                       state.pair_values, runs.in_fine, state.counts, failed)  # fmt: skip
     if failed.any():

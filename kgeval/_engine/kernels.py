@@ -6,8 +6,10 @@ a side is decided in :mod:`kgeval._engine.kernel_choice`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import threading
+from collections.abc import Iterator
 
 import torch
 
@@ -346,6 +348,23 @@ def follow_torch_threads() -> int:
     if numba.get_num_threads() != wanted:
         numba.set_num_threads(wanted)
     return wanted
+
+
+@contextlib.contextmanager
+def numba_threads(threads: int) -> Iterator[None]:
+    """numba's parallel loops on ``threads`` threads of this thread's for the block (1: the calling thread alone,
+    no worker woken), as many as before afterwards."""
+    import numba
+
+    before = numba.get_num_threads()
+    if before == threads:
+        yield
+        return
+    numba.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        numba.set_num_threads(before)
 
 
 @functools.lru_cache(maxsize=32)

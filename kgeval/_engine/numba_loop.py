@@ -55,33 +55,43 @@ if _config.THREADING_LAYER in ("forksafe", "tbb"):
 def count_rows(flat, starts, width, true_scores, greater, less, nans):  # pragma: no cover - runs compiled
     """For each task i, compare the ``width`` scores ``flat[starts[i] : starts[i] + width]`` with
     ``true_scores[i]`` and write how many lie above (``greater[i]``), below (``less[i]``) and are NaN
-    (``nans[i]``), as int32 (a row holds fewer than 2**31 scores; int32 sums vectorise twice as wide as int64).
-    Tasks run in parallel; each row is read once, in a loop the compiler vectorises."""
+    (``nans[i]``), as int32 (a row holds fewer than 2**31 scores). Tasks run in parallel; each row is read once,
+    in a loop the compiler vectorises (:func:`compare_row`)."""
     for i in prange(true_scores.shape[0]):
-        true = true_scores[i]
         row = flat[starts[i] : starts[i] + width]  # a contiguous slice: no per-element index checks
-        above = np.int32(0)
-        below = np.int32(0)
-        nan = np.int32(0)
-        for j in range(row.shape[0]):
-            score = row[j]
-            above += np.int32(score > true)
-            below += np.int32(score < true)
-            nan += np.int32(score != score)
-        greater[i] = above
-        less[i] = below
-        nans[i] = nan
+        greater[i], less[i], nans[i] = compare_row(row, true_scores[i])
+
+
+# The counting loops below keep every sum in 32 bits by writing it as ``total = np.int32(total + flag)``: numba
+# types ``total += np.int32(flag)`` as a 64-bit add, and the compiler then widens each compare's lanes to 64 bits
+# (AVX-512: a compare into a mask register, vpmovm2q back to a vector, a 64-bit subtract; AVX2: vpmovsxdq and a
+# 64-bit add), half the scores per instruction. tests/engine/test_numba_kernel.py reads the loops' machine code for
+# that widening. Each loop runs over one row or block (fewer than 2**31 scores), so 32 bits cannot overflow.
 
 
 @njit(inline="always")
-def _outside_band(scores, low, high):  # pragma: no cover - runs compiled
+def compare_row(row, true):  # pragma: no cover - runs compiled
+    """(#scores above ``true``, #below, #NaN) of a 1-d array, as int32: one vectorised pass."""
+    above = np.int32(0)
+    below = np.int32(0)
+    nan = np.int32(0)
+    for j in range(row.shape[0]):
+        score = row[j]
+        above = np.int32(above + (score > true))
+        below = np.int32(below + (score < true))
+        nan = np.int32(nan + (score != score))
+    return above, below, nan
+
+
+@njit(inline="always")
+def outside_band(scores, low, high):  # pragma: no cover - runs compiled
     """(#scores above ``high``, #scores below ``low``) of a 1-d array, as int32: one vectorised pass."""
     above = np.int32(0)
     below = np.int32(0)
     for j in range(scores.shape[0]):
         score = scores[j]
-        above += np.int32(score > high)
-        below += np.int32(score < low)
+        above = np.int32(above + (score > high))
+        below = np.int32(below + (score < low))
     return above, below
 
 
@@ -133,7 +143,7 @@ def count_blocks_in_bands(  # pragma: no cover - runs compiled
                 width = block_widths[b]
                 first = block_firsts[b]
                 row = buffer[block_offsets[b] + task_rows[i] * width : block_offsets[b] + (task_rows[i] + 1) * width]
-                block_above, block_below = _outside_band(row, low_i, high_i)
+                block_above, block_below = outside_band(row, low_i, high_i)
                 above += block_above
                 below += block_below
                 num_inside = width - block_above - block_below

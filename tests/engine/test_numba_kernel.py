@@ -1,13 +1,20 @@
-"""The "numba" counting kernel in a process's life: after a fork, and from several threads at once.
+"""The "numba" counting kernel in a process's life: after a fork, and from several threads at once; and its machine
+code: the counting loops compare at the ISA's full width.
 
 Its counts are tested with the other kernels (tests/test_counting.py, tests/test_ranking.py); this is about
-numba's threading layer, which with GNU OpenMP would kill every fork()ed child that counts.
+numba's threading layer, which with GNU OpenMP would kill every fork()ed child that counts, and about the
+compiled loops (read with numba's ``inspect_asm`` on a fresh, uncached compilation).
 """
 
 from __future__ import annotations
 
 import multiprocessing
+import platform
+import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -86,3 +93,69 @@ def test_numba_runs_the_threading_layer_kgeval_asked_for() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=environment)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["forksafe", "tbb"]
+
+
+X86 = platform.machine().lower() in ("x86_64", "amd64")
+#: instructions that widen a 32-bit compare's lanes to 64 bits: a mask register back to quadwords (AVX-512), a sign /
+#: zero extension to quadwords (AVX2, SSE4), and quadword adds / subtracts of those lanes
+WIDENING = re.compile(r"^\s*v?(pmovm2q|pmov[sz]x[bwd]q|paddq|psubq)\b", re.MULTILINE)
+#: a packed compare of floats: the loop is vectorised at all
+PACKED_COMPARE = re.compile(r"^\s*v?cmp\w*p[sd]\b", re.MULTILINE)
+
+
+def _machine_code(name: str, dtype: type, *arguments: float) -> str:
+    """The assembly of the counting loop ``name`` of kgeval._engine.numba_loop, compiled afresh (not from numba's
+    cache, whose code cannot be read) for a 1-d ``dtype`` array."""
+    numba = pytest.importorskip("numba")
+    from kgeval._engine import numba_loop
+
+    compiled = numba.njit(getattr(numba_loop, name).py_func)
+    compiled(np.zeros(40, dtype=dtype), *(dtype(a) for a in arguments))
+    (assembly,) = compiled.inspect_asm().values()
+    return assembly
+
+
+@pytest.mark.skipif(not X86, reason="reads x86 machine code")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize(("loop", "arguments"), [("compare_row", (0.5,)), ("outside_band", (-0.5, 0.5))])
+def test_the_counting_loops_compare_at_full_width(loop: str, arguments: tuple, dtype: type) -> None:
+    """A sum written ``total += np.int32(score > t)`` is a 64-bit add to numba, and the compiler widens each
+    compare's lanes to 64 bits to feed it: half the scores per instruction (0.22 against 0.146 ns per score on a
+    Cascade Lake). Whatever this machine's ISA, the loops hold no widening instruction and do compare packed."""
+    assembly = _machine_code(loop, dtype, *arguments)
+    assert PACKED_COMPARE.search(assembly), "the loop is not vectorised"
+    assert not WIDENING.findall(assembly), f"{loop} widens its lanes to 64 bits: {WIDENING.findall(assembly)}"
+
+
+@pytest.mark.skipif(not X86, reason="reads x86 machine code")
+def test_the_check_sees_the_widening_it_looks_for() -> None:
+    """The control: the old way of summing does widen, on AVX-512 and AVX2 alike."""
+    numba = pytest.importorskip("numba")
+
+    def widening(scores, high):  # pragma: no cover - runs compiled
+        above = np.int32(0)
+        for j in range(scores.shape[0]):
+            above += np.int32(scores[j] > high)
+        return above
+
+    compiled = numba.njit(widening)
+    compiled(np.zeros(40, dtype=np.float32), np.float32(0.5))
+    (assembly,) = compiled.inspect_asm().values()
+    assert WIDENING.search(assembly)
+
+
+@pytest.mark.skipif(not X86, reason="reads x86 machine code")
+def test_the_avx2_emulation_holds_numba_to_avx2() -> None:
+    """benchmarks/as_avx2.py: with NUMBA_CPU_NAME=haswell alone numba still emitted AVX-512 (zmm) code on an AVX-512
+    host; with its features held too, the counting loop uses no zmm register (on any host)."""
+    script = Path(__file__).resolve().parents[2] / "benchmarks" / "as_avx2.py"
+    probe = (
+        "import numba, numpy as np\n"
+        "from kgeval._engine import numba_loop\n"
+        "f = numba.njit(numba_loop.outside_band.py_func)\n"
+        "f(np.zeros(40, np.float32), np.float32(0), np.float32(1))\n"
+        "print('zmm' in list(f.inspect_asm().values())[0], numba.config.CPU_NAME)\n"
+    )
+    done = subprocess.run([sys.executable, str(script), sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.split() == ["False", "haswell"]

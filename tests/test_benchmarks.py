@@ -66,3 +66,15 @@ def test_the_ab_worker_builds_each_model() -> None:
         sys.path.remove(str(ROOT / "benchmarks"))
     code = ab_trees.WORKER.format(tree="/x", dataset="umls", dim=8, kernel="eager", repeats=1, model="TransE")
     assert "from kgeval.models import TransE" in code and "model = TransE(" in code
+
+
+def test_the_count_kernel_benchmark_runs(tmp_path: Path) -> None:
+    """benchmarks/count_kernel.py, one repeat: the loops' ns per score, and the interleaved comparison of the compare
+    loop with its widening form."""
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "count_kernel.py"), "--repeats", "1"],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "blocks in bands (numba)" in done.stdout
+    assert "64-bit sums (widening)" in done.stdout

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from kgeval._memo import memo
 from kgeval.adapters import scores_itself
 from kgeval.adapters.wrappers import delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
@@ -92,6 +93,15 @@ def check_triples(
     if triples.device.type == "meta":
         raise ValueError(f"{name} is on the meta device: it holds no ids")
     triples = triples.long()
+    memo().get_or_compute(triples, ("ids in range", num_entities, num_relations, timed),
+                          lambda: _check_id_ranges(triples, name, num_entities, num_relations, timed))  # fmt: skip
+    return triples
+
+
+def _check_id_ranges(triples: torch.Tensor, name: str, num_entities: int, num_relations: int | None,
+                     timed: bool) -> bool:  # fmt: skip
+    """True, or a ValueError naming the first row of ``triples`` (int64, (n, 3) or (n, 4)) with an id out of
+    range."""
     entity_ids = triples[:, [0, 2]]
     bad = ((entity_ids < 0) | (entity_ids >= num_entities)).any(dim=1)
     if num_relations is not None:
@@ -106,7 +116,7 @@ def check_triples(
             f", relations in [0, {num_relations})" if num_relations is not None else ", relations >= 0"
         ) + (", times >= 0" if timed else "")
         raise ValueError(f"{name} row {row} = {triples[row].tolist()} has an id out of range ({limits})")
-    return triples
+    return True
 
 
 def model_num_relations(model: Any) -> int | None:
@@ -262,9 +272,12 @@ def check_model(model: Any, targets: Sequence[Target], scores_triples: bool = Fa
 RANKED_DTYPES = (torch.float16, torch.bfloat16, torch.float32, torch.float64)
 
 
-def check_scores(scores: Any, expected_shape: tuple[int, int], method: str) -> torch.Tensor:
+def check_scores(
+    scores: Any, expected_shape: tuple[int, int], method: str, device: torch.device | None = None
+) -> torch.Tensor:
     """A model's score output: a floating tensor of exactly ``expected_shape`` holding data (not on the meta
-    device); float8 scores come back as float32 (every float8 value is a float32 value: no rank changes)."""
+    device), on ``device`` (the device of the ids kgeval passed, the model's) when given; float8 scores come back
+    as float32 (every float8 value is a float32 value: no rank changes)."""
     if not isinstance(scores, torch.Tensor) or not scores.dtype.is_floating_point:
         kind = scores.dtype if isinstance(scores, torch.Tensor) else type(scores).__name__
         raise TypeError(f"model.{method} must return a floating-point tensor, got {kind}")
@@ -272,6 +285,12 @@ def check_scores(scores: Any, expected_shape: tuple[int, int], method: str) -> t
         raise ValueError(f"model.{method} returned shape {tuple(scores.shape)}, expected {expected_shape}")
     if scores.device.type == "meta":
         raise ValueError(f"model.{method} returned scores on the meta device, which hold no values")
+    if device is not None and scores.device != device:
+        raise ValueError(
+            f"model.{method} returned scores on {scores.device}, but kgeval evaluates the model on {device}, where "
+            "its parameters are (and where it passed the ids): a model must score on its parameters' device (a "
+            "buffer or table left on another device, e.g. created without device=?)"
+        )
     return scores if scores.dtype in RANKED_DTYPES else scores.float()
 
 

@@ -3,6 +3,7 @@ half-updated."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import re
 from pathlib import Path
@@ -345,3 +346,28 @@ def test_comparison_and_interval_read_as_one_line() -> None:
     assert text.startswith("both.realistic.inverse_harmonic_mean_rank: A - B = ")
     assert "95% CI [" in text and "p = " in text and "\n" not in text
     assert str(a.confidence_interval("mrr", n_resamples=200)).startswith("both.realistic.inverse_harmonic_mean_rank = ")
+
+
+def test_scores_on_another_device_than_the_models_are_refused_naming_both() -> None:
+    """A model whose parameters are on one device and whose scores come back on another (a table left behind on the
+    CPU) is told so, not counted across devices."""
+    from kgeval._checks import check_scores
+
+    scores = torch.zeros(2, 3)
+    assert check_scores(scores, (2, 3), "score_t", torch.device("cpu")) is scores
+    with pytest.raises(ValueError, match=r"model\.score_t returned scores on cpu, but kgeval evaluates the model on "
+                                         r"cuda:1, where its parameters are"):  # fmt: skip
+        check_scores(scores, (2, 3), "score_t", torch.device("cuda", 1))
+
+
+def test_triton_launches_on_the_tensors_device() -> None:
+    """Triton launches on the current CUDA device: kgeval makes it the tensors' (a model on cuda:1)."""
+    pytest.importorskip("triton")
+    from kgeval._engine.triton_counts import on_device
+
+    assert isinstance(on_device(torch.zeros(1)), contextlib.nullcontext)
+    context = on_device(torch.empty(1, device="meta").as_subclass(torch.Tensor))  # not CUDA: nothing to set
+    assert isinstance(context, contextlib.nullcontext)
+    cuda = type("OnCuda", (), {"device": torch.device("cuda", 1)})()
+    launch = on_device(cuda)
+    assert isinstance(launch, torch.cuda.device) and launch.idx == 1

@@ -49,7 +49,7 @@ class TableTemporal(torch.nn.Module):
         super().__init__()
         self.register_buffer("tails", tails)
         self.register_buffer("heads", tails if heads is None else heads)
-        self.dummy = torch.nn.Parameter(torch.zeros(1))
+        self.dummy = torch.nn.Parameter(torch.zeros(1, device=tails.device))
         self.num_entities = tails.shape[0]
 
     def score_t(self, hrt: torch.Tensor, tails: torch.Tensor | None = None) -> torch.Tensor:
@@ -103,7 +103,7 @@ class ObjectsOnly(torch.nn.Module):
     def __init__(self, table: torch.Tensor) -> None:
         super().__init__()
         self.table = table
-        self.dummy = torch.nn.Parameter(torch.zeros(1))
+        self.dummy = torch.nn.Parameter(torch.zeros(1, device=table.device))
 
     def score_t(self, hrt: torch.Tensor) -> torch.Tensor:
         return self.table[hrt[:, 0], hrt[:, 1], :, hrt[:, 2]]

@@ -9,11 +9,12 @@ import hashlib
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, partial
 
 import numpy as np
 import torch
 
+from kgeval._memo import memo
 from kgeval.typing import Target
 
 
@@ -241,12 +242,21 @@ class FilterIndex:
 
 
 def _content_digest(tensors: Sequence[torch.Tensor]) -> str:
+    """A digest of the tensors' contents, in order: each tensor's own digest (remembered while the tensor is
+    unchanged, kgeval._memo: an evaluation called again with the same triples copies and hashes none), combined."""
     digest = hashlib.blake2b(digest_size=16)
     for tensor in tensors:
-        data = tensor.detach().to("cpu", torch.int64).contiguous()
-        digest.update(str(tuple(data.shape)).encode())
-        digest.update(data.numpy().tobytes())
+        digest.update(memo().get_or_compute(tensor, "content digest", partial(_tensor_digest, tensor)))
     return digest.hexdigest()
+
+
+def _tensor_digest(tensor: torch.Tensor) -> bytes:
+    """The blake2b digest of one tensor's shape and int64 values (read on the host)."""
+    data = tensor.detach().to("cpu", torch.int64).contiguous()
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(str(tuple(data.shape)).encode())
+    digest.update(data.numpy().data)  # the array's buffer, without a copy
+    return digest.digest()
 
 
 class FilterIndexCache:

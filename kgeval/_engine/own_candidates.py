@@ -34,7 +34,7 @@ def candidate_scorer(model: Any, target: EntityTarget, num_entities: int) -> Own
 
     def by_rows(queries: torch.Tensor, candidates: torch.Tensor) -> torch.Tensor:
         method = "score_t" if target == "tail" else "score_h"
-        rows = check_scores(getattr(model, method)(queries), (queries.shape[0], num_entities), method)
+        rows = check_scores(getattr(model, method)(queries), (queries.shape[0], num_entities), method, queries.device)
         return rows.gather(1, candidates)
 
     return by_triples if function is not None else by_rows

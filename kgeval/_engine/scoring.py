@@ -201,7 +201,8 @@ class FullRowScorer(HeldScoresScorer):
         super().begin(queries)
         self._release()
         method = SCORE_METHOD[self.target]
-        scores = check_scores(getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method)
+        scores = check_scores(getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method,
+                              queries.device)
         if self.candidate_ids is not None:
             scores = scores.index_select(1, self.candidate_ids)
         self._hold(scores)
@@ -268,10 +269,10 @@ class SlicedScorer(HeldScoresScorer):
                 IgnoredCandidatesWarning,
                 stacklevel=2,
             )
-            self._rows = check_scores(raw, (queries.shape[0], self.num_entities), method)
+            self._rows = check_scores(raw, (queries.shape[0], self.num_entities), method, queries.device)
             self._hold(self._columns(self._rows, start, stop))
             return
-        self._hold(check_scores(raw, expected, method))
+        self._hold(check_scores(raw, expected, method, queries.device))
 
     def _whole_rows(self) -> torch.Tensor:
         """The scores of every entity for this batch's queries, asked for once per batch."""
@@ -279,7 +280,7 @@ class SlicedScorer(HeldScoresScorer):
             method, queries = SCORE_METHOD[self.target], self._queries
             assert queries is not None
             self._rows = check_scores(
-                getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method
+                getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method, queries.device
             )
         return self._rows
 

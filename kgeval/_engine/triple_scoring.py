@@ -70,4 +70,4 @@ def score_triple_block(
         raw = raw[:, 0]  # (n, 1), PyKEEN's score_hrt
     if isinstance(raw, torch.Tensor) and raw.dim() == 1 and raw.numel() == rows * width:
         raw = raw.reshape(rows, width)
-    return check_scores(raw, (rows, width), name)
+    return check_scores(raw, (rows, width), name, queries.device)

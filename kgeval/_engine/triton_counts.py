@@ -4,7 +4,9 @@ optional ``gpu`` extra); on CPU tensors it runs under Triton's interpreter (``TR
 
 from __future__ import annotations
 
+import contextlib
 import os
+from typing import Any
 
 import torch
 import triton
@@ -34,6 +36,12 @@ def _count_rows(scores, row_stride, rows, true_scores, greater, less, nans, widt
     tl.store(nans + task, tl.sum(nan, axis=0))
 
 
+def on_device(tensor: torch.Tensor) -> Any:
+    """The context to launch a Triton kernel on ``tensor``'s device: Triton launches on the *current* CUDA device,
+    which for a model on ``cuda:1`` is not its tensors' (nothing to set for CPU tensors under the interpreter)."""
+    return torch.cuda.device(tensor.device) if tensor.device.type == "cuda" else contextlib.nullcontext()
+
+
 def triton_counts(
     scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -50,7 +58,8 @@ def triton_counts(
     if size and width:
         true = true_scores.to(scores.dtype).contiguous()
         block = min(BLOCK, triton.next_power_of_2(width))
-        _count_rows[(size,)](
-            scores, scores.stride(0), rows.contiguous(), true, counts[0], counts[1], counts[2], width, BLOCK=block
-        )
+        with on_device(scores):
+            _count_rows[(size,)](
+                scores, scores.stride(0), rows.contiguous(), true, counts[0], counts[1], counts[2], width, BLOCK=block
+            )
     return counts[0], counts[1], counts[2]

@@ -14,6 +14,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kgeval._engine.triton_counts import on_device
+
 #: tasks (and picked pairs) per program; the pick form reads the diagonal of a square tile, so it equals BLOCK_COLUMNS
 BLOCK_ROWS = 64
 #: candidates per tile
@@ -91,7 +93,7 @@ def _count_kernel(
     BLOCK_K: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
-    tasks = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    tasks = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # 64-bit: no wrap past 2**31
     task_inside = tasks < num_tasks
     rows = tl.load(task_rows + tasks, mask=task_inside, other=0).to(tl.int64)
     true = tl.load(true_scores + tasks, mask=task_inside, other=0.0)
@@ -131,7 +133,7 @@ def _pick_kernel(
     BLOCK_K: tl.constexpr,
     INTERPRETED: tl.constexpr,
 ):
-    pairs = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    pairs = tl.program_id(0).to(tl.int64) * BLOCK_M + tl.arange(0, BLOCK_M)  # 64-bit: pairs can pass 2**31
     inside = pairs < num_pairs
     rows = tl.load(pair_rows + pairs, mask=inside, other=0).to(tl.int64)
     columns = tl.load(pair_columns + pairs, mask=inside, other=0).to(tl.int64)
@@ -186,12 +188,13 @@ def fused_counts(
         column_programs = min(column_tiles, max(1, TARGET_PROGRAMS // row_programs))
         columns_per_program = triton.cdiv(column_tiles, column_programs) * BLOCK_COLUMNS
         column_programs = triton.cdiv(num_candidates, columns_per_program)
-        _count_kernel[(row_programs, column_programs)](
-            queries, queries.stride(0), candidates, candidates.stride(0), task_rows.contiguous(),
-            true_scores.to(dtype).contiguous(), counts[0], counts[1], counts[2], size, num_candidates,
-            columns_per_program, queries.shape[1], SCORE=_TRITON_DTYPES[dtype], BLOCK_M=BLOCK_ROWS,
-            BLOCK_N=BLOCK_COLUMNS, BLOCK_K=BLOCK_DIMS, INTERPRETED=_interpreted(queries),
-        )  # fmt: skip
+        with on_device(queries):
+            _count_kernel[(row_programs, column_programs)](
+                queries, queries.stride(0), candidates, candidates.stride(0), task_rows.contiguous(),
+                true_scores.to(dtype).contiguous(), counts[0], counts[1], counts[2], size, num_candidates,
+                columns_per_program, queries.shape[1], SCORE=_TRITON_DTYPES[dtype], BLOCK_M=BLOCK_ROWS,
+                BLOCK_N=BLOCK_COLUMNS, BLOCK_K=BLOCK_DIMS, INTERPRETED=_interpreted(queries),
+            )  # fmt: skip
     return counts[0], counts[1], counts[2]
 
 
@@ -206,11 +209,12 @@ def pick_scores(
     size = rows.numel()
     picked = torch.empty(size, dtype=dtype, device=queries.device)
     if size:
-        _pick_kernel[(triton.cdiv(size, BLOCK_ROWS),)](
-            queries, queries.stride(0), candidates, candidates.stride(0), rows.contiguous(), columns.contiguous(),
-            picked, size, queries.shape[1], SCORE=_TRITON_DTYPES[dtype], BLOCK_M=BLOCK_ROWS, BLOCK_N=BLOCK_COLUMNS,
-            BLOCK_K=BLOCK_DIMS, INTERPRETED=_interpreted(queries),
-        )  # fmt: skip
+        with on_device(queries):
+            _pick_kernel[(triton.cdiv(size, BLOCK_ROWS),)](
+                queries, queries.stride(0), candidates, candidates.stride(0), rows.contiguous(), columns.contiguous(),
+                picked, size, queries.shape[1], SCORE=_TRITON_DTYPES[dtype], BLOCK_M=BLOCK_ROWS,
+                BLOCK_N=BLOCK_COLUMNS, BLOCK_K=BLOCK_DIMS, INTERPRETED=_interpreted(queries),
+            )  # fmt: skip
     return picked
 
 

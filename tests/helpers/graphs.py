@@ -209,8 +209,8 @@ class TableModel(torch.nn.Module):
         if table.ndim != 3 or table.shape[0] != table.shape[2]:
             raise ValueError(f"table must have shape (E, R, E), got {tuple(table.shape)}")
         self.register_buffer("table", table.detach().clone())
-        self.dummy = torch.nn.Parameter(
-            torch.zeros(1, dtype=table.dtype if table.is_floating_point() else None)
+        self.dummy = torch.nn.Parameter(  # where the table is: the model's device is its parameters'
+            torch.zeros(1, dtype=table.dtype if table.is_floating_point() else None, device=table.device)
         )
         self.num_entities: int = int(table.shape[0])
         self.num_relations: int = int(table.shape[1])

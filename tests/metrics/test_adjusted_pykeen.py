@@ -149,7 +149,12 @@ def pykeen_spellings(metric_class: type) -> list[str]:
     return spellings
 
 
-@pytest.mark.parametrize("metric_class", list(ranking.rank_based_metric_resolver), ids=lambda cls: cls.__name__)
+#: PyKEEN's rank-based metric classes in name order: the resolver's order is a set's, which differs between processes
+#: (pytest -n collects in each worker, and the workers must agree)
+RESOLVED = sorted(ranking.rank_based_metric_resolver, key=lambda cls: cls.__name__)
+
+
+@pytest.mark.parametrize("metric_class", RESOLVED, ids=lambda cls: cls.__name__)
 def test_pykeens_catalogue_resolves_in_kgeval(metric_class: type) -> None:
     names = {lookup(canonical_name(spelling))[0].name for spelling in pykeen_spellings(metric_class)}
     assert len(names) == 1, names

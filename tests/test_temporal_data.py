@@ -225,3 +225,65 @@ def test_completion_on_a_random_split_of_icews14() -> None:
     known = every[torch.cat([order[:-200], order[-200:]])].numpy()
     for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
         assert_same_ranks(got.records, numpy_reference(model, test.numpy(), known, setting))
+
+
+def write_quadruples(folder: Path, rows: dict[str, list[tuple[str, ...]]]) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, lines in rows.items():
+        (folder / f"{split}.txt").write_text("".join("\t".join(line) + "\n" for line in lines))
+    return folder
+
+
+@pytest.mark.parametrize(
+    ("spellings", "label", "value"),
+    [(("2014-01-02", "2014-01-02T00:00:00", "2014-01-02T00:00:00+00:00"), "2014-01-02", 16072.0),
+     (("1", "1.0", "1e0"), "1", 1.0)],
+)  # fmt: skip
+def test_one_instant_written_several_ways_is_one_time(tmp_path: Path, spellings, label, value) -> None:
+    """The time-aware filter treats one moment as one: every spelling of an instant maps to its id."""
+    first, second, third = spellings
+    later = "2014-01-03" if "-" in first else "2"
+    data = load_temporal_tsv(write_quadruples(tmp_path / "tkg", {
+        "train": [("a", "r", "b", first), ("b", "r", "c", second)], "valid": [("a", "r", "c", third)],
+        "test": [("c", "r", "a", later)]}))  # fmt: skip
+    assert data.num_times == 2
+    assert data.train[:, 3].tolist() == [0, 0] and data.valid[:, 3].tolist() == [0]
+    assert {data.time_to_id[spelling] for spelling in spellings} == {0}
+    assert data.time_labels == [label, later]
+    assert data.time_values.tolist() == [value, value + 1]
+    # the filter sees them as one: (a, r, c) at the instant is known through its third spelling
+    results = TemporalRankBasedEvaluator(filtered="time-aware").evaluate(
+        ConstantScores(data.num_entities), data.train[:1], additional_filter_quadruples=[data.valid],
+        use_tqdm=False)  # fmt: skip
+    assert results.records.num_candidates[results.records.side == 1].tolist() == [data.num_entities - 1]
+
+
+class ConstantScores(torch.nn.Module):
+    """Every candidate scores 0: only the filter decides the ranks' candidate counts."""
+
+    def __init__(self, num_entities: int) -> None:
+        super().__init__()
+        self.num_entities = num_entities
+
+    def score_t(self, batch: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(len(batch), self.num_entities)
+
+    def score_h(self, batch: torch.Tensor) -> torch.Tensor:
+        return torch.zeros(len(batch), self.num_entities)
+
+
+@pytest.mark.parametrize(
+    ("times", "granularity", "steps"),
+    [(("1", "2", "3", "10", "40"), 1.0, [0, 1, 2, 9, 39]),
+     (("0", "24", "48", "96"), 24.0, [0, 1, 2, 4]),
+     (("2014-01-01", "2014-01-02", "2014-01-05"), 1.0, [0, 1, 4]),
+     (("2014-01-01T00:00:00", "2014-01-01T06:00:00", "2014-01-01T18:00:00"), 0.25, [0, 1, 3]),
+     (("0.5", "1.0", "2.5"), 0.5, [0, 1, 4])],
+)  # fmt: skip
+def test_time_values_and_steps_keep_the_gaps_the_positions_lose(tmp_path: Path, times, granularity, steps) -> None:
+    rows = [("a", "r", "b", time) for time in times]
+    data = load_temporal_tsv(write_quadruples(tmp_path / "gaps", {"train": rows, "valid": rows[:1],
+                                                                  "test": rows[-1:]}))  # fmt: skip
+    assert data.train[:, 3].tolist() == list(range(len(times)))  # positions: the filter's keys
+    assert data.times.granularity == granularity
+    assert data.time_steps.tolist() == steps

@@ -1,9 +1,16 @@
 """Temporal knowledge graphs: ``train`` / ``valid`` / ``test`` files of (head, relation, tail, time) quadruples
 mapped to integer ids (:func:`load_temporal_tsv`), with time ids in time order.
 
-Time ids are the positions of the distinct times of the dataset in time order: integers by value, ISO dates and
-timestamps (``2014-01-01``, ``2014-01-01T06:00:00``) by the time they name. ``TemporalDataset.time_labels`` maps
-an id back to its label.
+Time ids are the positions of the distinct *instants* of the dataset in time order. A label is read as the instant
+it names -- numbers by value (``1`` and ``1.0`` are one instant), ISO dates and timestamps by date and time
+(``2014-01-02`` and ``2014-01-02T00:00:00`` are one instant, a time zone converted to UTC) -- so two spellings of
+one moment share one id, and the time-aware filter treats them as one. ``TemporalDataset.time_labels`` maps an id
+back to its first spelling. Beside the positions, ``TemporalDataset.time_values`` keeps what each instant
+measures (numbers as they are, dates in days since 1970-01-01) and ``time_steps`` the distance from the first
+instant in the dataset's granularity (the greatest common step of its times: 1 for daily dates or consecutive
+years, 24 for RE-GCN's ICEWS18 hours, 15 for GDELT's minutes): a model or baseline that measures time distances
+(:class:`kgeval.models.RecurrencyBaseline`) reads steps, where positions would count a gap of 37 units as one.
+The filter's keys remain the positions.
 """
 
 from __future__ import annotations
@@ -16,12 +23,49 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import numpy as np
 import torch
 
 from kgeval.datasets.labelled import LabelledSplit, Unseen, check_id_table, map_splits
 from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
 
-__all__ = ["TemporalDataset", "load_temporal_tsv", "time_order"]
+__all__ = ["TemporalDataset", "TimeAxis", "load_temporal_tsv", "time_axis", "time_order"]
+
+
+#: what a time value measures: a number as written, or days since 1970-01-01 for ISO dates and timestamps
+TimeUnit = Literal["number", "day"]
+_EPOCH = datetime.datetime(1970, 1, 1)
+
+
+@dataclass(frozen=True)
+class TimeAxis:
+    """The distinct instants of a dataset's times, in time order (an id is a position on this axis).
+
+    Attributes
+    ----------
+    labels : tuple of str
+        The first spelling of each instant, by id.
+    values : tuple of float
+        What each instant measures, by id (strictly increasing): numbers as written, dates in days since
+        1970-01-01 (a timestamp's time of day as a fraction of a day).
+    unit : {"number", "day"}
+    granularity : float
+        The dataset's time step: the greatest common divisor of the differences between consecutive values when
+        they are all integers (1 for consecutive years or daily dates, 24 for hourly ids of one a day), else the
+        smallest difference; 1.0 for a single instant.
+    """
+
+    labels: tuple[str, ...]
+    values: tuple[float, ...]
+    unit: TimeUnit
+    granularity: float
+
+    @property
+    def steps(self) -> torch.Tensor:
+        """Float64 tensor (num_times,): each instant's distance from the first, in granularity steps (0, 1, 2, 9,
+        39 for the years 1, 2, 3, 10, 40)."""
+        values = torch.tensor(self.values, dtype=torch.float64)
+        return (values - values[0]) / self.granularity if len(values) else values
 
 
 @dataclass(frozen=True, eq=False)
@@ -35,9 +79,13 @@ class TemporalDataset:
         (head, relation, tail, time) ids of each split.
     entity_to_id, relation_to_id : dict of str to int
     time_to_id : dict of str to int
-        Time label -> id; ids are ``0 .. num_times - 1`` in time order.
+        Time label -> id; ids are ``0 .. num_times - 1`` in time order; every spelling of one instant (``1`` and
+        ``1.0``, ``2014-01-02`` and ``2014-01-02T00:00:00``) maps to its id.
     sources : dict of str to str
         Split -> the file it was read from.
+    times : TimeAxis, optional
+        The instants behind the ids (values, unit, granularity); None when the ids were given (``time_to_id``)
+        without what they measure.
     """
 
     name: str
@@ -48,6 +96,7 @@ class TemporalDataset:
     relation_to_id: dict[str, int] = field(repr=False)
     time_to_id: dict[str, int] = field(repr=False)
     sources: dict[str, str] = field(default_factory=dict, repr=False)
+    times: TimeAxis | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         columns = (("head", self.num_entities), ("relation", self.num_relations), ("tail", self.num_entities),
@@ -65,15 +114,31 @@ class TemporalDataset:
 
     @property
     def num_times(self) -> int:
-        return len(self.time_to_id)
+        return len(set(self.time_to_id.values()))
 
     @property
     def time_labels(self) -> list[str]:
-        """The label of each time id, in time order."""
+        """The label of each time id, in time order (the first spelling of an instant written more than one way)."""
+        if self.times is not None:
+            return list(self.times.labels)
         labels = [""] * self.num_times
         for label, index in self.time_to_id.items():
-            labels[index] = label
+            labels[index] = labels[index] or label
         return labels
+
+    @property
+    def time_values(self) -> torch.Tensor:
+        """Float64 tensor (num_times,): what each time id measures (:class:`TimeAxis`); the ids themselves when
+        they were given without values."""
+        if self.times is None:
+            return torch.arange(self.num_times, dtype=torch.float64)
+        return torch.tensor(self.times.values, dtype=torch.float64)
+
+    @property
+    def time_steps(self) -> torch.Tensor:
+        """Float64 tensor (num_times,): each time id's distance from the first in the dataset's granularity
+        (:attr:`TimeAxis.steps`); the ids themselves when they were given without values."""
+        return self.times.steps if self.times is not None else torch.arange(self.num_times, dtype=torch.float64)
 
     def evaluation_kwargs(self, split: str) -> dict[str, Any]:
         """``mapped_quadruples`` and ``additional_filter_quadruples`` for evaluating ``split``: "valid" filters
@@ -124,8 +189,11 @@ def load_temporal_tsv(
     splits = read_splits(folder, str(folder), ReadOptions(sep, header, temporal=True))
     mapped, entity_ids, relation_ids = map_splits(splits, unseen, entity_to_id, relation_to_id)
     kept = _kept_times(splits, mapped, unseen)
-    labels = sorted({label for times in kept.values() for label in times})
-    time_ids = dict(time_to_id) if time_to_id is not None else {label: i for i, label in enumerate(time_order(labels))}
+    axis = None
+    if time_to_id is not None:
+        time_ids = dict(time_to_id)
+    else:
+        axis, time_ids = time_axis(label for split in SPLITS for label in kept[split])
     quadruples = {}
     for split in SPLITS:
         times = kept[split]
@@ -143,6 +211,7 @@ def load_temporal_tsv(
         relation_to_id=relation_ids,
         time_to_id=time_ids,
         sources={split: labels.source for split, labels in splits.items() if labels.source},
+        times=axis,
     )
 
 
@@ -164,7 +233,7 @@ def _kept_times(splits: Mapping[str, LabelledSplit], mapped: Mapping[str, torch.
 
 def time_order(labels: Sequence[str]) -> list[str]:
     """Time labels sorted by the time they name: all integers (or all numbers) by value, all ISO dates / timestamps
-    by date and time.
+    by date and time (two spellings of one instant keep their order of appearance).
 
     Raises
     ------
@@ -172,16 +241,62 @@ def time_order(labels: Sequence[str]) -> list[str]:
         For labels of mixed or unknown kinds (naming the first that does not fit).
     """
     labels = list(labels)
+    keys, _ = _instants(labels)
+    order = sorted(range(len(labels)), key=lambda i: keys[i])
+    return [labels[i] for i in order]
+
+
+def time_axis(labels: Any) -> tuple[TimeAxis, dict[str, int]]:
+    """The instants the time labels name, in time order, and the id of every spelling (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For labels of mixed or unknown kinds (naming the first that does not fit).
+    """
+    distinct = list(dict.fromkeys(labels))  # first appearance order: the first spelling of an instant wins
+    keys, unit = _instants(distinct)
+    instants = sorted(set(keys))
+    index = {instant: i for i, instant in enumerate(instants)}
+    first: dict[Any, str] = {}
+    for label, key in zip(distinct, keys, strict=True):
+        first.setdefault(key, label)
+    values = tuple(_measure(instant) for instant in instants)
+    axis = TimeAxis(tuple(first[instant] for instant in instants), values, unit, _granularity(values))
+    return axis, {label: index[key] for label, key in zip(distinct, keys, strict=True)}
+
+
+def _instants(labels: list[str]) -> tuple[list[Any], TimeUnit]:
+    """Each label as the instant it names (a float, or a naive UTC datetime) and the unit of the lot."""
     if not labels:
-        return []
-    for parse in (_as_number, _as_time):
+        return [], "number"
+    for parse, unit in ((_as_number, "number"), (_as_time, "day")):
         keys = [parse(label) for label in labels]
         if all(key is not None for key in keys):
-            return [label for _, label in sorted(zip(keys, labels, strict=True))]
+            return keys, unit  # type: ignore[return-value]
     parse = _as_number if _as_number(labels[0]) is not None else _as_time
     odd = next(label for label in labels if parse(label) is None)
     raise ValueError(f"time labels must all be numbers or all ISO dates / timestamps (to be put in time order): "
                      f"{labels[0]!r} and {odd!r} are not of one kind")  # fmt: skip
+
+
+def _measure(instant: float | datetime.datetime) -> float:
+    """What an instant measures: a number itself, a datetime in days since 1970-01-01."""
+    if isinstance(instant, datetime.datetime):
+        return (instant - _EPOCH).total_seconds() / 86_400
+    return float(instant)
+
+
+def _granularity(values: Sequence[float]) -> float:
+    """The time step of increasing values: the gcd of consecutive differences when all values are integers, else
+    the smallest difference; 1.0 for fewer than two values."""
+    if len(values) < 2:
+        return 1.0
+    array = np.asarray(values, dtype=np.float64)
+    differences = np.diff(array)
+    if np.all(array == np.round(array)) and np.all(np.abs(array) < 2**53):
+        return float(np.gcd.reduce(differences.astype(np.int64)))
+    return float(differences.min())
 
 
 def _as_number(label: str) -> float | None:

@@ -118,17 +118,22 @@ class RecurrencyBaseline(nn.Module):
     """The strict recurrency baseline of temporal forecasting (after Gastinger et al., ECML PKDD 2023): the answer
     of (s, r, ?, τ) is scored by how recently and how often (s, r, o) was true *before* τ.
 
-    score(s, r, o, τ) = α · λ^(τ - τ_last) + (1 - α) · n(s, r, o) / n(s, r, ·) when (s, r, o) occurred at some
-    τ' < τ (τ_last the latest such τ', n the number of such quadruples, n(s, r, ·) those of any object), else 0.
-    Head queries (?, r, o, τ) alike with n(·, r, o). Time distances are in time ids.
+    score(s, r, o, τ) = α · λ^(d(τ) - d(τ_last)) + (1 - α) · n(s, r, o) / n(s, r, ·) when (s, r, o) occurred at
+    some τ' < τ (τ_last the latest such τ', n the number of such quadruples, n(s, r, ·) those of any object), else
+    0. Head queries (?, r, o, τ) alike with n(·, r, o). d(τ) is the time id's distance in the dataset's time steps
+    (``time_steps``), so a fact seen 37 steps ago weighs λ^37 even where no quadruple falls in between; without
+    ``time_steps``, the time ids themselves.
 
     Parameters
     ----------
     num_entities, num_relations, num_times : int
     decay : float, default=0.99
-        λ in (0, 1]: the weight of a fact seen Δ time ids ago is λ^Δ.
+        λ in (0, 1]: the weight of a fact seen Δ time steps ago is λ^Δ.
     alpha : float, default=0.99
         α in [0, 1]: recency's share; the frequency part mostly breaks recency's ties.
+    time_steps : tensor or sequence of float of length num_times, optional
+        d(τ) of each time id, increasing (a :class:`kgeval.datasets.TemporalDataset`'s ``time_steps``; given by
+        :meth:`before`). Default: the ids.
 
     Notes
     -----
@@ -141,7 +146,7 @@ class RecurrencyBaseline(nn.Module):
     known: torch.Tensor  #: (n, 4) every quadruple observed so far
 
     def __init__(self, num_entities: int, num_relations: int, num_times: int, decay: float = 0.99,
-                 alpha: float = 0.99) -> None:  # fmt: skip
+                 alpha: float = 0.99, time_steps: Any = None) -> None:  # fmt: skip
         super().__init__()
         for name, value in (("num_entities", num_entities), ("num_relations", num_relations),
                             ("num_times", num_times)):  # fmt: skip
@@ -154,16 +159,19 @@ class RecurrencyBaseline(nn.Module):
         self.num_entities, self.num_relations, self.num_times = num_entities, num_relations, num_times
         self.decay, self.alpha = float(decay), float(alpha)
         self.register_buffer("known", torch.zeros((0, 4), dtype=torch.long))
+        self.register_buffer("time_steps", _checked_steps(time_steps, num_times))
         self._indices: dict[Target, tuple[torch.Tensor, torch.Tensor]] = {}
 
     @classmethod
     def before(cls, dataset: Any, split: str = "test", **options: Any) -> RecurrencyBaseline:
         """The baseline of a temporal dataset (``num_entities`` / ``num_relations`` / ``num_times``, ``train`` /
-        ``valid``, e.g. a :class:`kgeval.datasets.TemporalDataset`) knowing what precedes ``split``: train for
-        "valid", train + valid for "test". ``options``: ``decay``, ``alpha``."""
+        ``valid``, e.g. a :class:`kgeval.datasets.TemporalDataset`, whose ``time_steps`` it measures time in)
+        knowing what precedes ``split``: train for "valid", train + valid for "test". ``options``: ``decay``,
+        ``alpha``."""
         if split not in ("valid", "test"):
             raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
-        model = cls(dataset.num_entities, dataset.num_relations, dataset.num_times, **options)
+        steps = getattr(dataset, "time_steps", None)
+        model = cls(dataset.num_entities, dataset.num_relations, dataset.num_times, time_steps=steps, **options)
         model.kgeval_observe(dataset.train if split == "valid" else torch.cat([dataset.train, dataset.valid]))
         return model
 
@@ -218,7 +226,8 @@ class RecurrencyBaseline(nn.Module):
         seen = torch.bincount(cell_of_match, minlength=len(cells)).double()
         rows = cells // self.num_entities
         total = torch.bincount(owner, minlength=len(batch)).double().clamp(min=1)[rows]
-        recency = torch.pow(self.decay, (batch[rows, 2] - latest).double())
+        steps = self.time_steps.to(batch.device)
+        recency = torch.pow(self.decay, steps[batch[rows, 2]] - steps[latest])
         scores = torch.zeros(len(batch) * self.num_entities, dtype=torch.float32, device=batch.device)
         scores[cells] = (self.alpha * recency + (1 - self.alpha) * seen / total).float()
         return scores.view(len(batch), self.num_entities)
@@ -235,7 +244,20 @@ class RecurrencyBaseline(nn.Module):
 
     def extra_repr(self) -> str:
         return (f"num_entities={self.num_entities}, num_relations={self.num_relations}, num_times={self.num_times}, "
-                f"decay={self.decay}, alpha={self.alpha}, known={len(self.known)}")  # fmt: skip
+                f"decay={self.decay}, alpha={self.alpha}, known={len(self.known)}, "
+                f"time steps {self.time_steps[0].item():g}..{self.time_steps[-1].item():g}")  # fmt: skip
+
+
+def _checked_steps(time_steps: Any, num_times: int) -> torch.Tensor:
+    """``time_steps`` as a float64 tensor (num_times,) of increasing distances (default: the ids)."""
+    if time_steps is None:
+        return torch.arange(num_times, dtype=torch.float64)
+    steps = torch.as_tensor(time_steps, dtype=torch.float64).detach().cpu().reshape(-1)
+    if steps.numel() != num_times:
+        raise ValueError(f"time_steps must hold one distance per time id ({num_times}), got {steps.numel()}")
+    if not bool(torch.isfinite(steps).all()) or (steps.numel() > 1 and not bool((steps[1:] > steps[:-1]).all())):
+        raise ValueError("time_steps must be finite and strictly increasing (time ids are in time order)")
+    return steps
 
 
 def _check_rows(batch: torch.Tensor, target: Target) -> None:

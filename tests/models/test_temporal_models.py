@@ -111,9 +111,9 @@ def test_training_refuses_triples_for_a_temporal_model() -> None:
 
 
 def recurrency_score(known: list[tuple[int, int, int, int]], query: tuple[int, int, int, int], side: str,
-                     decay: float, alpha: float) -> float:  # fmt: skip
+                     decay: float, alpha: float, steps: list[float] | None = None) -> float:  # fmt: skip
     """The baseline's formula by a loop: the earlier occurrences of the query's fact, and of its (s, r, ·) or
-    (·, r, o) pattern."""
+    (·, r, o) pattern; time distances in ``steps`` (by time id; default the ids)."""
     s, r, o, tau = query
     if side == "tail":
         pattern = [q for q in known if q[0] == s and q[1] == r and q[3] < tau]
@@ -123,7 +123,8 @@ def recurrency_score(known: list[tuple[int, int, int, int]], query: tuple[int, i
     if not same:
         return 0.0
     latest = max(q[3] for q in same)
-    return alpha * decay ** (tau - latest) + (1 - alpha) * len(same) / len(pattern)
+    distance = tau - latest if steps is None else steps[tau] - steps[latest]
+    return alpha * decay**distance + (1 - alpha) * len(same) / len(pattern)
 
 
 @pytest.mark.parametrize(("decay", "alpha"), [(0.99, 0.99), (0.5, 0.3), (1.0, 0.0)])
@@ -193,3 +194,40 @@ def test_the_baseline_before_a_split_knows_what_precedes_it() -> None:
     assert RecurrencyBaseline.before(data, "test", decay=0.5).decay == 0.5
     with pytest.raises(ValueError, match="split must be 'valid' or 'test'"):
         RecurrencyBaseline.before(data, "train")
+
+
+def test_recurrency_measures_time_in_the_datasets_steps_on_a_gapped_graph(tmp_path) -> None:
+    """Times 1, 2, 3, 10, 40 (years, say): positions 0..4, steps 0, 1, 2, 9, 39. A fact last seen at time 3 and
+    queried at time 40 weighs decay^37 -- not decay^2, as positions would have it."""
+    from kgeval.datasets import load_temporal_tsv
+
+    years = ["1", "2", "3", "10", "40"]
+    generator = np.random.default_rng(12)
+    rows = [(f"e{generator.integers(4)}", f"r{generator.integers(2)}", f"e{generator.integers(4)}", year)
+            for year in years for _ in range(6)]  # fmt: skip
+    for split in ("train", "valid", "test"):
+        lines = rows if split == "train" else [row for row in rows if row[3] == "40"]
+        (tmp_path / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in lines))
+    data = load_temporal_tsv(tmp_path, unseen="keep")
+    assert data.time_steps.tolist() == [0, 1, 2, 9, 39]
+    model = RecurrencyBaseline.before(data, "test", decay=0.9, alpha=0.7)
+    facts = [tuple(q) for q in model.known.tolist()]
+    steps = data.time_steps.tolist()
+    queries = data.test
+    tails, heads = model.score_t(queries[:, [0, 1, 3]]), model.score_h(queries[:, [1, 2, 3]])
+    checked_far = False
+    for i, (s, r, o, tau) in enumerate(queries.tolist()):
+        for e in range(data.num_entities):
+            tail = recurrency_score(facts, (s, r, e, tau), "tail", 0.9, 0.7, steps)
+            head = recurrency_score(facts, (e, r, o, tau), "head", 0.9, 0.7, steps)
+            assert float(tails[i, e]) == pytest.approx(tail, rel=1e-6, abs=1e-7)
+            assert float(heads[i, e]) == pytest.approx(head, rel=1e-6, abs=1e-7)
+            checked_far |= tail != recurrency_score(facts, (s, r, e, tau), "tail", 0.9, 0.7) and tail > 0
+    assert checked_far  # some score differs from the positions' one: the gap counted
+
+
+def test_time_steps_are_checked() -> None:
+    with pytest.raises(ValueError, match="one distance per time id"):
+        RecurrencyBaseline(E, R, 3, time_steps=[0.0, 1.0])
+    with pytest.raises(ValueError, match="strictly increasing"):
+        RecurrencyBaseline(E, R, 3, time_steps=[0.0, 2.0, 2.0])

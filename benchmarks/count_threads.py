@@ -70,6 +70,7 @@ for _ in range({repeats}):
             parts["count"] += cumulative
     if best is None or total < best["total"]:
         best = {{"total": total, **parts, "mrr": results["mrr"]}}
+best["kept"] = str(count_threads().chosen)
 print(json.dumps(best))
 """
 
@@ -98,11 +99,12 @@ def main() -> None:
         median = {key: statistics.median(r[key] for r in results) for key in ("total", "gemm", "count")}
         spread = f"{min(r['total'] for r in results):.3f}-{max(r['total'] for r in results):.3f}"
         mrrs = {r["mrr"] for r in results}
+        kept = ", ".join(sorted({r["kept"] for r in results}))
         rows.append([name, f"{median['total']:.3f} s ({spread})", f"{median['gemm']:.3f} s", f"{median['count']:.3f} s",
-                     f"{mrrs.pop():.6f}" if len(mrrs) == 1 else "differ!"])  # fmt: skip
+                     f"{mrrs.pop():.6f}" if len(mrrs) == 1 else "differ!", kept])  # fmt: skip
     print(f"{args.dataset}, DistMult d=200, filtered test, numba kernel; median of {args.rounds} rounds "
           f"(best of {args.repeats} each)")  # fmt: skip
-    print(format_table(rows, ["setting", "evaluation", "GEMMs", "counts", "MRR"]))
+    print(format_table(rows, ["setting", "evaluation", "GEMMs", "counts", "MRR", "kept {torch threads: count}"]))
 
 
 if __name__ == "__main__":

@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval._memo import memo
 from kgeval.adapters import scores_itself
 from kgeval.adapters.wrappers import delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
@@ -93,15 +92,30 @@ def check_triples(
     if triples.device.type == "meta":
         raise ValueError(f"{name} is on the meta device: it holds no ids")
     triples = triples.long()
-    memo().get_or_compute(triples, ("ids in range", num_entities, num_relations, timed),
-                          lambda: _check_id_ranges(triples, name, num_entities, num_relations, timed))  # fmt: skip
+    if triples.shape[0] and not _in_range(triples, num_entities, num_relations):
+        _raise_on_first_bad_row(triples, name, num_entities, num_relations, timed)
     return triples
 
 
-def _check_id_ranges(triples: torch.Tensor, name: str, num_entities: int, num_relations: int | None,
-                     timed: bool) -> bool:  # fmt: skip
-    """True, or a ValueError naming the first row of ``triples`` (int64, (n, 3) or (n, 4)) with an id out of
-    range."""
+def check_evaluated(triples: torch.Tensor, name: str) -> torch.Tensor:
+    """``triples`` (checked by :func:`check_triples`) holding at least one row to evaluate; a ValueError naming
+    ``name`` otherwise."""
+    if triples.shape[0] == 0:
+        raise ValueError(f"{name} is empty: there is nothing to evaluate")
+    return triples
+
+
+def _in_range(triples: torch.Tensor, num_entities: int, num_relations: int | None) -> bool:
+    """Whether every id of ``triples`` (int64, (n, 3) or (n, 4), n >= 1) is in range, from its columns' least and
+    greatest values (one pass, one host synchronisation)."""
+    low, high = torch.stack(torch.aminmax(triples, dim=0)).tolist()
+    relations_fit = num_relations is None or high[1] < num_relations
+    return min(low) >= 0 and max(high[0], high[2]) < num_entities and relations_fit
+
+
+def _raise_on_first_bad_row(triples: torch.Tensor, name: str, num_entities: int, num_relations: int | None,
+                            timed: bool) -> None:  # fmt: skip
+    """The ValueError naming the first row of ``triples`` (int64, (n, 3) or (n, 4)) with an id out of range."""
     entity_ids = triples[:, [0, 2]]
     bad = ((entity_ids < 0) | (entity_ids >= num_entities)).any(dim=1)
     if num_relations is not None:
@@ -116,7 +130,7 @@ def _check_id_ranges(triples: torch.Tensor, name: str, num_entities: int, num_re
             f", relations in [0, {num_relations})" if num_relations is not None else ", relations >= 0"
         ) + (", times >= 0" if timed else "")
         raise ValueError(f"{name} row {row} = {triples[row].tolist()} has an id out of range ({limits})")
-    return True
+    raise AssertionError("an id out of range was found by the columns' extremes, but in no row")  # pragma: no cover
 
 
 def model_num_relations(model: Any) -> int | None:

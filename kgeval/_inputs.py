@@ -109,7 +109,8 @@ class CheckedInputs:
     triples : LongTensor of shape (n, 3)
         The evaluated triples (``mapped_triples``), always part of the filter set.
     filter_triples : tuple of LongTensor of shape (m, 3)
-        The additional known triples.
+        The additional known triples, on the device the caller has them on (the filter index copies them to the
+        model's device when it builds itself, not on every call).
     task_index : LongTensor
         The rows of ``triples`` to rank (inside the restrictions and type constraints), in order.
     num_entities : int
@@ -254,7 +255,7 @@ def check_evaluation_inputs(
     return CheckedInputs(
         model=resolved,
         triples=triples,
-        filter_triples=tuple(f.to(device) for f in known),
+        filter_triples=tuple(known),  # where the caller has them: the filter index moves them only when it is built
         task_index=task_index,
         num_entities=num_entities,
         num_relations=num_relations,

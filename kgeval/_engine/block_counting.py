@@ -130,7 +130,7 @@ def count_in_cache(
                                       threads)  # fmt: skip
             choice.record(available, threads, time.perf_counter() - started, (end - begin) * int(widths.sum()))
     failed = np.zeros(task_rows.numel(), dtype=np.bool_)
-    with numba_lock(), numba_threads(choice.next(available)):  # one thread: no worker of numba's pool woken at all
+    with numba_lock(), numba_threads(choice.next(available)):  # the same choice: with one thread, no worker woken
         resolve_bands(low, high, state.true_values, state.kept_values, state.kept, runs.starts, runs.ends,
                       state.pair_values, runs.in_fine, state.counts, failed)  # fmt: skip
     if failed.any():

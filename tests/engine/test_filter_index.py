@@ -71,8 +71,8 @@ def test_each_stride_is_cached_apart_and_the_content_hashed_once(monkeypatch) ->
     from kgeval._engine import filter_index
 
     digests = []
-    digest = filter_index._content_digest
-    monkeypatch.setattr(filter_index, "_content_digest", lambda tensors: digests.append(1) or digest(tensors))
+    digest = filter_index.content_fingerprint
+    monkeypatch.setattr(filter_index, "content_fingerprint", lambda tensors: digests.append(1) or digest(tensors))
     cache = FilterIndexCache()
     triples = torch.tensor([[0, 0, 1], [0, 1, 2], [3, 2, 2]])
     coarse, exact = cache.get_each([triples], torch.device("cpu"), (2, 1))

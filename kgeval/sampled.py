@@ -141,6 +141,7 @@ class SampledRankBasedEvaluator:
         batch_size = _checks.check_positive_int(batch_size, "batch_size")
         device = resolved.device
         triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
+        _checks.check_evaluated(triples, "mapped_triples")
         reference, rows = triples, None  # the triples the negatives belong to, and each evaluated triple's row there
         if self.evaluation_factory is not None:
             factory_triples = self.evaluation_factory.mapped_triples

@@ -197,6 +197,7 @@ class TemporalRankBasedEvaluator(RankingSettings):
         user = resolved_model.view
         entities = _checks.check_num_entities(user, num_entities, resolved_model.name)
         quadruples = _checks.check_triples(mapped_quadruples, "mapped_quadruples", entities, timed=True)
+        _checks.check_evaluated(quadruples, "mapped_quadruples")
         known = _checks.check_filter_triples(additional_filter_quadruples, entities, timed=True)
         every = torch.cat([quadruples, *known])
         times = _num_times(user, num_times, every)

@@ -5,6 +5,7 @@ Python sets of the known quadruples, under each filter setting, with and without
 from __future__ import annotations
 
 import gzip
+import os
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -287,3 +288,112 @@ def test_time_values_and_steps_keep_the_gaps_the_positions_lose(tmp_path: Path, 
     assert data.train[:, 3].tolist() == list(range(len(times)))  # positions: the filter's keys
     assert data.times.granularity == granularity
     assert data.time_steps.tolist() == steps
+
+
+# -- RE-Net-format folders (YAGO, WIKI, ICEWS18, GDELT as the forecasting field distributes them) --------------------
+
+
+def write_renet_folder(folder: Path, declared_times: int, step: int = 1, seed: int = 40) -> dict[str, np.ndarray]:
+    """A RE-Net-format folder as the field's are: integer ids padded with spaces, a fifth column of zeros, entity
+    ids with two more columns (dates), ids declared in stat.txt that no split uses, and times ``0, step, 2 step``."""
+    generator = np.random.default_rng(seed)
+    entities, relations = 30, 4
+    folder.mkdir(parents=True)
+    (folder / "stat.txt").write_text(f"{entities + 3}\t{relations}\t{declared_times}")  # 3 entities never used
+    (folder / "entity2id.txt").write_text("".join(f"<E{i}>\t{i}\t19{i:02d}-##-##\t####-##-##\n"
+                                                  for i in reversed(range(entities + 3))))  # fmt: skip
+    (folder / "relation2id.txt").write_text("".join(f"rel {i}\t{i}\n" for i in range(relations)))
+    splits = {}
+    for split, (first, last, count) in {"train": (0, 8, 300), "valid": (8, 10, 40), "test": (10, 12, 50)}.items():
+        rows = np.column_stack([generator.integers(0, entities, count), generator.integers(0, relations, count),
+                                generator.integers(0, entities, count),
+                                generator.integers(first, last, count) * step])  # fmt: skip
+        splits[split] = rows
+        (folder / f"{split}.txt").write_text("".join(f"{h:<5}\t{r:<3}\t{t}\t{tau}\t0\n" for h, r, t, tau in rows))
+    return splits
+
+
+@pytest.mark.parametrize(("declared_times", "step"), [(12, 1), (0, 24)])
+def test_a_renet_folder_loads_as_distributed_with_its_declared_counts(tmp_path: Path, declared_times, step) -> None:
+    from kgeval.datasets import load_any_dataset, load_renet_folder
+
+    written = write_renet_folder(tmp_path / "renet", declared_times, step)
+    data = load_renet_folder(tmp_path / "renet")
+    assert (data.num_entities, data.num_relations) == (33, 4)  # stat.txt's counts, 3 entities in no split
+    assert data.entity_to_id["<E7>"] == 7 and data.relation_to_id["rel 2"] == 2
+    for split, rows in written.items():
+        expected = rows.copy()
+        expected[:, 3] //= step  # ids: the declared times, or the positions of the distinct times
+        assert getattr(data, split).tolist() == expected.tolist()
+    assert data.times is not None and data.times.granularity == (1 if declared_times else step)
+    assert data.time_steps.tolist() == list(range(12))
+    notes = "\n".join(data.notes)
+    assert "entity2id.txt: label, id (2 more column(s) left out)" in notes
+    assert "train.txt: head, relation, tail, time ids (1 more column(s) left out)" in notes
+    assert type(load_any_dataset(tmp_path / "renet")) is type(data)
+
+
+def test_a_renet_folders_evaluation_equals_the_fields_definitions(tmp_path: Path) -> None:
+    """Time-aware, static and raw ranks of a RE-Net folder's test split equal the numpy reference of the field's
+    definitions, every declared entity a candidate."""
+    from kgeval.datasets import load_renet_folder
+
+    write_renet_folder(tmp_path / "renet", 12)
+    data = load_renet_folder(tmp_path / "renet")
+    model = IntegerTNT(data.num_entities, data.num_relations, data.num_times, seed=3)
+    known = torch.cat([data.test, data.train, data.valid]).numpy()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        results = TemporalRankBasedEvaluator(filtered="all").evaluate(model, use_tqdm=False,
+                                                                      **data.evaluation_kwargs("test"))  # fmt: skip
+    for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
+        assert_same_ranks(got.records, numpy_reference(model, data.test.numpy(), known, setting))
+    assert set(results.records.num_candidates[results.records.side == 1].tolist()) <= set(range(1, 34))
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [(lambda f: (f / "stat.txt").write_text("40\t4\t12"), r"entity2id\.txt: 33 entity ids .* stat\.txt declares 40"),
+     (lambda f: (f / "test.txt").write_text("1\t2\tx\t3\t0\n"), r"test\.txt line 1: 'x' is not an integer id"),
+     (lambda f: (f / "valid.txt").write_text("1\t9\t3\t3\t0\n"), r"valid\.txt line 1: ids \[1, 9, 3\] outside"),
+     (lambda f: (f / "test.txt").write_text(""), r"test\.txt holds no quadruple"),
+     (lambda f: (f / "stat.txt").unlink(), r"is not a RE-Net-format folder: no stat\.txt")],
+)  # fmt: skip
+def test_a_broken_renet_folder_is_refused_naming_the_file(tmp_path: Path, change, message) -> None:
+    from kgeval.datasets import load_renet_folder
+
+    write_renet_folder(tmp_path / "renet", 12)
+    change(tmp_path / "renet")
+    with pytest.raises((ValueError, FileNotFoundError), match=message):
+        load_renet_folder(tmp_path / "renet")
+
+
+#: RE-Net-format folders of the field's datasets, where a machine has them (never shipped: set KGEVAL_RENET_DATA to
+#: a folder holding YAGO/, WIKI/, ICEWS18/, GDELT/ as RE-Net and RE-GCN distribute them)
+RENET_DATA = os.environ.get("KGEVAL_RENET_DATA")
+#: their declared (entities, relations) and training quadruples
+RENET_DATASETS = {"YAGO": (10_623, 10, 161_540), "WIKI": (12_554, 24, 539_286), "ICEWS18": (23_033, 256, 373_018),
+                  "GDELT": (7_691, 240, 1_734_399)}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(RENET_DATASETS))
+def test_the_fields_renet_folders_load_and_rank_as_the_numpy_reference(name: str) -> None:
+    from kgeval.datasets import load_renet_folder
+
+    if RENET_DATA is None or not (Path(RENET_DATA) / name).is_dir():
+        pytest.skip(f"no {name} RE-Net folder here (KGEVAL_RENET_DATA)")
+    data = load_renet_folder(Path(RENET_DATA) / name)
+    entities, relations, train = RENET_DATASETS[name]
+    assert (data.num_entities, data.num_relations, len(data.train)) == (entities, relations, train)
+    model = IntegerTNT(data.num_entities, data.num_relations, data.num_times, seed=5)
+    rows = torch.randperm(len(data.test), generator=torch.Generator().manual_seed(6))[:100]
+    evaluated = data.test[rows]
+    rest = torch.ones(len(data.test), dtype=torch.bool)
+    rest[rows] = False
+    filters = [data.train, data.valid, data.test[rest]]
+    known = torch.cat([evaluated, *filters]).numpy()
+    results = TemporalRankBasedEvaluator(filtered="all").evaluate(
+        model, evaluated, additional_filter_quadruples=filters, use_tqdm=False
+    )
+    for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
+        assert_same_ranks(got.records, numpy_reference(model, evaluated.numpy(), known, setting))

@@ -18,6 +18,7 @@ import torch
 from kgeval.datasets import scenarios
 from kgeval.datasets.labelled import LabelledSplit, Unseen, check_id_table, map_splits, split_from_table
 from kgeval.datasets.reading import SPLITS, ReadOptions, holds_quadruples, read_splits
+from kgeval.datasets.renet import is_renet_folder, load_renet_folder
 from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "load_any_dataset",
     "load_dataset",
     "load_labelled_triples",
+    "load_renet_folder",
     "load_shipped_dataset",
     "load_temporal_tsv",
     "load_tsv_dataset",
@@ -296,16 +298,19 @@ def dataset_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
 
 
 def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
-    """The folder :func:`dataset_folder` finds for ``name_or_path`` when its train file holds quadruples
-    (:func:`kgeval.datasets.reading.holds_quadruples`), else None."""
+    """The folder :func:`dataset_folder` finds for ``name_or_path`` when it holds quadruples -- labelled ones
+    (:func:`kgeval.datasets.reading.holds_quadruples`) or a RE-Net-format folder of ids
+    (:func:`kgeval.datasets.renet.is_renet_folder`) --, else None."""
     folder = dataset_folder(name_or_path)
-    return folder if folder is not None and holds_quadruples(folder) else None
+    return folder if folder is not None and (is_renet_folder(folder) or holds_quadruples(folder)) else None
 
 
 def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn") -> Any:
-    """:func:`load_temporal_tsv` for a folder of quadruples (:func:`temporal_folder`), else :func:`load_dataset`:
-    a TemporalDataset or a TriplesDataset."""
+    """:func:`load_renet_folder` for a RE-Net-format folder, :func:`load_temporal_tsv` for another folder of
+    quadruples (:func:`temporal_folder`), else :func:`load_dataset`: a TemporalDataset or a TriplesDataset."""
     folder = temporal_folder(name_or_path)
+    if folder is not None and is_renet_folder(folder):
+        return load_renet_folder(folder)
     return load_temporal_tsv(folder, unseen=unseen) if folder is not None else load_dataset(name_or_path)
 
 

@@ -179,11 +179,16 @@ def map_splits(
     Raises
     ------
     ValueError
-        For an unknown ``unseen`` choice, or a label outside a given vocabulary (naming where it came from).
+        For an unknown ``unseen`` choice, a label outside a given vocabulary (naming where it came from), or an
+        empty train split without given vocabularies.
     """
     if unseen not in UNSEEN_CHOICES:
         raise ValueError(f"unseen must be one of {UNSEEN_CHOICES}, got {unseen!r}")
     train = splits["train"]
+    if not train.heads and (entity_to_id is None or relation_to_id is None):
+        raise ValueError(f"{train.source or 'train'}: the train split holds no {_noun(train)}, so there are no "
+                         "entities or relations to number (a file whose only line has labels found nowhere else is "
+                         "read as a header: pass header=False)")  # fmt: skip
     seen_entities, seen_relations = set(train.heads) | set(train.tails), set(train.relations)
     kept = {name: _drop_unseen(split, seen_entities, seen_relations) if unseen == "drop" and name != "train"
             else split for name, split in splits.items()}  # fmt: skip

@@ -86,6 +86,8 @@ class TemporalDataset:
     times : TimeAxis, optional
         The instants behind the ids (values, unit, granularity); None when the ids were given (``time_to_id``)
         without what they measure.
+    notes : tuple of str
+        How the files were read: the columns read and left out, the counts declared (:meth:`summary`).
     """
 
     name: str
@@ -97,6 +99,7 @@ class TemporalDataset:
     time_to_id: dict[str, int] = field(repr=False)
     sources: dict[str, str] = field(default_factory=dict, repr=False)
     times: TimeAxis | None = field(default=None, repr=False)
+    notes: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         columns = (("head", self.num_entities), ("relation", self.num_relations), ("tail", self.num_entities),
@@ -148,6 +151,16 @@ class TemporalDataset:
         if split == "test":
             return {"mapped_quadruples": self.test, "additional_filter_quadruples": [self.train, self.valid]}
         raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+
+    def summary(self) -> str:
+        """The dataset in a few lines: its counts, its time axis, and how its files were read."""
+        lines = [repr(self)]
+        if self.times is not None and self.times.labels:
+            unit = "days" if self.times.unit == "day" else "units"
+            lines.append(f"times {self.times.labels[0]} .. {self.times.labels[-1]}, one step = "
+                         f"{self.times.granularity:g} {unit}")  # fmt: skip
+        lines.extend(self.notes)
+        return "\n".join(lines)
 
     def __repr__(self) -> str:
         return (f"TemporalDataset(name={self.name!r}, num_entities={self.num_entities}, num_relations="

@@ -144,6 +144,7 @@ class RecurrencyBaseline(nn.Module):
     """
 
     known: torch.Tensor  #: (n, 4) every quadruple observed so far
+    time_steps: torch.Tensor  #: (num_times,) float64: each time id's distance in the dataset's time steps
 
     def __init__(self, num_entities: int, num_relations: int, num_times: int, decay: float = 0.99,
                  alpha: float = 0.99, time_steps: Any = None) -> None:  # fmt: skip

@@ -61,8 +61,8 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
         print(f"{unseen} of {len(dataset.test)} test quadruples are at times it never trained on (a forecasting "
               "split): TNTComplEx scores those with its time-independent part")  # fmt: skip
     if args.save_checkpoint:
-        save_checkpoint(model, args.save_checkpoint)
-        print(f"Saved the model to {args.save_checkpoint}")
+        save_checkpoint(model, args.save_checkpoint, dataset)
+        print(f"Saved the model and what its data was ({dataset.name}) to {args.save_checkpoint}")
     for split, known in (("valid", "train + valid"), ("test", "train + valid + test")):
         start = time.perf_counter()
         baseline = RecurrencyBaseline.before(dataset, split)

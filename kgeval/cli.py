@@ -24,13 +24,17 @@ from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
 from kgeval.datasets import (
+    SHIPPED_DATASETS,
     TemporalDataset,
     TriplesDataset,
+    dataset_fingerprint,
+    dataset_folder,
     load_any_dataset,
     load_dataset,
-    load_temporal_tsv,
+    shared_data_dir,
     temporal_folder,
 )
+from kgeval.datasets.labelled import Unseen
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
@@ -82,6 +86,12 @@ DEFAULT_DATASET = "umls"
 # -- demo ----------------------------------------------------------------------------------------------
 
 
+def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--unseen", choices=("warn", "keep", "drop"), default="warn",
+                        help="valid / test triples whose labels never occur in train: kept with a warning (default), "
+                        "kept silently, or dropped as PyKEEN does")  # fmt: skip
+
+
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
@@ -105,8 +115,10 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "on a busy machine",
     )
     add("--no-progress", action="store_true", help="hide the progress bars")
-    add("--save-checkpoint", metavar="PATH", help="save the trained model there (see kgeval.models.checkpoint)")
+    add("--save-checkpoint", metavar="PATH", help="save the trained model there, with what its data was (see "
+        "kgeval.models.checkpoint): 'kgeval evaluate --checkpoint PATH' then finds the dataset itself")  # fmt: skip
     add("--full", action="store_true", help="print every metric after the headline")
+    _add_unseen_argument(parser)
 
 
 def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...], why: str) -> None:
@@ -118,16 +130,17 @@ def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...],
             raise ValueError(f"the {split} split of {dataset.name} is empty{source}; {why}")
 
 
-def _temporal_dataset(name: str | None) -> TemporalDataset | None:
-    """The temporal dataset ``name`` names (:func:`kgeval.datasets.temporal_folder`), else None."""
+def _temporal_dataset(name: str | None, unseen: Unseen = "warn", **ids: Any) -> TemporalDataset | None:
+    """The temporal dataset ``name`` names (:func:`kgeval.datasets.temporal_folder`: labelled quadruples or a
+    RE-Net folder), read with ``ids`` where given, else None."""
     folder = temporal_folder(name) if name else None
-    return load_temporal_tsv(folder) if folder is not None else None
+    return load_any_dataset(folder, unseen=unseen, **ids) if folder is not None else None
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
-    dataset = load_any_dataset(args.dataset)
+    dataset = load_any_dataset(args.dataset, unseen=args.unseen)
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
@@ -157,8 +170,8 @@ def _run_demo(args: argparse.Namespace) -> int:
     elapsed = time.perf_counter() - start
     print(f"Trained DistMult (dim={args.dim}) for {args.epochs} epochs in {elapsed:.1f} s{loss_text}")
     if args.save_checkpoint:
-        save_checkpoint(model, args.save_checkpoint)
-        print(f"Saved the model to {args.save_checkpoint}")
+        save_checkpoint(model, args.save_checkpoint, dataset)
+        print(f"Saved the model and what its data was ({dataset.name}) to {args.save_checkpoint}")
 
     evaluator = RankBasedEvaluator(filtered=True, ks=(1, 3, 5, 10))
     runs = (
@@ -224,9 +237,11 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
         "results.ranks_df().to_csv(PATH, index=False))",
     )
     add = parser.add_argument
-    add("--dataset", metavar="NAME_OR_PATH", help=f"the dataset of the ids (default: the one a --checkpoint folder "
-        f"names, if it names one that exists here; else {DEFAULT_DATASET})")  # fmt: skip
+    add("--dataset", metavar="NAME_OR_PATH", help=f"the dataset of the ids (default: the one a --checkpoint names -- "
+        f"a kgeval checkpoint's data, a dicee folder's --, or the one whose labels a PyKEEN folder's maps hold; "
+        f"else {DEFAULT_DATASET})")  # fmt: skip
     add("--split", choices=("test", "valid"), default="test", help="the split a checkpoint is evaluated on")
+    _add_unseen_argument(parser)
     add(
         "--trust-checkpoint",
         action="store_true",
@@ -257,21 +272,75 @@ def _evaluate_checkpoint(
 
 
 def _checkpoint_and_dataset(args: argparse.Namespace) -> tuple[LoadedModel, TriplesDataset]:
-    """The checkpoint's model and the dataset with its ids: ``--dataset``, else the dataset the checkpoint names
-    (a dicee experiment's ``dataset_dir``), else :data:`DEFAULT_DATASET`. A dataset the user did not name that the
-    model does not fit is an error that says how it was chosen and what to pass."""
+    """The checkpoint's model and the dataset with its ids: ``--dataset``, else the dataset the checkpoint names (a
+    kgeval checkpoint's data description, a dicee experiment's ``dataset_dir``), else the dataset whose labels a
+    PyKEEN results folder's label maps hold, else :data:`DEFAULT_DATASET`. A dataset the user did not name that the
+    model does not fit, or that differs from the one the checkpoint recorded, is an error that says how it was
+    chosen and what to pass."""
     loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
-    name = args.dataset or loaded.dataset or DEFAULT_DATASET
+    name, chosen = _dataset_of(args, loaded)
     try:
-        dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id)
+        dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id,
+                               unseen=args.unseen)  # fmt: skip
         _check_model_fits(loaded.model, dataset)
-    except ValueError as error:
+        _check_fingerprint(loaded, dataset, args.dataset is not None)
+    except (ValueError, FileNotFoundError) as error:
         if args.dataset:
             raise
-        chosen = "the one the checkpoint names" if loaded.dataset else f"the default, {DEFAULT_DATASET}"
-        raise ValueError(f"{error} -- no --dataset was given, so the dataset was {chosen}: pass --dataset with the "
-                         "data the checkpoint was trained on") from error  # fmt: skip
+        raise type(error)(f"{error} -- no --dataset was given, so the dataset was {chosen}: pass --dataset with the "
+                          "data the checkpoint was trained on") from error  # fmt: skip
     return loaded, dataset
+
+
+def _dataset_of(args: argparse.Namespace, loaded: LoadedModel) -> tuple[str, str]:
+    """(the dataset to evaluate a checkpoint on, how it was chosen, for messages)."""
+    if args.dataset:
+        return args.dataset, "the one given"
+    if loaded.dataset:
+        return loaded.dataset, f"{loaded.dataset}, the one the checkpoint names"
+    matched = _dataset_with_labels(loaded)
+    if matched is not None:
+        return matched, f"{matched}, the one whose labels the checkpoint's label maps hold"
+    return DEFAULT_DATASET, f"the default, {DEFAULT_DATASET}"
+
+
+def _dataset_with_labels(loaded: LoadedModel) -> str | None:
+    """The shipped or shared dataset whose entity and relation labels are exactly those of a checkpoint's label
+    maps (a PyKEEN results folder's), or None: the relations of each train file are compared first (one read),
+    the entities only where they match."""
+    if loaded.entity_to_id is None or loaded.relation_to_id is None:
+        return None
+    shared = shared_data_dir()
+    names = list(SHIPPED_DATASETS) + (sorted(path.name for path in shared.iterdir()) if shared else [])
+    relations, entities = set(loaded.relation_to_id), set(loaded.entity_to_id)
+    for name in names:
+        folder = dataset_folder(name)
+        if folder is not None and temporal_folder(folder) is not None:
+            continue
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                candidate = load_dataset(name, unseen="keep")
+        except (OSError, ValueError):
+            continue
+        if set(candidate.relation_to_id) == relations and set(candidate.entity_to_id) == entities:
+            return name
+    return None
+
+
+def _check_fingerprint(loaded: LoadedModel, dataset: Any, named: bool) -> None:
+    """The dataset is the data the checkpoint recorded (its fingerprint), or a ValueError (a warning when the user
+    named the dataset: evaluating a model on other data on purpose is allowed)."""
+    if loaded.fingerprint is None:
+        return
+    found = dataset_fingerprint(dataset)
+    if found == loaded.fingerprint:
+        return
+    message = (f"the dataset {dataset.name} is not the data the checkpoint's model was trained on (fingerprint "
+               f"{found}; the checkpoint recorded {loaded.dataset} with {loaded.fingerprint})")  # fmt: skip
+    if not named:
+        raise ValueError(message)
+    warnings.warn(f"kgeval evaluate: {message}; evaluating on the dataset given", UserWarning, stacklevel=2)
 
 
 def _check_model_fits(model: Any, dataset: TriplesDataset) -> None:
@@ -375,10 +444,15 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
-    temporal = _temporal_dataset(args.dataset) if args.checkpoint else None
-    if temporal is not None:
+    temporal = None
+    if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
-        return run_temporal_evaluate(args, temporal, loaded.model)
+        ids = {"entity_to_id": loaded.entity_to_id, "relation_to_id": loaded.relation_to_id,
+               "time_to_id": loaded.time_to_id} if loaded.time_to_id is not None else {}  # fmt: skip
+        temporal = _temporal_dataset(args.dataset or loaded.dataset, args.unseen, **ids)
+        if temporal is not None:
+            _check_fingerprint(loaded, temporal, args.dataset is not None)
+            return run_temporal_evaluate(args, temporal, loaded.model)
     about: dict[str, Any] = {"kgeval_version": _version()}
     with warnings.catch_warnings(record=True) as undefined:
         warnings.simplefilter("always", UndefinedMetricWarning)  # collected: one line (text) or nulls (JSON)
@@ -441,12 +515,13 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     add("--threshold", type=float, default=0.8, help="overlap from which relation pairs count (default: %(default)s)")
     add("--no-baseline", action="store_true", help="skip the rule-only baseline (one full filtered evaluation)")
     add("--json", action="store_true", help="print the report as one strict JSON object instead of Markdown")
+    _add_unseen_argument(parser)
 
 
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
-    temporal = _temporal_dataset(args.dataset)
+    temporal = _temporal_dataset(args.dataset, args.unseen)
     if temporal is not None:
         if args.ranks:
             raise ValueError("a rank table is audited on triples; on temporal data pass --checkpoint (or nothing)")
@@ -457,7 +532,7 @@ def _run_audit(args: argparse.Namespace) -> int:
         loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model
     else:
-        dataset = load_dataset(args.dataset or DEFAULT_DATASET)
+        dataset = load_dataset(args.dataset or DEFAULT_DATASET, unseen=args.unseen)
     if args.ranks:
         records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
         results = RankBasedMetricResults.from_records(records)

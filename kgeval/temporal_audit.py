@@ -15,7 +15,6 @@ reporting, and which split is it?
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 from dataclasses import asdict, dataclass, field
@@ -27,6 +26,7 @@ import torch
 
 from kgeval import __version__
 from kgeval.audit import _strict
+from kgeval.datasets import split_fingerprint
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.temporal import RecurrencyBaseline
 from kgeval.temporal import TemporalRankBasedEvaluator
@@ -100,15 +100,6 @@ class TemporalAuditReport:
                          + ".")  # fmt: skip
         lines += ["", f"kgeval {self.kgeval_version}; definitions: docs/temporal.md."]
         return "\n".join(lines) + "\n"
-
-
-def split_fingerprint(dataset: TemporalDataset, split: str) -> str:
-    """The first 16 hex digits of the SHA-256 of the split's labelled quadruples, sorted (one
-    ``head\\trelation\\ttail\\ttime`` line each): equal for equal contents whatever the ids or the file order."""
-    names = [{i: label for label, i in mapping.items()}
-             for mapping in (dataset.entity_to_id, dataset.relation_to_id, dataset.entity_to_id, dataset.time_to_id)]
-    rows = sorted("\t".join(names[c][v] for c, v in enumerate(row)) for row in getattr(dataset, split).tolist())
-    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()[:16]
 
 
 def audit_temporal_dataset(dataset: TemporalDataset, *, baseline: bool = True, model: Any = None,

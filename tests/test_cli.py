@@ -130,14 +130,26 @@ def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.Mon
     assert out.count("both.realistic.inverse_harmonic_mean_rank  0.5") == 2
 
 
-def test_demo_unknown_dataset(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_demo_unknown_dataset(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """The error names every path looked at and the variable to set."""
+    monkeypatch.chdir(tmp_path)
     monkeypatch.setattr("kgeval.datasets.shared_data_dir", lambda: None)
+    monkeypatch.delenv("KGEVAL_SHARED_DATA", raising=False)
     assert main(["demo", "--dataset", "no-such-dataset", "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert err == (
-        "kgeval demo: error: dataset 'no-such-dataset' is not a shipped dataset (umls, kinship, nations), "
-        "an existing folder, or a folder in a shared data folder (none found)\n"
+        "kgeval demo: error: dataset 'no-such-dataset' is not a shipped dataset (umls, kinship, nations) and was not "
+        f"found: looked at {tmp_path.resolve() / 'no-such-dataset'}; no shared data folder ($KGEVAL_SHARED_DATA is "
+        "not set, and there is no ../shared/data beside the kgeval package). Pass a folder, or set "
+        "KGEVAL_SHARED_DATA to the folder that holds no-such-dataset/\n"
     )
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    monkeypatch.setattr("kgeval.datasets.shared_data_dir", lambda: shared)
+    monkeypatch.setenv("KGEVAL_SHARED_DATA", str(shared))
+    assert main(["demo", "--dataset", "WN18RR", "--no-progress"]) == 2
+    assert f"looked at {tmp_path.resolve() / 'WN18RR'}; {shared / 'WN18RR'} (the shared data folder, " \
+           "$KGEVAL_SHARED_DATA)" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ a vocabulary is given (:mod:`kgeval.datasets.labelled` holds the rules).
 
 from __future__ import annotations
 
+import hashlib
 import importlib.resources
 import os
 from collections.abc import Mapping
@@ -26,7 +27,9 @@ __all__ = [
     "SPLITS",
     "TemporalDataset",
     "TriplesDataset",
+    "dataset_fingerprint",
     "dataset_folder",
+    "labels_by_id",
     "load_any_dataset",
     "load_dataset",
     "load_labelled_triples",
@@ -34,7 +37,9 @@ __all__ = [
     "load_shipped_dataset",
     "load_temporal_tsv",
     "load_tsv_dataset",
+    "not_found_message",
     "shared_data_dir",
+    "split_fingerprint",
     "temporal_folder",
 ]
 
@@ -116,6 +121,34 @@ class TriplesDataset:
             f"num_relations={self.num_relations}, train={len(self.train)}, valid={len(self.valid)}, "
             f"test={len(self.test)})"
         )
+
+
+def labels_by_id(label_to_id: Mapping[str, int]) -> list[str]:
+    """The label of each id (``label_to_id`` inverted; where several labels share an id -- spellings of one time --
+    the first one)."""
+    labels = [""] * len(set(label_to_id.values()))
+    for label, index in label_to_id.items():
+        labels[index] = labels[index] or label
+    return labels
+
+
+def split_fingerprint(dataset: Any, split: str) -> str:
+    """The first 16 hex digits of the SHA-256 of one split's labelled rows, sorted (``head\trelation\ttail`` lines,
+    with ``\ttime`` for quadruples): equal for equal contents whatever the ids or the order of the file. Works for a
+    :class:`TriplesDataset` and a :class:`TemporalDataset`."""
+    vocabularies = [dataset.entity_to_id, dataset.relation_to_id, dataset.entity_to_id]
+    if getattr(dataset, "time_to_id", None) is not None:
+        vocabularies.append(dataset.time_to_id)
+    names = [labels_by_id(vocabulary) for vocabulary in vocabularies]
+    rows = sorted("\t".join(names[c][v] for c, v in enumerate(row)) for row in getattr(dataset, split).tolist())
+    return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()[:16]
+
+
+def dataset_fingerprint(dataset: Any) -> str:
+    """The first 16 hex digits of the SHA-256 of the three splits' fingerprints (:func:`split_fingerprint`): what a
+    checkpoint stores to recognise the data it was trained on."""
+    parts = "\n".join(f"{split}:{split_fingerprint(dataset, split)}" for split in SPLITS)
+    return hashlib.sha256(parts.encode("utf-8")).hexdigest()[:16]
 
 
 def load_tsv_dataset(
@@ -305,13 +338,17 @@ def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
     return folder if folder is not None and (is_renet_folder(folder) or holds_quadruples(folder)) else None
 
 
-def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn") -> Any:
+def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn", **ids: Any) -> Any:
     """:func:`load_renet_folder` for a RE-Net-format folder, :func:`load_temporal_tsv` for another folder of
-    quadruples (:func:`temporal_folder`), else :func:`load_dataset`: a TemporalDataset or a TriplesDataset."""
+    quadruples (:func:`temporal_folder`), else :func:`load_dataset`: a TemporalDataset or a TriplesDataset.
+    ``ids``: ``entity_to_id`` / ``relation_to_id`` (and ``time_to_id`` for labelled quadruples) to read it with."""
     folder = temporal_folder(name_or_path)
     if folder is not None and is_renet_folder(folder):
         return load_renet_folder(folder)
-    return load_temporal_tsv(folder, unseen=unseen) if folder is not None else load_dataset(name_or_path)
+    if folder is not None:
+        return load_temporal_tsv(folder, unseen=unseen, **ids)
+    ids.pop("time_to_id", None)
+    return load_dataset(name_or_path, unseen=unseen, **ids)
 
 
 def load_dataset(
@@ -319,6 +356,7 @@ def load_dataset(
     *,
     entity_to_id: Mapping[str, int] | None = None,
     relation_to_id: Mapping[str, int] | None = None,
+    unseen: Unseen = "warn",
 ) -> TriplesDataset:
     """Load a dataset by shipped name, by path, or by name in the shared data folder.
 
@@ -329,6 +367,9 @@ def load_dataset(
         existing folder of TSV files; a sub-folder of :func:`shared_data_dir` (e.g. ``"FB15k-237"``).
     entity_to_id, relation_to_id : mapping of str to int, optional
         Use these ids (as :func:`load_tsv_dataset`), e.g. those a PyKEEN model was trained with.
+    unseen : {"warn", "keep", "drop"}, default="warn"
+        Valid / test triples with labels never seen in train (as :func:`load_tsv_dataset`; a shipped dataset has
+        none).
 
     Returns
     -------
@@ -337,7 +378,7 @@ def load_dataset(
     Raises
     ------
     FileNotFoundError
-        If none of the three resolves.
+        If none of the three resolves, naming the paths looked at and the variable that names the shared folder.
     """
     text = os.fspath(name_or_path)
     ids: dict[str, Any] = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
@@ -345,13 +386,24 @@ def load_dataset(
         return load_shipped_dataset(text, **ids)
     folder = dataset_folder(text)
     if folder is not None:
-        return load_tsv_dataset(folder, **ids)
+        return load_tsv_dataset(folder, unseen=unseen, **ids)
+    raise FileNotFoundError(not_found_message(text))
+
+
+def not_found_message(name: str) -> str:
+    """Why ``name`` names no dataset here: the shipped names, every path looked at, and the variable that names the
+    shared data folder (:func:`shared_data_dir`)."""
+    looked = [str(Path(name).resolve())]
     shared = shared_data_dir()
-    where = f"the shared data folder {str(shared)!r}" if shared is not None else "a shared data folder (none found)"
-    raise FileNotFoundError(
-        f"dataset {text!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}), an existing folder, "
-        f"or a folder in {where}"
-    )
+    if shared is not None:
+        how = f"${SHARED_DATA_ENV}" if os.environ.get(SHARED_DATA_ENV) else "beside the kgeval package"
+        looked.append(f"{shared / name} (the shared data folder, {how})")
+    else:
+        env = os.environ.get(SHARED_DATA_ENV)
+        setting = f"${SHARED_DATA_ENV} is {env!r}, which does not exist" if env else f"${SHARED_DATA_ENV} is not set"
+        looked.append(f"no shared data folder ({setting}, and there is no ../shared/data beside the kgeval package)")
+    return (f"dataset {name!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}) and was not found: looked "
+            f"at {'; '.join(looked)}. Pass a folder, or set {SHARED_DATA_ENV} to the folder that holds {name}/")
 
 
 def _load_folder(

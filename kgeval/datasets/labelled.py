@@ -272,7 +272,8 @@ def _warn_about_unseen(splits: Mapping[str, LabelledSplit], entities: set[str], 
     if parts:
         warnings.warn(
             f"labels that never occur in train (their embeddings are untrained): {'; '.join(parts)}. Kept; pass "
-            f"unseen='drop' to drop those {noun} (PyKEEN's behaviour) or unseen='keep' to keep them silently",
+            f"unseen='drop' to drop those {noun} (PyKEEN's behaviour) or unseen='keep' to keep them silently "
+            "(--unseen drop / keep on the command line)",
             UnseenLabelsWarning,
             stacklevel=5,  # the caller of load_tsv_dataset / load_labelled_triples
         )

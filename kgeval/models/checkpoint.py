@@ -15,7 +15,9 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
+from kgeval.datasets import SHIPPED_DATASETS, dataset_fingerprint, dataset_folder, labels_by_id
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TNTComplEx, TransE
 
 __all__ = [
@@ -36,18 +38,26 @@ MODEL_OPTIONS: dict[str, dict[str, tuple[Any, ...]]] = {"TransE": {"p": (1, 2)}}
 _ACCEPTED = ", ".join(f"kgeval.models.{name}" for name in BUILTIN_MODELS)
 
 
-def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
-    """Write ``model`` (a built-in model, see :data:`BUILTIN_MODELS`) and its sizes to ``path``.
+def save_checkpoint(model: nn.Module, path: str | os.PathLike[str], dataset: Any = None) -> None:
+    """Write ``model`` (a built-in model, see :data:`BUILTIN_MODELS`) and its sizes to ``path`` -- and, given the
+    ``dataset`` it was trained on, what that data was.
 
     The file holds ``{"format": "kgeval.models.checkpoint/1", "model": "DistMult", "num_entities": int,
     "num_relations": int, "dim": int, "options": {...}, "state_dict": {name: tensor}}``; ``options`` holds the
     constructor options beyond the sizes (TransE's ``p``); a temporal model's header also holds ``num_times``.
+    With a ``dataset`` (a :class:`kgeval.datasets.TriplesDataset` or ``TemporalDataset``) it also holds ``"data":
+    {"name": str, "fingerprint": str, "entities": [label of each id], "relations": [...], "times": [...], "folder":
+    str}`` (the fingerprint is :func:`kgeval.datasets.dataset_fingerprint`; ``times`` for temporal data; ``folder``
+    for data read from a folder): plain strings, so that ``kgeval evaluate --checkpoint`` finds the dataset without
+    being told, lines its ids up and checks it is the same data.
 
     Raises
     ------
     TypeError
         For any other model, a subclass of a built-in one included (the file stores no code, so only the
         built-in classes can be rebuilt from it).
+    ValueError
+        For a ``dataset`` whose counts are not the model's.
     """
     cls = type(model)
     name = cls.__name__
@@ -66,9 +76,29 @@ def save_checkpoint(model: nn.Module, path: str | os.PathLike[str]) -> None:
             **({"num_times": model.num_times} if name in TEMPORAL_MODELS else {}),
             "options": {option: getattr(model, option) for option in MODEL_OPTIONS.get(name, {})},
             "state_dict": state,
+            **({"data": _data_description(model, dataset)} if dataset is not None else {}),
         },
         path,
     )
+
+
+def _data_description(model: nn.Module, dataset: Any) -> dict[str, Any]:
+    """What a checkpoint records of the data its model was trained on (see :func:`save_checkpoint`)."""
+    description: dict[str, Any] = {"name": str(dataset.name), "fingerprint": dataset_fingerprint(dataset),
+                                   "entities": labels_by_id(dataset.entity_to_id),
+                                   "relations": labels_by_id(dataset.relation_to_id)}  # fmt: skip
+    if getattr(dataset, "time_to_id", None) is not None:
+        description["times"] = labels_by_id(dataset.time_to_id)
+    train = getattr(dataset, "sources", {}).get("train")
+    if train and Path(train).parent.is_dir():  # read from a folder: where, for a dataset its name does not find
+        description["folder"] = str(Path(train).resolve().parent)
+    counts = {"entities": getattr(model, "num_entities", None), "relations": getattr(model, "num_relations", None),
+              "times": getattr(model, "num_times", None)}  # fmt: skip
+    for kind, count in counts.items():
+        if kind in description and count is not None and len(description[kind]) != count:
+            raise ValueError(f"the dataset {dataset.name} has {len(description[kind])} {kind}, the model {count}: "
+                             "it was not trained on this dataset")  # fmt: skip
+    return description
 
 
 #: the first torch release whose weights-only unpickler has no published advisory against it (remote code
@@ -99,7 +129,8 @@ def load_checkpoint(
 
     The file is read with PyTorch's weights-only unpickler (it never runs code from the file), and its header is
     checked against the stored tensors before anything is allocated: a header cannot make kgeval allocate more
-    than the file holds.
+    than the file holds. The model is built as a skeleton on the meta device, none of its weights initialised, and
+    takes the file's tensors.
 
     Parameters
     ----------
@@ -117,6 +148,18 @@ def load_checkpoint(
         For a file that is not a kgeval checkpoint, whose header and tensors disagree, or whose sizes differ from
         the given ones; on torch < 2.10 without ``trusted=True``.
     """
+    return _read_checkpoint(path, map_location, num_entities, num_relations, trusted=trusted)[0]
+
+
+def _read_checkpoint(
+    path: str | os.PathLike[str],
+    map_location: Any = "cpu",
+    num_entities: int | None = None,
+    num_relations: int | None = None,
+    *,
+    trusted: bool = False,
+) -> tuple[nn.Module, dict[str, Any] | None]:
+    """:func:`load_checkpoint`'s model and the checkpoint's data description (None in files without one)."""
     where = repr(os.fspath(path))
     if not trusted and not weights_only_loader_is_safe(torch.__version__):
         raise ValueError(
@@ -143,12 +186,47 @@ def load_checkpoint(
     for name, value in expected.items():
         if value is not None and sizes[name] != value:
             raise ValueError(f"the checkpoint has {name}={sizes[name]}, the dataset {value}")
-    with torch.device("meta"):  # the shapes the header implies, without allocating them
+    with torch.device("meta"), _SkipFills():  # the shapes the header implies: nothing allocated, nothing filled
         times = (sizes["num_times"],) if "num_times" in sizes else ()
         model = model_class(sizes["num_entities"], sizes["num_relations"], *times, dim=sizes["dim"], **options)
     _check_tensors(document.get("state_dict"), model.state_dict(), where)
+    _check_data(document.get("data"), sizes, where)
     model.load_state_dict(document["state_dict"], assign=True)
-    return model.to(map_location).eval()
+    return model.to(map_location).eval(), document.get("data")
+
+
+def _check_data(data: Any, sizes: dict[str, int], where: str) -> None:
+    """A checkpoint's data description (absent in older files) is plain strings, one label per id."""
+    if data is None:
+        return
+    expected = {"entities": sizes["num_entities"], "relations": sizes["num_relations"],
+                **({"times": sizes["num_times"]} if "num_times" in sizes else {})}  # fmt: skip
+    fields_ok = isinstance(data, dict) and all(isinstance(data.get(key), str) for key in ("name", "fingerprint"))
+    for kind, count in expected.items():
+        labels = data.get(kind) if isinstance(data, dict) else None
+        fields_ok = fields_ok and isinstance(labels, list) and len(labels) == count
+        fields_ok = fields_ok and all(isinstance(label, str) for label in labels)  # type: ignore[union-attr]
+    if not fields_ok:
+        raise ValueError(f"{where}: the checkpoint's data description must hold a name, a fingerprint and one label "
+                         f"per id of each of {', '.join(expected)}")  # fmt: skip
+
+
+class _SkipFills(TorchFunctionMode):
+    """In-place fills of meta tensors (``normal_``, ``uniform_``, ``xavier_uniform_``, ...) do nothing: a model
+    built as a skeleton for the checkpoint's tensors is not initialised first. On the meta device a fill costs no
+    memory, but torch runs it through its reference implementations, whose first use imports the compiler stack
+    (~1 s per process: ``torch._dynamo``, ``torch._refs``, ``torch._decomp``)."""
+
+    #: the fills of torch.nn.init and of tensors that initialisation uses
+    FILLS = frozenset({"normal_", "uniform_", "fill_", "zero_", "zeros_", "ones_", "constant_", "eye_",
+                       "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_", "trunc_normal_",
+                       "orthogonal_", "random_", "exponential_", "bernoulli_"})  # fmt: skip
+
+    def __torch_function__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        target = args[0] if args else (kwargs or {}).get("tensor")  # torch.nn.init passes its tensor by keyword
+        if getattr(func, "__name__", "") in self.FILLS and isinstance(target, torch.Tensor) and target.is_meta:
+            return target
+        return func(*args, **(kwargs or {}))
 
 
 #: what kgeval reads, for the messages of files it does not
@@ -229,13 +307,17 @@ DICEE_FILES = ("configuration.json", "model.pt", "entity_to_idx.csv", "relation_
 @dataclass(frozen=True)
 class LoadedModel:
     """A model read by :func:`load_model_file`, the label-to-id maps it was trained with where the file says (a
-    PyKEEN results folder's ``training_triples``, a dicee experiment's indices; else None), and the dataset it was
-    trained on where the file names one that exists here (a dicee experiment's ``dataset_dir``; else None)."""
+    kgeval checkpoint's data description, a PyKEEN results folder's ``training_triples``, a dicee experiment's
+    indices; else None), the dataset it was trained on where the file names one (a kgeval checkpoint's data name, a
+    dicee experiment's ``dataset_dir`` that exists here; else None) and that data's fingerprint where the file
+    records it (:func:`kgeval.datasets.dataset_fingerprint`)."""
 
     model: Any
     entity_to_id: dict[str, int] | None = None
     relation_to_id: dict[str, int] | None = None
     dataset: str | None = None
+    fingerprint: str | None = None
+    time_to_id: dict[str, int] | None = None
 
 
 def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> LoadedModel:
@@ -274,7 +356,7 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
                                         for name in ("entity_to_id", "relation_to_id"))  # fmt: skip
         location = model_file
     try:
-        return LoadedModel(load_checkpoint(location), entity_to_id, relation_to_id)
+        return _described(*_read_checkpoint(location), entity_to_id, relation_to_id)
     except ValueError as error:
         if "rather than plain tensors" not in str(error):
             raise
@@ -286,6 +368,19 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
     if not isinstance(model, nn.Module):
         raise ValueError(f"{str(location)!r} holds a {type(model).__name__}, not a model (an nn.Module)")
     return LoadedModel(model.eval(), entity_to_id, relation_to_id)
+
+
+def _described(model: nn.Module, data: dict[str, Any] | None, entity_to_id: Any, relation_to_id: Any) -> LoadedModel:
+    """A kgeval checkpoint's model with what its data description says (none in older files): the dataset by its
+    name where that finds one here (shipped, a folder, the shared data), else by the folder it was read from."""
+    if data is None:
+        return LoadedModel(model, entity_to_id, relation_to_id)
+    ids = {kind: {label: index for index, label in enumerate(data[kind])} for kind in ("entities", "relations")}
+    times = {label: index for index, label in enumerate(data["times"])} if "times" in data else None
+    name, folder = data["name"], data.get("folder")
+    found = name.lower() in SHIPPED_DATASETS or dataset_folder(name) is not None
+    dataset = folder if not found and isinstance(folder, str) and Path(folder).is_dir() else name
+    return LoadedModel(model, ids["entities"], ids["relations"], dataset, data["fingerprint"], times)
 
 
 def _dicee_experiment(location: Path) -> LoadedModel:

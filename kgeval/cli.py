@@ -34,7 +34,6 @@ from kgeval.datasets import (
     shared_data_dir,
     temporal_folder,
 )
-from kgeval.datasets.labelled import Unseen
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
@@ -87,9 +86,13 @@ DEFAULT_DATASET = "umls"
 
 
 def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
+    """--unseen and --duplicates: how the dataset is read."""
     parser.add_argument("--unseen", choices=("warn", "keep", "drop"), default="warn",
                         help="valid / test triples whose labels never occur in train: kept with a warning (default), "
                         "kept silently, or dropped as PyKEEN does")  # fmt: skip
+    parser.add_argument("--duplicates", choices=("keep", "merge"), default="keep",
+                        help="a triple (quadruple) repeating an earlier one of its split: kept, ranked as often as it "
+                        "occurs (default), or merged into the first; either way counted in a warning")  # fmt: skip
 
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -130,17 +133,19 @@ def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...],
             raise ValueError(f"the {split} split of {dataset.name} is empty{source}; {why}")
 
 
-def _temporal_dataset(name: str | None, unseen: Unseen = "warn", **ids: Any) -> TemporalDataset | None:
+def _temporal_dataset(name: str | None, args: argparse.Namespace, **ids: Any) -> TemporalDataset | None:
     """The temporal dataset ``name`` names (:func:`kgeval.datasets.temporal_folder`: labelled quadruples or a
-    RE-Net folder), read with ``ids`` where given, else None."""
+    RE-Net folder), read as ``args`` say (--unseen, --duplicates) with ``ids`` where given, else None."""
     folder = temporal_folder(name) if name else None
-    return load_any_dataset(folder, unseen=unseen, **ids) if folder is not None else None
+    if folder is None:
+        return None
+    return load_any_dataset(folder, unseen=args.unseen, duplicates=args.duplicates, **ids)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
-    dataset = load_any_dataset(args.dataset, unseen=args.unseen)
+    dataset = load_any_dataset(args.dataset, unseen=args.unseen, duplicates=args.duplicates)
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
@@ -281,7 +286,7 @@ def _checkpoint_and_dataset(args: argparse.Namespace) -> tuple[LoadedModel, Trip
     name, chosen = _dataset_of(args, loaded)
     try:
         dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id,
-                               unseen=args.unseen)  # fmt: skip
+                               unseen=args.unseen, duplicates=args.duplicates)  # fmt: skip
         _check_model_fits(loaded.model, dataset)
         _check_fingerprint(loaded, dataset, args.dataset is not None)
     except (ValueError, FileNotFoundError) as error:
@@ -449,7 +454,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
         ids = {"entity_to_id": loaded.entity_to_id, "relation_to_id": loaded.relation_to_id,
                "time_to_id": loaded.time_to_id} if loaded.time_to_id is not None else {}  # fmt: skip
-        temporal = _temporal_dataset(args.dataset or loaded.dataset, args.unseen, **ids)
+        temporal = _temporal_dataset(args.dataset or loaded.dataset, args, **ids)
         if temporal is not None:
             _check_fingerprint(loaded, temporal, args.dataset is not None)
             return run_temporal_evaluate(args, temporal, loaded.model)
@@ -521,7 +526,7 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
-    temporal = _temporal_dataset(args.dataset, args.unseen)
+    temporal = _temporal_dataset(args.dataset, args)
     if temporal is not None:
         if args.ranks:
             raise ValueError("a rank table is audited on triples; on temporal data pass --checkpoint (or nothing)")
@@ -532,7 +537,7 @@ def _run_audit(args: argparse.Namespace) -> int:
         loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model
     else:
-        dataset = load_dataset(args.dataset or DEFAULT_DATASET, unseen=args.unseen)
+        dataset = load_dataset(args.dataset or DEFAULT_DATASET, unseen=args.unseen, duplicates=args.duplicates)
     if args.ranks:
         records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
         results = RankBasedMetricResults.from_records(records)

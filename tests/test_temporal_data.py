@@ -397,3 +397,67 @@ def test_the_fields_renet_folders_load_and_rank_as_the_numpy_reference(name: str
     )
     for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
         assert_same_ranks(got.records, numpy_reference(model, evaluated.numpy(), known, setting))
+
+
+@pytest.mark.parametrize("policy", ["keep", "merge"])
+def test_a_duplicate_policy_counts_repeated_rows_in_every_loader(tmp_path: Path, policy: str) -> None:
+    """RE-GCN keeps repeated quadruples, the nec-research framework merges them: either, counted per split. Two
+    spellings of one instant are one quadruple."""
+    from kgeval.datasets import load_renet_folder, load_tsv_dataset
+    from kgeval.datasets.labelled import DuplicatesWarning
+
+    rows = {"train": [("a", "r", "b", "1"), ("a", "r", "b", "1.0"), ("b", "r", "c", "2")],
+            "valid": [("a", "r", "c", "3")], "test": [("c", "r", "a", "4"), ("c", "r", "a", "4"), ("a", "r", "b", "4")]}
+    folder = write_quadruples(tmp_path / "tkg", rows)
+    with pytest.warns(DuplicatesWarning, match=r"train\.txt: 1 of 3; .*test\.txt: 1 of 3"):
+        data = load_temporal_tsv(folder, duplicates=policy)
+    assert (len(data.train), len(data.test)) == ((3, 3) if policy == "keep" else (2, 2))
+    assert len({tuple(row) for row in data.test.tolist()}) == 2  # merged or not, two distinct quadruples
+    triples = tmp_path / "triples"
+    triples.mkdir()
+    for split, lines in rows.items():
+        (triples / f"{split}.txt").write_text("".join("\t".join(line[:3]) + "\n" for line in lines))
+    with pytest.warns(DuplicatesWarning, match=r"triples that repeat .*train\.txt: 1 of 3; .*test\.txt: 1 of 3"):
+        static = load_tsv_dataset(triples, duplicates=policy)
+    assert len(static.test) == (3 if policy == "keep" else 2)
+    renet = tmp_path / "renet"
+    write_renet_folder(renet, 12)
+    with (renet / "test.txt").open("a") as handle:
+        handle.write((renet / "test.txt").read_text().splitlines()[0] + "\n")
+    with pytest.warns(DuplicatesWarning, match=r"test\.txt: 1 of 51"):
+        assert len(load_renet_folder(renet, duplicates=policy).test) == (51 if policy == "keep" else 50)
+
+
+def test_no_warning_without_duplicates_and_a_bad_policy_is_named(tmp_path: Path) -> None:
+    from kgeval.datasets.labelled import DuplicatesWarning
+
+    folder = write_quadruples(tmp_path / "tkg", {"train": [("a", "r", "b", "1"), ("b", "r", "a", "1")],
+                                                 "valid": [("a", "r", "b", "2")], "test": [("a", "r", "b", "3")]})
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DuplicatesWarning)
+        load_temporal_tsv(folder)
+    with pytest.raises(ValueError, match="duplicates must be one of"):
+        load_temporal_tsv(folder, duplicates="drop")
+
+
+def test_a_header_naming_the_columns_in_any_order_is_followed(tmp_path: Path) -> None:
+    """TGB-style files: ``ts,head,tail,relation_type`` -- the header names the columns, the loader reads each where
+    it is, and the notes say how."""
+    folder = tmp_path / "tgb"
+    folder.mkdir()
+    rows = {"train": [("1", "a", "b", "likes"), ("2", "b", "c", "likes")], "valid": [("3", "a", "c", "hates")],
+            "test": [("4", "c", "a", "likes")]}  # fmt: skip
+    for split, lines in rows.items():
+        (folder / f"{split}.csv").write_text("ts,head,tail,relation_type\n" + "".join(",".join(line) + "\n"
+                                                                                    for line in lines))  # fmt: skip
+    for split in rows:
+        (folder / f"{split}.csv").rename(folder / f"{split}.txt")
+    data = load_temporal_tsv(folder, sep=",", unseen="keep")
+    assert data.entity_to_id == {"a": 0, "b": 1, "c": 2} and data.relation_to_id == {"hates": 0, "likes": 1}
+    assert data.train.tolist() == [[0, 1, 1, 0], [1, 1, 2, 1]] and data.test.tolist() == [[2, 1, 0, 3]]
+    named = "columns ts, head, tail, relation_type read as head, relation, tail, time"
+    assert any(named in note for note in data.notes)
+    two = [("a", "r", "b", "1"), ("b", "r", "a", "2")]
+    plain = write_quadruples(tmp_path / "plain", {"train": two, "valid": two, "test": two})
+    assert any("fields read as head, relation, tail, time, in that order" in note
+               for note in load_temporal_tsv(plain).notes)  # fmt: skip

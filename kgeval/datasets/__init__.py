@@ -17,7 +17,15 @@ from typing import Any, Literal
 import torch
 
 from kgeval.datasets import scenarios
-from kgeval.datasets.labelled import LabelledSplit, Unseen, check_id_table, map_splits, split_from_table
+from kgeval.datasets.labelled import (
+    Duplicates,
+    LabelledSplit,
+    Unseen,
+    check_id_table,
+    handle_duplicates,
+    map_splits,
+    split_from_table,
+)
 from kgeval.datasets.reading import SPLITS, ReadOptions, holds_quadruples, read_splits
 from kgeval.datasets.renet import is_renet_folder, load_renet_folder
 from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv
@@ -160,6 +168,7 @@ def load_tsv_dataset(
     unseen: Unseen = "warn",
     entity_to_id: Mapping[str, int] | None = None,
     relation_to_id: Mapping[str, int] | None = None,
+    duplicates: Duplicates = "keep",
 ) -> TriplesDataset:
     """Read a dataset folder of labelled triples.
 
@@ -187,6 +196,9 @@ def load_tsv_dataset(
     entity_to_id, relation_to_id : mapping of str to int, optional
         Use these ids (e.g. a PyKEEN ``TriplesFactory``'s, to evaluate a model trained on it); a label outside them
         is a ValueError naming the file and line.
+    duplicates : {"keep", "merge"}, default="keep"
+        A triple equal to an earlier one of the same split: kept (ranked as often as it occurs) or merged into the
+        first; either way a :class:`~kgeval.datasets.labelled.DuplicatesWarning` counts them per split.
 
     Returns
     -------
@@ -213,7 +225,7 @@ def load_tsv_dataset(
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
     splits = read_splits(folder, str(folder), ReadOptions(sep, header))
-    return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id)
+    return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id, duplicates)
 
 
 def load_labelled_triples(
@@ -225,11 +237,12 @@ def load_labelled_triples(
     unseen: Unseen = "warn",
     entity_to_id: Mapping[str, int] | None = None,
     relation_to_id: Mapping[str, int] | None = None,
+    duplicates: Duplicates = "keep",
 ) -> TriplesDataset:
     """A dataset from labelled triples in memory: DataFrames (columns ``head``, ``relation``, ``tail``, or the
     first three) or (n, 3) arrays / lists of string labels, one per split.
 
-    ``unseen``, ``entity_to_id`` and ``relation_to_id`` as in :func:`load_tsv_dataset`.
+    ``unseen``, ``entity_to_id``, ``relation_to_id`` and ``duplicates`` as in :func:`load_tsv_dataset`.
 
     Examples
     --------
@@ -238,7 +251,7 @@ def load_labelled_triples(
     ({'a': 0, 'b': 1, 'c': 2}, [[0, 0, 2]])
     """
     splits = {split: split_from_table(table, split) for split, table in zip(SPLITS, (train, valid, test), strict=True)}
-    return _dataset(splits, name, unseen, entity_to_id, relation_to_id)
+    return _dataset(splits, name, unseen, entity_to_id, relation_to_id, duplicates)
 
 
 def _dataset(
@@ -247,8 +260,11 @@ def _dataset(
     unseen: Unseen,
     entity_to_id: Mapping[str, int] | None,
     relation_to_id: Mapping[str, int] | None,
+    duplicates: Duplicates = "keep",
 ) -> TriplesDataset:
     mapped, entity_ids, relation_ids = map_splits(splits, unseen, entity_to_id, relation_to_id)
+    sources = {split: labels.source for split, labels in splits.items() if labels.source}
+    mapped = handle_duplicates(mapped, duplicates, "triples", sources)
     return TriplesDataset(
         name=name,
         train=mapped["train"],
@@ -338,17 +354,18 @@ def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
     return folder if folder is not None and (is_renet_folder(folder) or holds_quadruples(folder)) else None
 
 
-def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn", **ids: Any) -> Any:
+def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn", duplicates: Duplicates = "keep",
+                     **ids: Any) -> Any:  # fmt: skip
     """:func:`load_renet_folder` for a RE-Net-format folder, :func:`load_temporal_tsv` for another folder of
     quadruples (:func:`temporal_folder`), else :func:`load_dataset`: a TemporalDataset or a TriplesDataset.
     ``ids``: ``entity_to_id`` / ``relation_to_id`` (and ``time_to_id`` for labelled quadruples) to read it with."""
     folder = temporal_folder(name_or_path)
     if folder is not None and is_renet_folder(folder):
-        return load_renet_folder(folder)
+        return load_renet_folder(folder, duplicates=duplicates)
     if folder is not None:
-        return load_temporal_tsv(folder, unseen=unseen, **ids)
+        return load_temporal_tsv(folder, unseen=unseen, duplicates=duplicates, **ids)
     ids.pop("time_to_id", None)
-    return load_dataset(name_or_path, unseen=unseen, **ids)
+    return load_dataset(name_or_path, unseen=unseen, duplicates=duplicates, **ids)
 
 
 def load_dataset(
@@ -357,6 +374,7 @@ def load_dataset(
     entity_to_id: Mapping[str, int] | None = None,
     relation_to_id: Mapping[str, int] | None = None,
     unseen: Unseen = "warn",
+    duplicates: Duplicates = "keep",
 ) -> TriplesDataset:
     """Load a dataset by shipped name, by path, or by name in the shared data folder.
 
@@ -370,6 +388,8 @@ def load_dataset(
     unseen : {"warn", "keep", "drop"}, default="warn"
         Valid / test triples with labels never seen in train (as :func:`load_tsv_dataset`; a shipped dataset has
         none).
+    duplicates : {"keep", "merge"}, default="keep"
+        As :func:`load_tsv_dataset` (a shipped dataset has none).
 
     Returns
     -------
@@ -386,7 +406,7 @@ def load_dataset(
         return load_shipped_dataset(text, **ids)
     folder = dataset_folder(text)
     if folder is not None:
-        return load_tsv_dataset(folder, unseen=unseen, **ids)
+        return load_tsv_dataset(folder, unseen=unseen, duplicates=duplicates, **ids)
     raise FileNotFoundError(not_found_message(text))
 
 

@@ -17,6 +17,7 @@ import torch
 from kgeval.exceptions import UnseenLabelsWarning
 
 __all__ = [
+    "DUPLICATE_CHOICES",
     "KNOWN_HEADERS",
     "TIME_HEADERS",
     "UNSEEN_CHOICES",
@@ -24,7 +25,9 @@ __all__ = [
     "Unseen",
     "check_id_ranges",
     "check_id_table",
+    "column_order",
     "drop_unmatched_first_rows",
+    "handle_duplicates",
     "is_header",
     "map_splits",
     "split_from_table",
@@ -33,6 +36,44 @@ __all__ = [
 #: what to do with valid / test triples whose labels never occur in train
 Unseen = Literal["warn", "keep", "drop"]
 UNSEEN_CHOICES: tuple[str, ...] = ("warn", "keep", "drop")
+
+#: what to do with a row equal to an earlier row of the same split: keep it (ranked once per occurrence, as RE-GCN
+#: does) or merge it into the first (ranked once, as the nec-research framework does); either way counted and said
+Duplicates = Literal["keep", "merge"]
+DUPLICATE_CHOICES: tuple[str, ...] = ("keep", "merge")
+
+
+class DuplicatesWarning(UserWarning):
+    """A dataset's split repeats rows: kept (ranked once per occurrence) or merged, as the loader was asked."""
+
+
+def handle_duplicates(rows: Mapping[str, torch.Tensor], policy: Duplicates, noun: str,
+                      sources: Mapping[str, str]) -> dict[str, torch.Tensor]:  # fmt: skip
+    """Each split's id rows with the rows that repeat an earlier row of the same split kept or merged (the first
+    occurrence stays, in order), and one :class:`DuplicatesWarning` counting them per split when there are any."""
+    if policy not in DUPLICATE_CHOICES:
+        raise ValueError(f"duplicates must be one of {DUPLICATE_CHOICES}, got {policy!r}")
+    handled, counts = {}, {}
+    for split, table in rows.items():
+        first = _first_occurrences(table)
+        counts[split] = len(table) - len(first)
+        handled[split] = table[torch.from_numpy(first)] if policy == "merge" and counts[split] else table
+    if any(counts.values()):
+        found = "; ".join(f"{sources.get(split, split)}: {count:,} of {len(rows[split]):,}"
+                          for split, count in counts.items() if count)  # fmt: skip
+        what = ("merged into their first occurrence" if policy == "merge" else
+                "kept, each ranked as often as it occurs; pass duplicates='merge' to rank each once")  # fmt: skip
+        warnings.warn(f"{noun} that repeat an earlier one of the same split -- {found} -- {what}", DuplicatesWarning,
+                      stacklevel=4)  # fmt: skip
+    return handled
+
+
+def _first_occurrences(table: torch.Tensor) -> np.ndarray:
+    """The sorted row indices of each distinct row's first occurrence."""
+    if len(table) == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, first = np.unique(table.numpy(), axis=0, return_index=True)
+    return np.sort(first)
 
 #: header lines recognised by ``header="auto"`` (compared case-insensitively)
 KNOWN_HEADERS: frozenset[tuple[str, str, str]] = frozenset(
@@ -75,6 +116,8 @@ class LabelledSplit:
     source: str = ""
     #: the time label of each row, for a split of (head, relation, tail, time) quadruples; None for triples
     times: list[str] | None = None
+    #: the column names a header gave, in the file's order (empty without such a header)
+    columns: tuple[str, ...] = ()
 
 
 def drop_unmatched_first_rows(splits: Mapping[str, LabelledSplit]) -> None:
@@ -107,6 +150,32 @@ def drop_unmatched_first_rows(splits: Mapping[str, LabelledSplit]) -> None:
 
 #: the fourth field of a quadruple file's header line (``head relation tail time`` and the like)
 TIME_HEADERS: frozenset[str] = frozenset({"time", "timestamp", "date", "t", "tau", "ts"})
+
+
+#: the names a header may give each column of a quadruple file, in any order (TGB's ``ts,head,tail,relation_type``
+#: among them); "t" is a time there, never a tail
+COLUMN_NAMES: dict[str, frozenset[str]] = {
+    "head": frozenset({"head", "subject", "sub", "s", "h", "src", "source", "from", "e1", "head_label", "head_id"}),
+    "relation": frozenset({"relation", "predicate", "rel", "r", "p", "relation_type", "edge_type", "edge", "type",
+                           "relation_label", "relation_id"}),
+    "tail": frozenset({"tail", "object", "obj", "o", "dst", "target", "to", "e2", "tail_label", "tail_id"}),
+    "time": TIME_HEADERS,
+}
+
+
+def column_order(fields: Sequence[str]) -> tuple[int, ...] | None:
+    """For a header line of four fields naming the columns of a quadruple file in any order (``ts,head,tail,
+    relation_type``), the index of the head, relation, tail and time fields; None when it is no such header."""
+    names = [field.strip().lower() for field in fields]
+    if len(names) != len(COLUMN_NAMES):
+        return None
+    order = []
+    for kind in ("head", "relation", "tail", "time"):
+        found = [index for index, name in enumerate(names) if name in COLUMN_NAMES[kind]]
+        if len(found) != 1:
+            return None
+        order.append(found[0])
+    return tuple(order) if len(set(order)) == len(order) else None
 
 
 def is_header(fields: Sequence[str]) -> bool:

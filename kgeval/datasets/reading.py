@@ -14,7 +14,7 @@ from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
-from kgeval.datasets.labelled import LabelledSplit, drop_unmatched_first_rows, is_header
+from kgeval.datasets.labelled import LabelledSplit, column_order, drop_unmatched_first_rows, is_header
 
 __all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "holds_quadruples", "read_splits"]
 
@@ -80,9 +80,15 @@ def _read_split(folder: Path | Traversable, split: str, display: str, options: R
     where = f"{display}/{file_name}"
     labels = LabelledSplit([], [], [], [], source=where, times=[] if options.temporal else None)
     field_names = _FIELDS[options.temporal]
-    first = True
+    first, order = True, None
     for line_number, line in _data_lines(folder, file_name, where):
         fields = [field.strip() for field in line.split(options.sep)]
+        if order is not None:
+            fields = [fields[index] for index in order] if len(fields) == len(order) else fields
+        if first and options.temporal and options.header in (True, "auto") and column_order(fields) is not None:
+            first, order = False, column_order(fields)  # a header naming the columns, in any order
+            labels.columns = tuple(field.strip() for field in fields)
+            continue
         if first and (options.header is True or (options.header == "auto" and len(fields) == len(field_names)
                                                   and is_header(fields))):  # fmt: skip
             first = False

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from kgeval.datasets.labelled import Duplicates, handle_duplicates
 from kgeval.datasets.reading import SPLITS
 from kgeval.datasets.temporal import TemporalDataset, TimeAxis, time_axis
 
@@ -43,7 +44,8 @@ def is_renet_folder(folder: str | os.PathLike[str]) -> bool:
     return all((path / name).is_file() for name in (*ID_FILES.values(), "stat.txt", "train.txt"))
 
 
-def load_renet_folder(path: str | os.PathLike[str], name: str | None = None) -> TemporalDataset:
+def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
+                      duplicates: Duplicates = "keep") -> TemporalDataset:  # fmt: skip
     """Read a RE-Net-format folder (see the module docstring) as it is distributed.
 
     Parameters
@@ -52,6 +54,8 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None) -> 
         The folder.
     name : str, optional
         Default: the folder's name.
+    duplicates : {"keep", "merge"}, default="keep"
+        As :func:`kgeval.datasets.load_temporal_tsv` (RE-GCN keeps them, the nec-research framework merges them).
 
     Returns
     -------
@@ -94,6 +98,8 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None) -> 
         f"the positions of the distinct times (values {axis.labels[0]}..{axis.labels[-1]}, step {axis.granularity:g})"
     ))  # fmt: skip
     quadruples = {split: torch.from_numpy(np.column_stack([rows[split], time_ids(times[split])])) for split in SPLITS}
+    quadruples = handle_duplicates(quadruples, duplicates, "quadruples",
+                                   {split: str(folder / f"{split}.txt") for split in SPLITS})
     return TemporalDataset(
         name=folder.name if name is None else name,
         train=quadruples["train"],

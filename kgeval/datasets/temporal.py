@@ -26,7 +26,7 @@ from typing import Any, Literal
 import numpy as np
 import torch
 
-from kgeval.datasets.labelled import LabelledSplit, Unseen, check_id_table, map_splits
+from kgeval.datasets.labelled import Duplicates, LabelledSplit, Unseen, check_id_table, handle_duplicates, map_splits
 from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
 
 __all__ = ["TemporalDataset", "TimeAxis", "load_temporal_tsv", "time_axis", "time_order"]
@@ -178,6 +178,7 @@ def load_temporal_tsv(
     entity_to_id: Mapping[str, int] | None = None,
     relation_to_id: Mapping[str, int] | None = None,
     time_to_id: Mapping[str, int] | None = None,
+    duplicates: Duplicates = "keep",
 ) -> TemporalDataset:
     """Read a folder of labelled quadruples: ``head<sep>relation<sep>tail<sep>time`` per line, one file per split,
     read as :func:`kgeval.datasets.load_tsv_dataset` reads triples (file names, headers -- ``head relation tail
@@ -191,6 +192,10 @@ def load_temporal_tsv(
         times follow every training time by design.
     time_to_id : mapping of str to int, optional
         Use these time ids; by default the distinct times of the three splits in time order (:func:`time_order`).
+    duplicates : {"keep", "merge"}, default="keep"
+        A quadruple equal to an earlier one of the same split (the same instant, however spelled): kept (RE-GCN
+        ranks it as often as it occurs) or merged into the first (the nec-research framework's way); either way a
+        :class:`~kgeval.datasets.labelled.DuplicatesWarning` counts them per split.
 
     Returns
     -------
@@ -215,6 +220,8 @@ def load_temporal_tsv(
             raise ValueError(f"{splits[split].source or split}: time label {missing!r} is not in the given time_to_id")
         column = torch.tensor([time_ids[label] for label in times], dtype=torch.long).reshape(-1, 1)
         quadruples[split] = torch.cat([mapped[split], column], dim=1)
+    quadruples = handle_duplicates(quadruples, duplicates, "quadruples",
+                                   {split: labels.source for split, labels in splits.items() if labels.source})
     return TemporalDataset(
         name=folder.name if name is None else name,
         train=quadruples["train"],
@@ -225,7 +232,21 @@ def load_temporal_tsv(
         time_to_id=time_ids,
         sources={split: labels.source for split, labels in splits.items() if labels.source},
         times=axis,
+        notes=tuple(_column_notes(splits)),
     )
+
+
+def _column_notes(splits: Mapping[str, LabelledSplit]) -> list[str]:
+    """Which columns each file was read from: its header's names, or the first four fields in order."""
+    notes = []
+    for split, labels in splits.items():
+        where = labels.source or split
+        if labels.columns:
+            notes.append(f"{where}: columns {', '.join(labels.columns)} read as head, relation, tail, time "
+                         "(named by its header)")  # fmt: skip
+        else:
+            notes.append(f"{where}: fields read as head, relation, tail, time, in that order")
+    return notes
 
 
 def _kept_times(splits: Mapping[str, LabelledSplit], mapped: Mapping[str, torch.Tensor], unseen: Unseen) -> dict:

@@ -192,10 +192,13 @@ def test_load_dataset_resolves_shipped_names_and_paths(folder: Path) -> None:
 
 
 def test_load_dataset_unknown(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The error names every path looked at and the variable that names the shared data folder."""
     monkeypatch.setenv("KGEVAL_SHARED_DATA", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
     message = (
-        "dataset 'no-such-dataset' is not a shipped dataset (umls, kinship, nations), an existing folder, "
-        f"or a folder in the shared data folder {str(tmp_path)!r}"
+        "dataset 'no-such-dataset' is not a shipped dataset (umls, kinship, nations) and was not found: looked at "
+        f"{tmp_path.resolve() / 'no-such-dataset'}; {tmp_path / 'no-such-dataset'} (the shared data folder, "
+        "$KGEVAL_SHARED_DATA). Pass a folder, or set KGEVAL_SHARED_DATA to the folder that holds no-such-dataset/"
     )
     with pytest.raises(FileNotFoundError, match=f"^{re.escape(message)}$"):
         load_dataset("no-such-dataset")

@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import pandas as pd
@@ -34,9 +35,11 @@ from kgeval.datasets import (
     shared_data_dir,
     temporal_folder,
 )
+from kgeval.datasets.labelled import LabelNotInIdsError
+from kgeval.datasets.reading import train_relations
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
-from kgeval.models.checkpoint import LoadedModel, load_model_file, save_checkpoint
+from kgeval.models.checkpoint import READ_OPTIONS, LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
 from kgeval.records import RankRecords, read_ranks
 from kgeval.typing import Target
@@ -87,12 +90,26 @@ DEFAULT_DATASET = "umls"
 
 def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
     """--unseen and --duplicates: how the dataset is read."""
-    parser.add_argument("--unseen", choices=("warn", "keep", "drop"), default="warn",
-                        help="valid / test triples whose labels never occur in train: kept with a warning (default), "
-                        "kept silently, or dropped as PyKEEN does")  # fmt: skip
-    parser.add_argument("--duplicates", choices=("keep", "merge"), default="keep",
+    parser.add_argument("--unseen", choices=READ_OPTIONS["unseen"], default=None,
+                        help="valid / test triples whose labels never occur in train: kept with a warning (default, "
+                        "or what a checkpoint recorded), kept silently, or dropped as PyKEEN does")  # fmt: skip
+    parser.add_argument("--duplicates", choices=READ_OPTIONS["duplicates"], default=None,
                         help="a triple (quadruple) repeating an earlier one of its split: kept, ranked as often as it "
-                        "occurs (default), or merged into the first; either way counted in a warning")  # fmt: skip
+                        "occurs (default, or what a checkpoint recorded), or merged into the first; either way "
+                        "counted in a warning")  # fmt: skip
+
+
+#: how a dataset is read where neither the command line nor a checkpoint says
+READ_DEFAULTS = {"unseen": "warn", "duplicates": "keep"}
+
+
+def _reading(args: argparse.Namespace, loaded: LoadedModel | None = None) -> dict[str, str]:
+    """``unseen`` and ``duplicates`` to read a dataset with: as given (--unseen, --duplicates), else as the
+    checkpoint recorded its data was read (a model trained with unseen triples dropped is evaluated so), else the
+    defaults."""
+    recorded = loaded.read_with if loaded is not None else {}
+    return {option: getattr(args, option, None) or recorded.get(option) or default
+            for option, default in READ_DEFAULTS.items()}  # fmt: skip
 
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -133,19 +150,19 @@ def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...],
             raise ValueError(f"the {split} split of {dataset.name} is empty{source}; {why}")
 
 
-def _temporal_dataset(name: str | None, args: argparse.Namespace, **ids: Any) -> TemporalDataset | None:
+def _temporal_dataset(name: str | None, reading: dict[str, str], **ids: Any) -> TemporalDataset | None:
     """The temporal dataset ``name`` names (:func:`kgeval.datasets.temporal_folder`: labelled quadruples or a
-    RE-Net folder), read as ``args`` say (--unseen, --duplicates) with ``ids`` where given, else None."""
+    RE-Net folder), read as ``reading`` says (:func:`_reading`) with ``ids`` where given, else None."""
     folder = temporal_folder(name) if name else None
     if folder is None:
         return None
-    return load_any_dataset(folder, unseen=args.unseen, duplicates=args.duplicates, **ids)
+    return load_any_dataset(folder, **reading, **ids)
 
 
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
-    dataset = load_any_dataset(args.dataset, unseen=args.unseen, duplicates=args.duplicates)
+    dataset = load_any_dataset(args.dataset, **_reading(args))
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
@@ -284,17 +301,38 @@ def _checkpoint_and_dataset(args: argparse.Namespace) -> tuple[LoadedModel, Trip
     chosen and what to pass."""
     loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
     name, chosen = _dataset_of(args, loaded)
+    reading = _reading(args, loaded)
+    if not args.dataset and loaded.dataset == name and Path(name).is_absolute() and not Path(name).is_dir():
+        shared = shared_data_dir()
+        looked = f"the shared data folder {shared}" if shared else "no shared data folder (KGEVAL_SHARED_DATA)"
+        raise FileNotFoundError(f"the checkpoint's data was read from {name}, which is not here, and "
+                                f"{Path(name).name} is no shipped dataset nor in {looked}: pass --dataset with the "
+                                "data the checkpoint was trained on")  # fmt: skip
     try:
-        dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id,
-                               unseen=args.unseen, duplicates=args.duplicates)  # fmt: skip
+        try:
+            dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id,
+                                   **reading)  # fmt: skip
+        except LabelNotInIdsError:  # the model's sizes, where they differ, say so more plainly
+            _check_model_fits(loaded.model, load_dataset(name, **{**reading, "unseen": "keep"}))
+            raise
         _check_model_fits(loaded.model, dataset)
         _check_fingerprint(loaded, dataset, args.dataset is not None)
     except (ValueError, FileNotFoundError) as error:
+        differing = [f"--{option} {value}" for option, value in loaded.read_with.items()
+                     if not _same_rows(value, reading[option])]  # fmt: skip
+        if differing:
+            raise type(error)(f"{error} -- the checkpoint's data was read with {', '.join(differing)}") from error
         if args.dataset:
             raise
         raise type(error)(f"{error} -- no --dataset was given, so the dataset was {chosen}: pass --dataset with the "
                           "data the checkpoint was trained on") from error  # fmt: skip
     return loaded, dataset
+
+
+def _same_rows(recorded: str, used: str) -> bool:
+    """Whether two values of a reading option keep the same rows (--unseen warn and keep differ only in a
+    warning)."""
+    return {"warn": "keep"}.get(recorded, recorded) == {"warn": "keep"}.get(used, used)
 
 
 def _dataset_of(args: argparse.Namespace, loaded: LoadedModel) -> tuple[str, str]:
@@ -311,8 +349,8 @@ def _dataset_of(args: argparse.Namespace, loaded: LoadedModel) -> tuple[str, str
 
 def _dataset_with_labels(loaded: LoadedModel) -> str | None:
     """The shipped or shared dataset whose entity and relation labels are exactly those of a checkpoint's label
-    maps (a PyKEEN results folder's), or None: the relations of each train file are compared first (one read),
-    the entities only where they match."""
+    maps (a PyKEEN results folder's), or None: a shared folder's train file is first read for its relations alone
+    (:func:`kgeval.datasets.reading.train_relations`), the whole dataset only where they match."""
     if loaded.entity_to_id is None or loaded.relation_to_id is None:
         return None
     shared = shared_data_dir()
@@ -320,7 +358,7 @@ def _dataset_with_labels(loaded: LoadedModel) -> str | None:
     relations, entities = set(loaded.relation_to_id), set(loaded.entity_to_id)
     for name in names:
         folder = dataset_folder(name)
-        if folder is not None and temporal_folder(folder) is not None:
+        if folder is not None and (temporal_folder(folder) is not None or not _may_hold(folder, relations)):
             continue
         try:
             with warnings.catch_warnings():
@@ -333,6 +371,15 @@ def _dataset_with_labels(loaded: LoadedModel) -> str | None:
     return None
 
 
+def _may_hold(folder: Path, relations: set[str]) -> bool:
+    """Whether the folder's train file names exactly these relations (one more: its header's), read alone."""
+    try:
+        found = train_relations(folder)
+    except (OSError, ValueError):
+        return False
+    return relations <= found and len(found - relations) <= 1
+
+
 def _check_fingerprint(loaded: LoadedModel, dataset: Any, named: bool) -> None:
     """The dataset is the data the checkpoint recorded (its fingerprint), or a ValueError (a warning when the user
     named the dataset: evaluating a model on other data on purpose is allowed)."""
@@ -343,6 +390,12 @@ def _check_fingerprint(loaded: LoadedModel, dataset: Any, named: bool) -> None:
         return
     message = (f"the dataset {dataset.name} is not the data the checkpoint's model was trained on (fingerprint "
                f"{found}; the checkpoint recorded {loaded.dataset} with {loaded.fingerprint})")  # fmt: skip
+    used = getattr(dataset, "read_with", {})
+    differing = {option: value for option, value in loaded.read_with.items()
+                 if not _same_rows(value, used.get(option, value))}  # fmt: skip
+    if differing:
+        message += (f"; its data was read with {', '.join(f'--{o} {v}' for o, v in differing.items())}, this "
+                    f"dataset with {', '.join(f'--{o} {used[o]}' for o in differing)}")  # fmt: skip
     if not named:
         raise ValueError(message)
     warnings.warn(f"kgeval evaluate: {message}; evaluating on the dataset given", UserWarning, stacklevel=2)
@@ -454,7 +507,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
         ids = {"entity_to_id": loaded.entity_to_id, "relation_to_id": loaded.relation_to_id,
                "time_to_id": loaded.time_to_id} if loaded.time_to_id is not None else {}  # fmt: skip
-        temporal = _temporal_dataset(args.dataset or loaded.dataset, args, **ids)
+        temporal = _temporal_dataset(args.dataset or loaded.dataset, _reading(args, loaded), **ids)
         if temporal is not None:
             _check_fingerprint(loaded, temporal, args.dataset is not None)
             return run_temporal_evaluate(args, temporal, loaded.model)
@@ -526,7 +579,7 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
-    temporal = _temporal_dataset(args.dataset, args)
+    temporal = _temporal_dataset(args.dataset, _reading(args))
     if temporal is not None:
         if args.ranks:
             raise ValueError("a rank table is audited on triples; on temporal data pass --checkpoint (or nothing)")
@@ -537,7 +590,7 @@ def _run_audit(args: argparse.Namespace) -> int:
         loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model
     else:
-        dataset = load_dataset(args.dataset or DEFAULT_DATASET, unseen=args.unseen, duplicates=args.duplicates)
+        dataset = load_dataset(args.dataset or DEFAULT_DATASET, **_reading(args))
     if args.ranks:
         records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
         results = RankBasedMetricResults.from_records(records)

@@ -74,7 +74,8 @@ def test_a_dataset_read_from_a_folder_is_found_by_that_folder_and_checked(tmp_pa
     shutil.rmtree(folder)  # gone: the message says where it looked
     assert main(["evaluate", "--checkpoint", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "dataset 'my-nations' is not a shipped dataset" in err and "looked at" in err and "KGEVAL_SHARED_DATA" in err
+    assert f"the checkpoint's data was read from {folder}, which is not here" in err
+    assert "my-nations is no shipped dataset nor in" in err and "pass --dataset" in err
 
 
 def test_a_temporal_checkpoint_finds_its_dataset(tmp_path, capsys) -> None:
@@ -134,11 +135,17 @@ def test_a_checkpoint_description_is_checked_and_files_without_one_still_load(tm
     with pytest.raises(ValueError, match="the dataset umls has 135 entities, the model 14"):
         save_checkpoint(model, tmp_path / "wrong.pt", load_shipped_dataset("umls"))
     save_checkpoint(model, tmp_path / "described.pt", data)
-    document = torch.load(tmp_path / "described.pt", weights_only=True)
-    document["data"]["entities"] = document["data"]["entities"][:-1]
-    torch.save(document, tmp_path / "tampered.pt")
-    with pytest.raises(ValueError, match="data description must hold a name, a fingerprint and one label per id"):
-        load_checkpoint(tmp_path / "tampered.pt")
+    entities = torch.load(tmp_path / "described.pt", weights_only=True)["data"]["entities"]
+    tampered = {"one label short": {"entities": entities[:-1]},
+                "a label twice": {"entities": [entities[1], *entities[1:]]},
+                "times that are no list": {"times": 5}, "a time that is no string": {"times": [1, 2]},
+                "a folder that is no string": {"folder": 3}, "an unknown reading": {"read_with": {"unseen": "skip"}}}
+    for why, change in tampered.items():
+        document = torch.load(tmp_path / "described.pt", weights_only=True)
+        document["data"].update(change)
+        torch.save(document, tmp_path / f"{why}.pt")
+        with pytest.raises(ValueError, match="data description must hold a name, a fingerprint, one distinct label"):
+            load_checkpoint(tmp_path / f"{why}.pt")
 
 
 def test_unseen_on_the_command_line(tmp_path, capsys) -> None:
@@ -153,3 +160,71 @@ def test_unseen_on_the_command_line(tmp_path, capsys) -> None:
     assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--no-progress", "--unseen", "keep"]) == 0
     kept = capsys.readouterr().out
     assert "/ 201 train / valid / test triples" in dropped and "/ 202 train / valid / test triples" in kept
+
+
+def test_the_recorded_folder_wins_over_a_dataset_of_its_name(tmp_path, capsys, monkeypatch) -> None:
+    """A user's own folder named like a shipped dataset is the data the checkpoint names, not the shipped one; a
+    folder of the current directory named like the data does not stand in for it."""
+    folder = tmp_path / "data" / "nations"
+    folder.parent.mkdir()
+    copy_nations(folder)
+    lines = (folder / "train.txt").read_text().splitlines()
+    (folder / "train.txt").write_text("\n".join(lines[:-40]) + "\n")  # not the shipped nations
+    path = tmp_path / "m.pt"
+    assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--no-progress", "--save-checkpoint",
+                 str(path)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert load_model_file(path).dataset == str(folder.resolve())
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    copy_nations(elsewhere / "nations")  # the shipped content, named like the data, in the current directory
+    monkeypatch.chdir(elsewhere)
+    assert main(["evaluate", "--checkpoint", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["source"]["dataset"] == "nations"
+
+
+def test_a_temporal_checkpoint_of_data_that_spells_a_time_two_ways(tmp_path, capsys) -> None:
+    """The checkpoint records one label per time ("1"); the files also write "1.0" and "40.0": evaluated without
+    being told, with the fingerprint unchanged by spelling and row order."""
+    folder = tmp_path / "spell"
+    folder.mkdir()
+    generator = np.random.default_rng(5)
+    for split, times in {"train": ["1", "1.0", "2", "10"], "valid": ["20"], "test": ["40", "40.0"]}.items():
+        rows = [(f"e{i % 8}", f"r{generator.integers(2)}", f"e{(i * 3 + 1) % 8}", times[i % len(times)])
+                for i in range(40 if split == "train" else 8)]  # fmt: skip
+        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    path = tmp_path / "t.pt"
+    assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--dim", "4", "--no-progress",
+                 "--save-checkpoint", str(path)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert load_model_file(path).time_to_id == {"1": 0, "2": 1, "10": 2, "20": 3, "40": 4}
+    assert main(["evaluate", "--checkpoint", str(path), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    data = load_temporal_tsv(folder)
+    expected = TemporalRankBasedEvaluator(filtered="all", ks=(1, 3, 10)).evaluate(
+        load_checkpoint(path), **data.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
+    assert got["metrics"]["time-aware"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(
+        expected["mrr"], rel=1e-12)  # fmt: skip
+    train = (folder / "train.txt").read_text().splitlines()
+    respelled = [line.replace("\t1.0", "\t1") if line.endswith("\t1.0") else line.replace("\t1", "\t1.0", 1)
+                 if line.endswith("\t1") else line for line in reversed(train)]  # fmt: skip
+    (folder / "train.txt").write_text("\n".join(respelled) + "\n")
+    assert dataset_fingerprint(load_temporal_tsv(folder)) == dataset_fingerprint(data)
+
+
+def test_a_checkpoint_trained_with_unseen_rows_dropped_is_evaluated_so(tmp_path, capsys) -> None:
+    """The reading options that decide the rows are recorded and are the defaults of a later evaluate."""
+    folder = copy_nations(tmp_path / "n")
+    with (folder / "test.txt").open("a") as handle:
+        handle.write("newcomer\tintergovorgs\tusa\n")
+    path = tmp_path / "m.pt"
+    assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--no-progress", "--unseen", "drop",
+                 "--save-checkpoint", str(path)]) == 0  # fmt: skip
+    capsys.readouterr()
+    assert load_model_file(path).read_with == {"unseen": "drop", "duplicates": "keep"}
+    assert main(["evaluate", "--checkpoint", str(path), "--json"]) == 0
+    assert "both.realistic.inverse_harmonic_mean_rank" in metrics(capsys)
+    assert main(["evaluate", "--checkpoint", str(path), "--unseen", "keep"]) == 2
+    err = capsys.readouterr().err
+    assert "the checkpoint's model has 14 entities, the dataset n 15" in err  # the newcomer counted
+    assert "the checkpoint's data was read with --unseen drop" in err

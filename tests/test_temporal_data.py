@@ -290,6 +290,63 @@ def test_time_values_and_steps_keep_the_gaps_the_positions_lose(tmp_path: Path, 
     assert data.time_steps.tolist() == steps
 
 
+@pytest.mark.parametrize(
+    ("times", "offsets", "granularity"),
+    [(("9007199254740992", "9007199254740993", "9007199254740995"), [0, 1, 3], 1.0),  # beyond float64's integers
+     (("1700000000000000000", "1700000000000000001", "1700000000000000100"), [0, 1, 100], 1.0),  # epoch nanoseconds
+     (("0.1", "0.10000000000000001"), [0, 1], 1e-17),  # 17 significant digits: two instants
+     (("0.1", "0.2", "0.3"), [0, 1, 2], 0.1),  # float64 would make the steps 1 and 1.0000000000000002
+     (("0", "0.5", "1e-9"), [0, 1, 500_000_000], 1e-9),
+     (("2014-01-01", "2014-01-01T01:00", "2014-01-03"), [0, 1, 48], 1 / 24),  # whole hours, not 48.0000000007
+     (("2014-01-01", "2014-01-01T00:00:00.000001"), [0, 1], 1 / 86_400_000_000)],
+)  # fmt: skip
+def test_instants_are_exact_and_their_steps_whole(times, offsets, granularity) -> None:
+    """Distinct labels that float64 would merge stay distinct times; steps are counted exactly."""
+    from kgeval.datasets.temporal import time_axis
+
+    axis, ids = time_axis(times)
+    assert sorted(ids.values()) == list(range(len(times)))  # every label its own time
+    assert list(axis.offsets) == offsets
+    assert axis.steps.tolist() == offsets
+    assert axis.granularity == pytest.approx(granularity, rel=1e-15)
+
+
+def test_eight_digit_dates_are_read_as_dates_and_said_so(tmp_path: Path) -> None:
+    """GDELT's and ICEWS's raw YYYYMMDD labels: New Year's Eve is one day before New Year's Day, not 8,870."""
+    from kgeval.datasets.temporal import time_axis
+
+    days = ("20141230", "20141231", "20150101", "20150102")
+    rows = [("a", "r", "b", day) for day in days]
+    data = load_temporal_tsv(write_quadruples(tmp_path / "ymd", {"train": rows, "valid": rows[:1],
+                                                                 "test": rows[-1:]}))  # fmt: skip
+    assert data.time_steps.tolist() == [0, 1, 2, 3]
+    assert data.times.reading == "dates written YYYYMMDD" and "read as dates written YYYYMMDD" in data.summary()
+    assert data.time_to_id["20150101"] == data.time_to_id.get("2015-01-01", 2) == 2
+    axis, _ = time_axis(["20141230", "20141299"])  # not every label a date: numbers
+    assert axis.reading == "numbers" and list(axis.offsets) == [0, 1]
+    axis, ids = time_axis(["20140102", "2014-01-02"])  # one instant written two ways
+    assert set(ids.values()) == {0}
+
+
+def test_given_time_ids_find_every_spelling_of_their_instants(tmp_path: Path) -> None:
+    """A checkpoint records one label per time; the files may spell a time otherwise (1.0 for 1): matched by the
+    instant, and the axis (values, steps) rebuilt from the given labels."""
+    from kgeval.datasets.temporal import given_time_ids
+
+    rows = {"train": [("a", "r", "b", "1"), ("b", "r", "c", "1.0"), ("c", "r", "a", "2")],
+            "valid": [("a", "r", "c", "10")], "test": [("c", "r", "b", "40.0")]}  # fmt: skip
+    folder = write_quadruples(tmp_path / "spell", rows)
+    first = load_temporal_tsv(folder)
+    given = {label: index for index, label in enumerate(first.time_labels)}
+    again = load_temporal_tsv(folder, time_to_id=given)
+    assert again.train.tolist() == first.train.tolist() and again.test.tolist() == first.test.tolist()
+    assert again.time_steps.tolist() == first.time_steps.tolist() == [0, 1, 9, 39]  # the gaps, not the positions
+    assert given_time_ids({"2": 1, "1": 0}, ["2.0"])[0]["2.0"] == 1
+    assert given_time_ids({"2": 0, "1": 1}, [])[1] is None  # ids out of time order: no axis
+    with pytest.raises(ValueError, match="'1' and '1.0' name one instant but have the ids 0 and 1"):
+        given_time_ids({"1": 0, "1.0": 1}, [])
+
+
 # -- RE-Net-format folders (YAGO, WIKI, ICEWS18, GDELT as the forecasting field distributes them) --------------------
 
 
@@ -313,7 +370,7 @@ def write_renet_folder(folder: Path, declared_times: int, step: int = 1, seed: i
     return splits
 
 
-@pytest.mark.parametrize(("declared_times", "step"), [(12, 1), (0, 24)])
+@pytest.mark.parametrize(("declared_times", "step"), [(12, 1), (15, 1), (0, 24)])
 def test_a_renet_folder_loads_as_distributed_with_its_declared_counts(tmp_path: Path, declared_times, step) -> None:
     from kgeval.datasets import load_any_dataset, load_renet_folder
 
@@ -326,7 +383,8 @@ def test_a_renet_folder_loads_as_distributed_with_its_declared_counts(tmp_path: 
         expected[:, 3] //= step  # ids: the declared times, or the positions of the distinct times
         assert getattr(data, split).tolist() == expected.tolist()
     assert data.times is not None and data.times.granularity == (1 if declared_times else step)
-    assert data.time_steps.tolist() == list(range(12))
+    assert data.num_times == (declared_times or 12)  # declared ids kept where no split uses them (12..14)
+    assert data.time_steps.tolist() == list(range(declared_times or 12))
     notes = "\n".join(data.notes)
     assert "entity2id.txt: label, id (2 more column(s) left out)" in notes
     assert "train.txt: head, relation, tail, time ids (1 more column(s) left out)" in notes
@@ -349,6 +407,25 @@ def test_a_renet_folders_evaluation_equals_the_fields_definitions(tmp_path: Path
     for setting, got in (("time-aware", results), ("static", results.static), ("raw", results.raw)):
         assert_same_ranks(got.records, numpy_reference(model, data.test.numpy(), known, setting))
     assert set(results.records.num_candidates[results.records.side == 1].tolist()) <= set(range(1, 34))
+
+
+def test_a_renet_folder_with_uneven_lines_and_other_ids(tmp_path: Path) -> None:
+    """A trailing tab on some lines only is read (pandas alone refuses it); ids given to read a RE-Net folder
+    with (a checkpoint's) must be the id files' own."""
+    from kgeval.datasets import load_any_dataset, load_renet_folder
+
+    written = write_renet_folder(tmp_path / "renet", 12)
+    train = (tmp_path / "renet" / "train.txt").read_text().splitlines()
+    (tmp_path / "renet" / "train.txt").write_text("".join(line + ("\t" if i % 3 else "") + "\n"
+                                                          for i, line in enumerate(train)))  # fmt: skip
+    data = load_renet_folder(tmp_path / "renet")
+    assert data.train.tolist() == written["train"].tolist()
+    entities = dict(data.entity_to_id)
+    assert load_any_dataset(tmp_path / "renet", entity_to_id=entities).entity_to_id == entities
+    entities["<E1>"], entities["<E2>"] = entities["<E2>"], entities["<E1>"]
+    with pytest.raises(ValueError, match="RE-Net folder whose ids are its id files' own; the given entity_to_id "
+                                         "differs from them \\(2 of 33 labels"):  # fmt: skip
+        load_any_dataset(tmp_path / "renet", entity_to_id=entities)
 
 
 @pytest.mark.parametrize(

@@ -28,7 +28,7 @@ from kgeval.datasets.labelled import (
 )
 from kgeval.datasets.reading import SPLITS, ReadOptions, holds_quadruples, read_splits
 from kgeval.datasets.renet import is_renet_folder, load_renet_folder
-from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv
+from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv, time_keys
 
 __all__ = [
     "SHIPPED_DATASETS",
@@ -93,6 +93,9 @@ class TriplesDataset:
     relation_to_id: dict[str, int] = field(repr=False)
     #: split -> the file it was read from (empty for datasets built in memory), for messages.
     sources: dict[str, str] = field(default_factory=dict, repr=False)
+    #: the reading options that decide which rows were kept ({"unseen": ..., "duplicates": ...}; empty when
+    #: unknown): what a checkpoint records, to read its data again the same way.
+    read_with: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         columns = (("head", self.num_entities), ("relation", self.num_relations), ("tail", self.num_entities))
@@ -142,12 +145,13 @@ def labels_by_id(label_to_id: Mapping[str, int]) -> list[str]:
 
 def split_fingerprint(dataset: Any, split: str) -> str:
     """The first 16 hex digits of the SHA-256 of one split's labelled rows, sorted (``head\trelation\ttail`` lines,
-    with ``\ttime`` for quadruples): equal for equal contents whatever the ids or the order of the file. Works for a
+    with ``\ttime`` for quadruples, a time named by its instant, :func:`kgeval.datasets.temporal.time_keys`): equal
+    for equal contents whatever the ids, the order of the file or the spelling of a time. Works for a
     :class:`TriplesDataset` and a :class:`TemporalDataset`."""
-    vocabularies = [dataset.entity_to_id, dataset.relation_to_id, dataset.entity_to_id]
+    names = [labels_by_id(dataset.entity_to_id), labels_by_id(dataset.relation_to_id)]
+    names.append(names[0])
     if getattr(dataset, "time_to_id", None) is not None:
-        vocabularies.append(dataset.time_to_id)
-    names = [labels_by_id(vocabulary) for vocabulary in vocabularies]
+        names.append(time_keys(dataset.time_to_id))
     rows = sorted("\t".join(names[c][v] for c, v in enumerate(row)) for row in getattr(dataset, split).tolist())
     return hashlib.sha256("\n".join(rows).encode("utf-8")).hexdigest()[:16]
 
@@ -273,6 +277,7 @@ def _dataset(
         entity_to_id=entity_ids,
         relation_to_id=relation_ids,
         sources={split: labels.source for split, labels in splits.items() if labels.source},
+        read_with={"unseen": unseen, "duplicates": duplicates},
     )
 
 
@@ -361,11 +366,25 @@ def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "war
     ``ids``: ``entity_to_id`` / ``relation_to_id`` (and ``time_to_id`` for labelled quadruples) to read it with."""
     folder = temporal_folder(name_or_path)
     if folder is not None and is_renet_folder(folder):
-        return load_renet_folder(folder, duplicates=duplicates)
+        return _same_ids(load_renet_folder(folder, duplicates=duplicates), ids)
     if folder is not None:
         return load_temporal_tsv(folder, unseen=unseen, duplicates=duplicates, **ids)
     ids.pop("time_to_id", None)
     return load_dataset(name_or_path, unseen=unseen, duplicates=duplicates, **ids)
+
+
+def _same_ids(dataset: TemporalDataset, ids: Mapping[str, Any]) -> TemporalDataset:
+    """A RE-Net folder's dataset, whose ids are its id files' own, when the ids given to read it with (a
+    checkpoint's) are those; else a ValueError saying which differ."""
+    for kind, given in ids.items():
+        if given is None:
+            continue
+        own = getattr(dataset, kind)
+        if dict(given) != own and labels_by_id(given) != labels_by_id(own):
+            differing = sum(given.get(label) != index for label, index in own.items())
+            raise ValueError(f"{dataset.name} is a RE-Net folder whose ids are its id files' own; the given {kind} "
+                             f"differs from them ({differing:,} of {len(own):,} labels have another id or none)")
+    return dataset
 
 
 def load_dataset(

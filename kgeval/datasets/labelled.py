@@ -21,6 +21,7 @@ __all__ = [
     "KNOWN_HEADERS",
     "TIME_HEADERS",
     "UNSEEN_CHOICES",
+    "LabelNotInIdsError",
     "LabelledSplit",
     "Unseen",
     "check_id_ranges",
@@ -41,6 +42,11 @@ UNSEEN_CHOICES: tuple[str, ...] = ("warn", "keep", "drop")
 #: does) or merge it into the first (ranked once, as the nec-research framework does); either way counted and said
 Duplicates = Literal["keep", "merge"]
 DUPLICATE_CHOICES: tuple[str, ...] = ("keep", "merge")
+
+
+class LabelNotInIdsError(ValueError):
+    """A label of a file is not in the label-to-id map given to read it with (a model's): the data is not the
+    model's."""
 
 
 class DuplicatesWarning(UserWarning):
@@ -296,7 +302,7 @@ def _ids(split: LabelledSplit, entity_ids: Mapping[str, int], relation_ids: Mapp
             columns.append(np.fromiter(map(vocabulary.__getitem__, labels), dtype=np.int64, count=len(labels)))
         except KeyError as error:
             row = next(index for index, label in enumerate(labels) if label not in vocabulary)
-            raise ValueError(
+            raise LabelNotInIdsError(
                 f"{split.origins[row]}: {kind} label {labels[row]!r} is not in the given {kind}_to_id"
             ) from error
     return torch.from_numpy(np.stack(columns, axis=1)).reshape(-1, 3)

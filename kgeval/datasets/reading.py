@@ -54,6 +54,16 @@ def holds_quadruples(folder: Path, sep: str = "\t") -> bool:
     return False
 
 
+def train_relations(folder: Path, sep: str = "\t") -> set[str]:
+    """The second field of every data line of the folder's train file (its relations, and a header's second
+    label): a cheap look at a dataset before reading it whole. A FileNotFoundError without a train file."""
+    names, found = _split_files(folder, "train")
+    if not found:
+        raise FileNotFoundError(f"no train file in {str(folder)!r}; tried {', '.join(names)}")
+    fields = (line.split(sep, 2) for _, line in _data_lines(folder, found[0], f"{folder}/{found[0]}"))
+    return {parts[1].strip() for parts in fields if len(parts) > 1}
+
+
 def _split_files(folder: Path | Traversable, split: str) -> tuple[list[str], list[str]]:
     """(the file names tried for ``split``, those that exist in ``folder``)."""
     names = [pattern.format(split=split) for pattern in FILE_PATTERNS]

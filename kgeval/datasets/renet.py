@@ -111,16 +111,24 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
         sources={split: str(folder / f"{split}.txt") for split in SPLITS},
         times=axis,
         notes=tuple(notes),
+        read_with={"duplicates": duplicates},
     )
 
 
 def _fields(file: Path) -> pd.DataFrame:
-    """The file's tab-separated fields as stripped strings (blank lines skipped; an empty file: no rows)."""
+    """The file's tab-separated fields as stripped strings (blank lines skipped; an empty file: no rows). Lines of
+    more fields than the first (a trailing tab on some lines) are read whole, the fields a shorter line lacks left
+    empty."""
+    options = {"sep": "\t", "header": None, "dtype": str, "keep_default_na": False, "skip_blank_lines": True,
+               "quoting": 3, "encoding": "utf-8"}  # fmt: skip
     try:
-        table = pd.read_csv(file, sep="\t", header=None, dtype=str, keep_default_na=False, skip_blank_lines=True,
-                            quoting=3, encoding="utf-8")  # fmt: skip
+        table = pd.read_csv(file, **options)
     except pd.errors.EmptyDataError:
         return pd.DataFrame()
+    except pd.errors.ParserError:  # uneven lines: read as wide as the widest
+        with file.open(encoding="utf-8") as lines:
+            widest = max(line.count("\t") for line in lines) + 1
+        table = pd.read_csv(file, names=range(widest), **options).fillna("")
     return table.apply(lambda column: column.str.strip())
 
 
@@ -153,8 +161,9 @@ def _id_file(file: Path, kind: str, declared: int) -> tuple[dict[str, int], int]
         raise ValueError(f"{file}: expected label<TAB>id lines, got {table.shape[1]} field(s)")
     ids = _integers(table[[1]], file)[:, 0]
     if len(ids) != declared or sorted(ids.tolist()) != list(range(declared)):
+        plural = "entities" if kind == "entity" else "relations"
         raise ValueError(f"{file}: {len(ids):,} {kind} ids ({len(set(ids.tolist())):,} distinct), but stat.txt "
-                         f"declares {declared:,} {kind}s: each id 0..{declared - 1} must appear once")  # fmt: skip
+                         f"declares {declared:,} {plural}: each id 0..{declared - 1} must appear once")  # fmt: skip
     labels = table[0].tolist()
     if len(set(labels)) != len(labels):
         duplicated = next(label for label in labels if labels.count(label) > 1)
@@ -190,7 +199,7 @@ def _time_ids(times: np.ndarray, declared: int) -> tuple[TimeAxis, Callable[[np.
     of them, else the positions of the distinct times."""
     if declared and times.min() >= 0 and times.max() < declared:
         labels = tuple(str(i) for i in range(declared))
-        axis = TimeAxis(labels, tuple(float(i) for i in range(declared)), "number", 1.0)
+        axis = TimeAxis(labels, tuple(range(declared)), "number")
         return axis, lambda values: values
     axis, ids = time_axis(str(value) for value in np.unique(times).tolist())
     lookup = np.array([ids[str(value)] for value in np.unique(times).tolist()], dtype=np.int64)

@@ -2,9 +2,11 @@
 mapped to integer ids (:func:`load_temporal_tsv`), with time ids in time order.
 
 Time ids are the positions of the distinct *instants* of the dataset in time order. A label is read as the instant
-it names -- numbers by value (``1`` and ``1.0`` are one instant), ISO dates and timestamps by date and time
-(``2014-01-02`` and ``2014-01-02T00:00:00`` are one instant, a time zone converted to UTC) -- so two spellings of
-one moment share one id, and the time-aware filter treats them as one. ``TemporalDataset.time_labels`` maps an id
+it names -- numbers by their exact value (``1`` and ``1.0`` are one instant; ``2**53`` and ``2**53 + 1``, ``0.1``
+and ``0.10000000000000001`` are two), ISO dates and timestamps by date and time (``2014-01-02`` and
+``2014-01-02T00:00:00`` are one instant, a time zone converted to UTC), eight-digit labels that are all valid dates
+(``20141231``, GDELT's and ICEWS's raw exports) as dates -- so two spellings of one moment share one id, and the
+time-aware filter treats them as one. ``TemporalDataset.time_labels`` maps an id
 back to its first spelling. Beside the positions, ``TemporalDataset.time_values`` keeps what each instant
 measures (numbers as they are, dates in days since 1970-01-01) and ``time_steps`` the distance from the first
 instant in the dataset's granularity (the greatest common step of its times: 1 for daily dates or consecutive
@@ -16,17 +18,28 @@ The filter's keys remain the positions.
 from __future__ import annotations
 
 import datetime
+import itertools
 import math
 import os
-from collections.abc import Mapping, Sequence
+import re
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Literal
 
-import numpy as np
 import torch
 
-from kgeval.datasets.labelled import Duplicates, LabelledSplit, Unseen, check_id_table, handle_duplicates, map_splits
+from kgeval.datasets.labelled import (
+    Duplicates,
+    LabelledSplit,
+    LabelNotInIdsError,
+    Unseen,
+    check_id_table,
+    handle_duplicates,
+    map_splits,
+)
 from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
 
 __all__ = ["TemporalDataset", "TimeAxis", "load_temporal_tsv", "time_axis", "time_order"]
@@ -34,38 +47,94 @@ __all__ = ["TemporalDataset", "TimeAxis", "load_temporal_tsv", "time_axis", "tim
 
 #: what a time value measures: a number as written, or days since 1970-01-01 for ISO dates and timestamps
 TimeUnit = Literal["number", "day"]
+#: an instant, exactly: an int or Fraction for a number, a naive UTC datetime for a date or timestamp
+Instant = int | Fraction | datetime.datetime
 _EPOCH = datetime.datetime(1970, 1, 1)
+_MICROSECONDS_PER_DAY = 86_400_000_000
+#: how a dataset's time labels were read (TimeAxis.reading)
+NUMBERS, ISO_DATES, BASIC_DATES = "numbers", "ISO dates / timestamps", "dates written YYYYMMDD"
 
 
 @dataclass(frozen=True)
 class TimeAxis:
     """The distinct instants of a dataset's times, in time order (an id is a position on this axis).
 
+    Distances are exact: numbers are read as the decimals they are written as (``0.1`` and
+    ``0.10000000000000001`` are two instants, so are ``2**53`` and ``2**53 + 1``), dates to the microsecond; only
+    :attr:`values` and :attr:`granularity` are rounded to float64.
+
     Attributes
     ----------
     labels : tuple of str
         The first spelling of each instant, by id.
-    values : tuple of float
-        What each instant measures, by id (strictly increasing): numbers as written, dates in days since
-        1970-01-01 (a timestamp's time of day as a fraction of a day).
+    instants : tuple
+        Each instant exactly, by id (strictly increasing): an int or :class:`fractions.Fraction` for a number, a
+        naive UTC :class:`datetime.datetime` for a date or timestamp.
     unit : {"number", "day"}
-    granularity : float
-        The dataset's time step: the greatest common divisor of the differences between consecutive values when
-        they are all integers (1 for consecutive years or daily dates, 24 for hourly ids of one a day), else the
-        smallest difference; 1.0 for a single instant.
+    reading : str
+        How the labels were read: "numbers", "ISO dates / timestamps", or "dates written YYYYMMDD" (eight-digit
+        labels that are all valid dates, e.g. GDELT's and ICEWS's raw exports: read as days, not as the numbers
+        20141231 and 20150101, which are 8,870 apart).
     """
 
     labels: tuple[str, ...]
-    values: tuple[float, ...]
+    instants: tuple[Instant, ...]
     unit: TimeUnit
-    granularity: float
+    reading: str = NUMBERS
+
+    @cached_property
+    def _exact(self) -> tuple[list[int], Fraction]:
+        """(each instant as an integer count of a common unit, that unit in the axis's unit): numbers over the
+        least common denominator, dates in microseconds."""
+        if self.unit == "day":
+            return [(instant - _EPOCH) // datetime.timedelta(microseconds=1) for instant in self.instants], Fraction(
+                1, _MICROSECONDS_PER_DAY)  # type: ignore[operator]
+        if all(type(instant) is int for instant in self.instants):
+            return list(self.instants), Fraction(1)  # type: ignore[arg-type]
+        fractions = [Fraction(instant) for instant in self.instants]  # type: ignore[arg-type]
+        denominator = math.lcm(*(fraction.denominator for fraction in fractions)) if fractions else 1
+        return [int(fraction * denominator) for fraction in fractions], Fraction(1, denominator)
+
+    @cached_property
+    def _step(self) -> int:
+        """The greatest common divisor of the differences between consecutive instants, in :attr:`_exact`'s unit
+        (1 for fewer than two instants)."""
+        counts = self._exact[0]
+        return math.gcd(*(b - a for a, b in itertools.pairwise(counts))) or 1
+
+    @property
+    def values(self) -> tuple[float, ...]:
+        """What each instant measures, by id: numbers as written, dates in days since 1970-01-01 (a timestamp's
+        time of day as a fraction of a day); float64, so increasing but not always strictly beyond 2**53."""
+        counts, unit = self._exact
+        return tuple(count * unit.numerator / unit.denominator for count in counts)
+
+    @property
+    def granularity(self) -> float:
+        """The dataset's time step, in the axis's unit: the greatest common divisor of the distances between
+        consecutive instants, computed exactly (1 for consecutive years or daily dates, 24 for hourly ids of one a
+        day, 0.25 for six-hourly timestamps); 1.0 for a single instant."""
+        if len(self.instants) < 2:
+            return 1.0
+        return float(self._step * self._exact[1])
+
+    @property
+    def offsets(self) -> tuple[int, ...]:
+        """Each instant's distance from the first in :attr:`granularity` steps, exactly (0, 1, 2, 9, 39 for the
+        years 1, 2, 3, 10, 40)."""
+        counts = self._exact[0]
+        return tuple((count - counts[0]) // self._step for count in counts)
 
     @property
     def steps(self) -> torch.Tensor:
-        """Float64 tensor (num_times,): each instant's distance from the first, in granularity steps (0, 1, 2, 9,
-        39 for the years 1, 2, 3, 10, 40)."""
-        values = torch.tensor(self.values, dtype=torch.float64)
-        return (values - values[0]) / self.granularity if len(values) else values
+        """Float64 tensor (num_times,): :attr:`offsets` (exact below 2**53)."""
+        return torch.tensor([float(offset) for offset in self.offsets], dtype=torch.float64)
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """A canonical name of each instant, by id, whatever its spelling: a number in lowest terms (``1``,
+        ``1/10``), a date or timestamp in ISO form (``2014-01-02T00:00:00``)."""
+        return tuple(instant_name(instant) for instant in self.instants)
 
 
 @dataclass(frozen=True, eq=False)
@@ -85,9 +154,12 @@ class TemporalDataset:
         Split -> the file it was read from.
     times : TimeAxis, optional
         The instants behind the ids (values, unit, granularity); None when the ids were given (``time_to_id``)
-        without what they measure.
+        out of time order or for labels of no one kind.
     notes : tuple of str
         How the files were read: the columns read and left out, the counts declared (:meth:`summary`).
+    read_with : dict of str to str
+        The reading options that decide which rows were kept (``unseen``, ``duplicates``; empty when unknown): what
+        a checkpoint records, to read its data again the same way.
     """
 
     name: str
@@ -100,6 +172,7 @@ class TemporalDataset:
     sources: dict[str, str] = field(default_factory=dict, repr=False)
     times: TimeAxis | None = field(default=None, repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
+    read_with: dict[str, str] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         columns = (("head", self.num_entities), ("relation", self.num_relations), ("tail", self.num_entities),
@@ -157,8 +230,8 @@ class TemporalDataset:
         lines = [repr(self)]
         if self.times is not None and self.times.labels:
             unit = "days" if self.times.unit == "day" else "units"
-            lines.append(f"times {self.times.labels[0]} .. {self.times.labels[-1]}, one step = "
-                         f"{self.times.granularity:g} {unit}")  # fmt: skip
+            lines.append(f"times {self.times.labels[0]} .. {self.times.labels[-1]} (read as {self.times.reading}), "
+                         f"one step = {self.times.granularity:g} {unit}")  # fmt: skip
         lines.extend(self.notes)
         return "\n".join(lines)
 
@@ -191,7 +264,9 @@ def load_temporal_tsv(
         As for :func:`kgeval.datasets.load_tsv_dataset`. Times are never "unseen": a forecasting split's test
         times follow every training time by design.
     time_to_id : mapping of str to int, optional
-        Use these time ids; by default the distinct times of the three splits in time order (:func:`time_order`).
+        Use these time ids (a checkpoint's, one label per id): a time of the files is matched by the instant it
+        names, so ``1.0`` finds the id given for ``1`` (:func:`given_time_ids`). By default the distinct instants
+        of the three splits in time order (:func:`time_axis`).
     duplicates : {"keep", "merge"}, default="keep"
         A quadruple equal to an earlier one of the same split (the same instant, however spelled): kept (RE-GCN
         ranks it as often as it occurs) or merged into the first (the nec-research framework's way); either way a
@@ -207,17 +282,18 @@ def load_temporal_tsv(
     splits = read_splits(folder, str(folder), ReadOptions(sep, header, temporal=True))
     mapped, entity_ids, relation_ids = map_splits(splits, unseen, entity_to_id, relation_to_id)
     kept = _kept_times(splits, mapped, unseen)
-    axis = None
+    labels = (label for split in SPLITS for label in kept[split])
     if time_to_id is not None:
-        time_ids = dict(time_to_id)
+        time_ids, axis = given_time_ids(time_to_id, labels)
     else:
-        axis, time_ids = time_axis(label for split in SPLITS for label in kept[split])
+        axis, time_ids = time_axis(labels)
     quadruples = {}
     for split in SPLITS:
         times = kept[split]
         missing = next((label for label in times if label not in time_ids), None)
         if missing is not None:
-            raise ValueError(f"{splits[split].source or split}: time label {missing!r} is not in the given time_to_id")
+            raise LabelNotInIdsError(f"{splits[split].source or split}: time label {missing!r} is not in the given "
+                                     "time_to_id")  # fmt: skip
         column = torch.tensor([time_ids[label] for label in times], dtype=torch.long).reshape(-1, 1)
         quadruples[split] = torch.cat([mapped[split], column], dim=1)
     quadruples = handle_duplicates(quadruples, duplicates, "quadruples",
@@ -233,6 +309,7 @@ def load_temporal_tsv(
         sources={split: labels.source for split, labels in splits.items() if labels.source},
         times=axis,
         notes=tuple(_column_notes(splits)),
+        read_with={"unseen": unseen, "duplicates": duplicates},
     )
 
 
@@ -265,6 +342,137 @@ def _kept_times(splits: Mapping[str, LabelledSplit], mapped: Mapping[str, torch.
     return kept
 
 
+def time_axis(labels: Iterable[str]) -> tuple[TimeAxis, dict[str, int]]:
+    """The instants the time labels name, in time order, and the id of every spelling (see the module docstring).
+
+    Raises
+    ------
+    ValueError
+        For labels of mixed or unknown kinds (naming the first that does not fit).
+    """
+    distinct = list(dict.fromkeys(labels))  # first appearance order: the first spelling of an instant wins
+    keys, unit, reading = _instants(distinct)
+    first: dict[Any, str] = {}
+    for label, key in zip(distinct, keys, strict=True):
+        first.setdefault(key, label)
+    instants = sorted(first)
+    index = {instant: i for i, instant in enumerate(instants)}
+    axis = TimeAxis(tuple(first[instant] for instant in instants), tuple(instants), unit, reading)
+    return axis, {label: index[key] for label, key in zip(distinct, keys, strict=True)}
+
+
+def given_time_ids(time_to_id: Mapping[str, int], labels: Iterable[str]) -> tuple[dict[str, int], TimeAxis | None]:
+    """Given time ids extended to every spelling of their instants among ``labels`` (a checkpoint records one
+    spelling per time, the data may hold others), and the axis they form when the ids are ``0 .. n-1`` in time
+    order (else None: ids given without what they measure).
+
+    Labels of no one kind (neither all numbers nor all dates) are matched by spelling only.
+
+    Raises
+    ------
+    ValueError
+        When two given labels name one instant under two ids.
+    """
+    ids = dict(time_to_id)
+    others = [label for label in dict.fromkeys(labels) if label not in ids]
+    try:
+        keys, unit, reading = _instants(list(ids) + others)
+    except ValueError:
+        return ids, None
+    by_instant: dict[Any, int] = {}
+    first: dict[int, tuple[str, Any]] = {}
+    for (label, index), key in zip(ids.items(), keys, strict=False):
+        if by_instant.setdefault(key, index) != index:
+            twin = next(other for other, other_key in zip(ids, keys, strict=False) if other_key == key)
+            raise ValueError(f"the time labels {twin!r} and {label!r} name one instant but have the ids "
+                             f"{by_instant[key]} and {index}")  # fmt: skip
+        first.setdefault(index, (label, key))
+    for label, key in zip(others, keys[len(ids):], strict=True):
+        if key in by_instant:
+            ids[label] = by_instant[key]
+    ordered = sorted(first)
+    if ordered != list(range(len(ordered))) or any(first[i][1] >= first[i + 1][1] for i in ordered[:-1]):
+        return ids, None
+    return ids, TimeAxis(tuple(first[i][0] for i in ordered), tuple(first[i][1] for i in ordered), unit, reading)
+
+
+def _instants(labels: list[str]) -> tuple[list[Instant], TimeUnit, str]:
+    """Each label as the instant it names, exactly, the unit of the lot and how it was read (:class:`TimeAxis`)."""
+    if not labels:
+        return [], "number", NUMBERS
+    numbers = [_as_number(label) for label in labels]
+    if all(number is not None for number in numbers):
+        if all(_BASIC_DATE.fullmatch(label) for label in labels):
+            dates = [_as_time(label) for label in labels]
+            if all(date is not None for date in dates):
+                return dates, "day", BASIC_DATES  # type: ignore[return-value]
+        return numbers, "number", NUMBERS  # type: ignore[return-value]
+    dates = [_as_time(label) for label in labels]
+    if all(date is not None for date in dates):
+        return dates, "day", ISO_DATES  # type: ignore[return-value]
+    parse = _as_number if numbers[0] is not None else _as_time
+    odd = next(label for label in labels if parse(label) is None)
+    raise ValueError(f"time labels must all be numbers or all ISO dates / timestamps (to be put in time order): "
+                     f"{labels[0]!r} and {odd!r} are not of one kind")  # fmt: skip
+
+
+#: an eight-digit label, which may be a date written YYYYMMDD
+_BASIC_DATE = re.compile(r"[0-9]{8}")
+#: a label that is an integer (read by int(), quickly and exactly)
+_INTEGER = re.compile(r"[+-]?[0-9]+")
+
+
+def _as_number(label: str) -> int | Fraction | None:
+    """The number a label writes, exactly (a decimal as the fraction it is), or None for anything float() does not
+    read as a finite number."""
+    if _INTEGER.fullmatch(label):
+        return int(label)
+    try:
+        if not math.isfinite(float(label)):
+            return None
+    except ValueError:
+        return None
+    try:
+        return Fraction(label.strip())
+    except ValueError:
+        return None
+
+
+def _as_time(label: str) -> datetime.datetime | None:
+    """The naive UTC datetime of an ISO date or timestamp (a zone converted, none read as UTC), or None."""
+    try:
+        value = datetime.datetime.fromisoformat(label)
+    except ValueError:
+        return None
+    if value.tzinfo is None:
+        return value
+    try:
+        return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    except OverflowError:
+        raise ValueError(f"the time label {label!r} falls outside the dates Python holds once converted to "
+                         "UTC") from None  # fmt: skip
+
+
+def instant_name(instant: Instant) -> str:
+    """A canonical name of an instant: a number in lowest terms (``1``, ``1/10``), a datetime in ISO form."""
+    if isinstance(instant, datetime.datetime):
+        return instant.isoformat()
+    return str(Fraction(instant))
+
+
+def time_keys(time_to_id: Mapping[str, int]) -> list[str]:
+    """The canonical name of each time id's instant (:func:`instant_name`) -- the same whichever spelling a file
+    used --, or its first label where the labels are of no one kind."""
+    labels = [""] * len(set(time_to_id.values()))
+    for label, index in time_to_id.items():
+        labels[index] = labels[index] or label
+    try:
+        keys, _, _ = _instants(labels)
+    except ValueError:
+        return labels
+    return [instant_name(key) for key in keys]
+
+
 def time_order(labels: Sequence[str]) -> list[str]:
     """Time labels sorted by the time they name: all integers (or all numbers) by value, all ISO dates / timestamps
     by date and time (two spellings of one instant keep their order of appearance).
@@ -275,75 +483,6 @@ def time_order(labels: Sequence[str]) -> list[str]:
         For labels of mixed or unknown kinds (naming the first that does not fit).
     """
     labels = list(labels)
-    keys, _ = _instants(labels)
+    keys, _, _ = _instants(labels)
     order = sorted(range(len(labels)), key=lambda i: keys[i])
     return [labels[i] for i in order]
-
-
-def time_axis(labels: Any) -> tuple[TimeAxis, dict[str, int]]:
-    """The instants the time labels name, in time order, and the id of every spelling (see the module docstring).
-
-    Raises
-    ------
-    ValueError
-        For labels of mixed or unknown kinds (naming the first that does not fit).
-    """
-    distinct = list(dict.fromkeys(labels))  # first appearance order: the first spelling of an instant wins
-    keys, unit = _instants(distinct)
-    instants = sorted(set(keys))
-    index = {instant: i for i, instant in enumerate(instants)}
-    first: dict[Any, str] = {}
-    for label, key in zip(distinct, keys, strict=True):
-        first.setdefault(key, label)
-    values = tuple(_measure(instant) for instant in instants)
-    axis = TimeAxis(tuple(first[instant] for instant in instants), values, unit, _granularity(values))
-    return axis, {label: index[key] for label, key in zip(distinct, keys, strict=True)}
-
-
-def _instants(labels: list[str]) -> tuple[list[Any], TimeUnit]:
-    """Each label as the instant it names (a float, or a naive UTC datetime) and the unit of the lot."""
-    if not labels:
-        return [], "number"
-    for parse, unit in ((_as_number, "number"), (_as_time, "day")):
-        keys = [parse(label) for label in labels]
-        if all(key is not None for key in keys):
-            return keys, unit  # type: ignore[return-value]
-    parse = _as_number if _as_number(labels[0]) is not None else _as_time
-    odd = next(label for label in labels if parse(label) is None)
-    raise ValueError(f"time labels must all be numbers or all ISO dates / timestamps (to be put in time order): "
-                     f"{labels[0]!r} and {odd!r} are not of one kind")  # fmt: skip
-
-
-def _measure(instant: float | datetime.datetime) -> float:
-    """What an instant measures: a number itself, a datetime in days since 1970-01-01."""
-    if isinstance(instant, datetime.datetime):
-        return (instant - _EPOCH).total_seconds() / 86_400
-    return float(instant)
-
-
-def _granularity(values: Sequence[float]) -> float:
-    """The time step of increasing values: the gcd of consecutive differences when all values are integers, else
-    the smallest difference; 1.0 for fewer than two values."""
-    if len(values) < 2:
-        return 1.0
-    array = np.asarray(values, dtype=np.float64)
-    differences = np.diff(array)
-    if np.all(array == np.round(array)) and np.all(np.abs(array) < 2**53):
-        return float(np.gcd.reduce(differences.astype(np.int64)))
-    return float(differences.min())
-
-
-def _as_number(label: str) -> float | None:
-    try:
-        value = float(label)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
-
-
-def _as_time(label: str) -> datetime.datetime | None:
-    try:
-        value = datetime.datetime.fromisoformat(label)
-    except ValueError:
-        return None
-    return value if value.tzinfo is None else value.astimezone(datetime.timezone.utc).replace(tzinfo=None)

@@ -9,7 +9,7 @@ import os
 import pickle
 import re
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +17,7 @@ import torch
 from torch import nn
 from torch.overrides import TorchFunctionMode
 
-from kgeval.datasets import SHIPPED_DATASETS, dataset_fingerprint, dataset_folder, labels_by_id
+from kgeval.datasets import SHIPPED_DATASETS, dataset_fingerprint, labels_by_id, shared_data_dir
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TNTComplEx, TransE
 
 __all__ = [
@@ -89,6 +89,9 @@ def _data_description(model: nn.Module, dataset: Any) -> dict[str, Any]:
                                    "relations": labels_by_id(dataset.relation_to_id)}  # fmt: skip
     if getattr(dataset, "time_to_id", None) is not None:
         description["times"] = labels_by_id(dataset.time_to_id)
+    read_with = getattr(dataset, "read_with", None)
+    if read_with:
+        description["read_with"] = {str(option): str(value) for option, value in read_with.items()}
     train = getattr(dataset, "sources", {}).get("train")
     if train and Path(train).parent.is_dir():  # read from a folder: where, for a dataset its name does not find
         description["folder"] = str(Path(train).resolve().parent)
@@ -196,19 +199,32 @@ def _read_checkpoint(
 
 
 def _check_data(data: Any, sizes: dict[str, int], where: str) -> None:
-    """A checkpoint's data description (absent in older files) is plain strings, one label per id."""
+    """A checkpoint's data description (absent in older files) is plain strings: a name, a fingerprint, one distinct
+    label per id (times: as many as the model's, or any number for a model without times), optionally a folder and
+    the reading options (:attr:`kgeval.datasets.TriplesDataset.read_with`)."""
     if data is None:
         return
-    expected = {"entities": sizes["num_entities"], "relations": sizes["num_relations"],
-                **({"times": sizes["num_times"]} if "num_times" in sizes else {})}  # fmt: skip
+    expected: dict[str, int | None] = {"entities": sizes["num_entities"], "relations": sizes["num_relations"]}
+    if "num_times" in sizes or (isinstance(data, dict) and "times" in data):
+        expected["times"] = sizes.get("num_times")
     fields_ok = isinstance(data, dict) and all(isinstance(data.get(key), str) for key in ("name", "fingerprint"))
+    fields_ok = fields_ok and isinstance(data.get("folder", ""), str)
     for kind, count in expected.items():
         labels = data.get(kind) if isinstance(data, dict) else None
-        fields_ok = fields_ok and isinstance(labels, list) and len(labels) == count
+        fields_ok = fields_ok and isinstance(labels, list) and (count is None or len(labels) == count)
         fields_ok = fields_ok and all(isinstance(label, str) for label in labels)  # type: ignore[union-attr]
+        fields_ok = fields_ok and len(set(labels)) == len(labels)  # type: ignore[arg-type]
+    read_with = data.get("read_with", {}) if isinstance(data, dict) else {}
+    fields_ok = fields_ok and isinstance(read_with, dict) and all(
+        READ_OPTIONS.get(option, ()).__contains__(value) for option, value in read_with.items())  # fmt: skip
     if not fields_ok:
-        raise ValueError(f"{where}: the checkpoint's data description must hold a name, a fingerprint and one label "
-                         f"per id of each of {', '.join(expected)}")  # fmt: skip
+        raise ValueError(f"{where}: the checkpoint's data description must hold a name, a fingerprint, one distinct "
+                         f"label per id of each of {', '.join(expected)}, and optionally a folder and reading "
+                         f"options among {READ_OPTIONS}")  # fmt: skip
+
+
+#: the reading options a checkpoint may record, and their values
+READ_OPTIONS: dict[str, tuple[str, ...]] = {"unseen": ("warn", "keep", "drop"), "duplicates": ("keep", "merge")}
 
 
 class _SkipFills(TorchFunctionMode):
@@ -318,6 +334,8 @@ class LoadedModel:
     dataset: str | None = None
     fingerprint: str | None = None
     time_to_id: dict[str, int] | None = None
+    #: the reading options the checkpoint recorded for its data (``unseen``, ``duplicates``), to read it so again
+    read_with: dict[str, str] = field(default_factory=dict)
 
 
 def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> LoadedModel:
@@ -371,16 +389,29 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
 
 
 def _described(model: nn.Module, data: dict[str, Any] | None, entity_to_id: Any, relation_to_id: Any) -> LoadedModel:
-    """A kgeval checkpoint's model with what its data description says (none in older files): the dataset by its
-    name where that finds one here (shipped, a folder, the shared data), else by the folder it was read from."""
+    """A kgeval checkpoint's model with what its data description says (none in older files)."""
     if data is None:
         return LoadedModel(model, entity_to_id, relation_to_id)
     ids = {kind: {label: index for index, label in enumerate(data[kind])} for kind in ("entities", "relations")}
     times = {label: index for index, label in enumerate(data["times"])} if "times" in data else None
+    return LoadedModel(model, ids["entities"], ids["relations"], _recorded_dataset(data), data["fingerprint"], times,
+                       dict(data.get("read_with", {})))  # fmt: skip
+
+
+def _recorded_dataset(data: dict[str, Any]) -> str:
+    """Where the dataset a checkpoint recorded is here: the folder it was read from while that exists (a shipped
+    dataset by its name), else a shipped or shared dataset of its name, else the recorded folder or name (which
+    then finds nothing, and the error names it). A folder of the current directory never stands in for it."""
     name, folder = data["name"], data.get("folder")
-    found = name.lower() in SHIPPED_DATASETS or dataset_folder(name) is not None
-    dataset = folder if not found and isinstance(folder, str) and Path(folder).is_dir() else name
-    return LoadedModel(model, ids["entities"], ids["relations"], dataset, data["fingerprint"], times)
+    package = Path(__file__).resolve().parents[1]
+    if name.lower() in SHIPPED_DATASETS and (folder is None or Path(folder).resolve().is_relative_to(package)):
+        return name
+    if folder is not None and Path(folder).is_dir():
+        return folder
+    shared = shared_data_dir()
+    if shared is not None and Path(name).name == name and (shared / name).is_dir():
+        return str(shared / name)
+    return folder if folder is not None else name
 
 
 def _dicee_experiment(location: Path) -> LoadedModel:

@@ -13,7 +13,7 @@ import time
 import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypedDict, cast
 
 import pandas as pd
 import torch
@@ -35,7 +35,7 @@ from kgeval.datasets import (
     shared_data_dir,
     temporal_folder,
 )
-from kgeval.datasets.labelled import LabelNotInIdsError
+from kgeval.datasets.labelled import Duplicates, LabelNotInIdsError, Unseen
 from kgeval.datasets.reading import train_relations
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
@@ -103,13 +103,21 @@ def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
 READ_DEFAULTS = {"unseen": "warn", "duplicates": "keep"}
 
 
-def _reading(args: argparse.Namespace, loaded: LoadedModel | None = None) -> dict[str, str]:
+class Reading(TypedDict):
+    """How a dataset is read (the loaders' ``unseen`` and ``duplicates``)."""
+
+    unseen: Unseen
+    duplicates: Duplicates
+
+
+def _reading(args: argparse.Namespace, loaded: LoadedModel | None = None) -> Reading:
     """``unseen`` and ``duplicates`` to read a dataset with: as given (--unseen, --duplicates), else as the
     checkpoint recorded its data was read (a model trained with unseen triples dropped is evaluated so), else the
     defaults."""
     recorded = loaded.read_with if loaded is not None else {}
-    return {option: getattr(args, option, None) or recorded.get(option) or default
-            for option, default in READ_DEFAULTS.items()}  # fmt: skip
+    chosen = {option: getattr(args, option, None) or recorded.get(option) or default
+              for option, default in READ_DEFAULTS.items()}  # fmt: skip
+    return Reading(unseen=cast(Unseen, chosen["unseen"]), duplicates=cast(Duplicates, chosen["duplicates"]))
 
 
 def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -150,7 +158,7 @@ def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...],
             raise ValueError(f"the {split} split of {dataset.name} is empty{source}; {why}")
 
 
-def _temporal_dataset(name: str | None, reading: dict[str, str], **ids: Any) -> TemporalDataset | None:
+def _temporal_dataset(name: str | None, reading: Reading, **ids: Any) -> TemporalDataset | None:
     """The temporal dataset ``name`` names (:func:`kgeval.datasets.temporal_folder`: labelled quadruples or a
     RE-Net folder), read as ``reading`` says (:func:`_reading`) with ``ids`` where given, else None."""
     folder = temporal_folder(name) if name else None
@@ -313,13 +321,13 @@ def _checkpoint_and_dataset(args: argparse.Namespace) -> tuple[LoadedModel, Trip
             dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id,
                                    **reading)  # fmt: skip
         except LabelNotInIdsError:  # the model's sizes, where they differ, say so more plainly
-            _check_model_fits(loaded.model, load_dataset(name, **{**reading, "unseen": "keep"}))
+            _check_model_fits(loaded.model, load_dataset(name, unseen="keep", duplicates=reading["duplicates"]))
             raise
         _check_model_fits(loaded.model, dataset)
         _check_fingerprint(loaded, dataset, args.dataset is not None)
     except (ValueError, FileNotFoundError) as error:
         differing = [f"--{option} {value}" for option, value in loaded.read_with.items()
-                     if not _same_rows(value, reading[option])]  # fmt: skip
+                     if not _same_rows(value, cast(dict, reading)[option])]  # fmt: skip
         if differing:
             raise type(error)(f"{error} -- the checkpoint's data was read with {', '.join(differing)}") from error
         if args.dataset:

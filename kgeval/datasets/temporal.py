@@ -86,12 +86,14 @@ class TimeAxis:
     def _exact(self) -> tuple[list[int], Fraction]:
         """(each instant as an integer count of a common unit, that unit in the axis's unit): numbers over the
         least common denominator, dates in microseconds."""
-        if self.unit == "day":
-            return [(instant - _EPOCH) // datetime.timedelta(microseconds=1) for instant in self.instants], Fraction(
-                1, _MICROSECONDS_PER_DAY)  # type: ignore[operator]
-        if all(type(instant) is int for instant in self.instants):
-            return list(self.instants), Fraction(1)  # type: ignore[arg-type]
-        fractions = [Fraction(instant) for instant in self.instants]  # type: ignore[arg-type]
+        dates = [instant for instant in self.instants if isinstance(instant, datetime.datetime)]
+        if dates:
+            microsecond = datetime.timedelta(microseconds=1)
+            return [(date - _EPOCH) // microsecond for date in dates], Fraction(1, _MICROSECONDS_PER_DAY)
+        numbers = [instant for instant in self.instants if not isinstance(instant, datetime.datetime)]
+        if all(type(number) is int for number in numbers):
+            return [int(number) for number in numbers], Fraction(1)
+        fractions = [Fraction(number) for number in numbers]
         denominator = math.lcm(*(fraction.denominator for fraction in fractions)) if fractions else 1
         return [int(fraction * denominator) for fraction in fractions], Fraction(1, denominator)
 

@@ -18,7 +18,7 @@ from kgeval.adapters.triples import triple_function
 from kgeval.adapters.wrappers import describe
 from kgeval.constraints import TypeConstraints
 from kgeval.protocol import SHARD_METHOD
-from kgeval.typing import Target
+from kgeval.typing import InductiveMode, Target
 
 __all__ = [
     "CheckedInputs",
@@ -71,9 +71,10 @@ class ResolvedModel:
         return self.form is not None and callable(getattr(self.form, SHARD_METHOD, None))
 
 
-def resolve_model(model: Any, device: Any = None) -> ResolvedModel:
+def resolve_model(model: Any, device: Any = None, mode: InductiveMode | None = None) -> ResolvedModel:
     """``model`` resolved into what kgeval scores it through (see :class:`ResolvedModel`); ``device`` (PyKEEN's
-    argument) must be None or the model's own device.
+    argument) must be None or the model's own device; ``mode``: the inductive mode whose graph it scores
+    (:mod:`kgeval.adapters.inductive`), None for a transductive evaluation.
 
     Raises
     ------
@@ -84,7 +85,7 @@ def resolve_model(model: Any, device: Any = None) -> ResolvedModel:
     """
     if isinstance(model, ResolvedModel):
         return model
-    view = scoring_view(model)
+    view = scoring_view(model, mode)
     where = model_device(view)
     _checks.check_device(device, where)
     form = query_candidate_form(view)
@@ -173,12 +174,18 @@ class ModelInputs:
 
 
 def check_model_inputs(
-    model: Any, targets: Sequence[Target], num_entities: Any = None, score_fn: Any = None, device: Any = None
+    model: Any,
+    targets: Sequence[Target],
+    num_entities: Any = None,
+    score_fn: Any = None,
+    device: Any = None,
+    mode: InductiveMode | None = None,
 ) -> ModelInputs:
-    """The model resolved (:func:`resolve_model`), checked to score every one of ``targets`` (through its methods,
-    whole triples or ``score_fn``; a sharded candidate table through its form), and its entity and relation counts;
-    shared by the evaluator, the sampled evaluator and ``predict_top_k``."""
-    resolved = resolve_model(model, device)
+    """The model resolved (:func:`resolve_model`, in ``mode``), checked to score every one of ``targets`` (through
+    its methods, whole triples or ``score_fn``; a sharded candidate table through its form), and its entity and
+    relation counts (an inductive mode's: that graph's entities); shared by the evaluator, the sampled evaluator and
+    ``predict_top_k``."""
+    resolved = resolve_model(model, device, mode)
     view = resolved.view
     if score_fn is None:
         refuse_exported_program(view)
@@ -223,12 +230,13 @@ def check_evaluation_inputs(
     score_fn: Any = None,
     type_constraints: Any = None,
     device: Any = None,
+    mode: InductiveMode | None = None,
 ) -> CheckedInputs:
     """The arguments of an evaluation, checked and moved to the model's device (see ``RankBasedEvaluator.evaluate``
     for each); a ValueError / TypeError naming the offending argument (and, for triples, the first offending row)
     otherwise."""
     targets = _checks.check_targets(targets)
-    model_inputs = check_model_inputs(model, targets, num_entities, score_fn, device)
+    model_inputs = check_model_inputs(model, targets, num_entities, score_fn, device, mode)
     resolved, num_entities, num_relations = model_inputs.model, model_inputs.num_entities, model_inputs.num_relations
     device = resolved.device
     if "relation" in targets and num_relations is None:

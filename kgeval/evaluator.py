@@ -17,7 +17,7 @@ from kgeval._engine import RankOptions, RunSettings, new_state, rank
 from kgeval._inputs import check_evaluation_inputs
 from kgeval.constraints import TypeConstraints
 from kgeval.results import RankBasedMetricResults
-from kgeval.typing import MATMUL_PRECISIONS, KernelChoice, MatmulPrecision, Target
+from kgeval.typing import MATMUL_PRECISIONS, InductiveMode, KernelChoice, MatmulPrecision, Target
 
 __all__ = ["FilterMode", "RankBasedEvaluator", "RankingSettings"]
 
@@ -176,6 +176,7 @@ class RankBasedEvaluator(RankingSettings):
         process_group: Any = None,
         progress_path: str | os.PathLike[str] | None = None,
         save_every: float = 60.0,
+        mode: InductiveMode | None = None,
     ) -> RankBasedMetricResults:
         """Rank the true head and tail (and, on request, relation) of every triple among all candidates and compute
         every metric.
@@ -259,6 +260,12 @@ class RankBasedEvaluator(RankingSettings):
             :mod:`kgeval._engine.resume`.
         save_every : float, default=60.0
             Seconds between saves of ``progress_path`` (0: after every batch).
+        mode : {"training", "validation", "testing"}, optional
+            Inductive link prediction: the graph whose entities are the candidates, for a model that scores per
+            graph (a PyKEEN inductive model, PyKEEN's modes; any model of :mod:`kgeval.adapters.inductive`'s
+            protocol). ``mapped_triples``, the filter triples and the entity restriction are then in that graph's
+            entity ids (an id beyond its entities is an error naming the row). None: transductive (an inductive
+            PyKEEN model is then refused, naming the modes). See docs/inductive.md.
 
         Returns
         -------
@@ -282,6 +289,7 @@ class RankBasedEvaluator(RankingSettings):
                 score_fn=score_fn,
                 type_constraints=type_constraints,
                 device=device,
+                mode=mode,
             )
 
         run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,

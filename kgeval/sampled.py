@@ -17,7 +17,7 @@ from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
 from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
-from kgeval.typing import ENTITY_TARGETS, EntityTarget
+from kgeval.typing import ENTITY_TARGETS, EntityTarget, InductiveMode
 
 __all__ = ["SampledRankBasedEvaluator"]
 
@@ -128,14 +128,15 @@ class SampledRankBasedEvaluator:
         batch_size: int = 256,
         use_tqdm: bool = False,
         device: torch.device | str | None = None,
+        mode: InductiveMode | None = None,
     ) -> RankBasedMetricResults:
         """Every metric of the sampled ranking of ``mapped_triples`` (LongTensor (n, 3)); ``additional_filter_triples``
         adds to the evaluator's own. ``use_tqdm`` is accepted for symmetry and ignored (the work is small);
-        ``device`` (PyKEEN's argument) must be None or the model's device, as in
-        :meth:`kgeval.RankBasedEvaluator.evaluate`."""
+        ``device`` (PyKEEN's argument) must be None or the model's device, and ``mode`` the inductive graph whose
+        entities the negatives are drawn from and scored in, as in :meth:`kgeval.RankBasedEvaluator.evaluate`."""
         del use_tqdm
         sides: tuple[EntityTarget, ...] = _checks.check_targets(targets, ENTITY_TARGETS)  # type: ignore[assignment]
-        checked = check_model_inputs(model, sides, num_entities, device=device)
+        checked = check_model_inputs(model, sides, num_entities, device=device, mode=mode)
         resolved, num_entities, num_relations = checked.model, checked.num_entities, checked.num_relations
         view = resolved.view
         batch_size = _checks.check_positive_int(batch_size, "batch_size")

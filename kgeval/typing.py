@@ -18,6 +18,8 @@ RankType = Literal["optimistic", "pessimistic", "realistic"]
 KernelChoice = Literal["auto", "eager", "numba", "triton"]
 #: "exact": full float32 matmuls inside evaluate; "inherit": whatever the process set (faster, approximate)
 MatmulPrecision = Literal["exact", "inherit"]
+#: inductive link prediction: the graph whose entities are the candidates (PyKEEN's modes; docs/inductive.md)
+InductiveMode = Literal["training", "validation", "testing"]
 
 SIDES: tuple[Side, ...] = get_args(Side)
 TARGETS: tuple[Target, ...] = get_args(Target)
@@ -25,6 +27,7 @@ ENTITY_TARGETS: tuple[EntityTarget, ...] = get_args(EntityTarget)
 RANK_TYPES: tuple[RankType, ...] = get_args(RankType)
 KERNEL_CHOICES: tuple[KernelChoice, ...] = get_args(KernelChoice)
 MATMUL_PRECISIONS: tuple[MatmulPrecision, ...] = get_args(MatmulPrecision)
+INDUCTIVE_MODES: tuple[InductiveMode, ...] = get_args(InductiveMode)
 DEFAULT_SIDE: Side = "both"
 DEFAULT_RANK_TYPE: RankType = "realistic"
 
@@ -32,12 +35,14 @@ __all__ = [
     "DEFAULT_RANK_TYPE",
     "DEFAULT_SIDE",
     "ENTITY_TARGETS",
+    "INDUCTIVE_MODES",
     "KERNEL_CHOICES",
     "MATMUL_PRECISIONS",
     "RANK_TYPES",
     "SIDES",
     "TARGETS",
     "EntityTarget",
+    "InductiveMode",
     "KernelChoice",
     "MatmulPrecision",
     "RankType",

@@ -202,6 +202,7 @@ def _progress(
         **inputs.identity(),
         evaluated_rows=task_index,
         model=model_fingerprint(inputs.model.model),
+        mode=getattr(inputs.model.view, "mode", None),  # an inductive model's graph
         evaluator_options=(options.filtered, options.ks, options.keep_records, options.fast_path,
                            options.matmul_precision),
     )  # fmt: skip

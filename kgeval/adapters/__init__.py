@@ -16,6 +16,7 @@ import torch
 from kgeval._model_state import without_max_norm
 from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, unwrap
 from kgeval.protocol import SIMILARITIES, QueryCandidateModel
+from kgeval.typing import InductiveMode
 
 __all__ = [
     "held_form",
@@ -28,21 +29,29 @@ __all__ = [
 ]
 
 
-def scoring_view(model: Any) -> Any:
+def scoring_view(model: Any, mode: InductiveMode | None = None) -> Any:
     """The object to score ``model`` through: an adapter's view of the model inside any of torch's wrappers, or
-    that model itself.
+    that model itself; with an inductive ``mode``, the model bound to the graph of that mode
+    (:mod:`kgeval.adapters.inductive`).
 
     Raises
     ------
     TypeError
-        When an adapter recognises the model but kgeval cannot score it the way its library does.
+        When an adapter recognises the model but kgeval cannot score it the way its library does, or a ``mode``
+        is given for a model that does not score per mode.
+    ValueError
+        For a mode the model does not know.
     """
     model = unwrap(model).model
     pykeen_models = sys.modules.get("pykeen.models")
     if pykeen_models is not None and isinstance(model, pykeen_models.Model):
         from kgeval.adapters.pykeen import pykeen_view
 
-        return pykeen_view(model)
+        return pykeen_view(model, mode)
+    if mode is not None:
+        from kgeval.adapters.inductive import mode_view
+
+        return mode_view(model, mode)
     pyg_kge = sys.modules.get("torch_geometric.nn.kge")
     if pyg_kge is not None and isinstance(model, pyg_kge.KGEModel):
         from kgeval.adapters.pyg import pyg_view

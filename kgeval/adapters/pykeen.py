@@ -10,7 +10,7 @@ import torch
 from pykeen.models import ERModel, Model
 
 from kgeval.adapters.overrides import foreign_override
-from kgeval.typing import Target
+from kgeval.typing import INDUCTIVE_MODES, InductiveMode, Target
 
 #: the methods through which a PyKEEN model computes its scores: a subclass that redefines one may score otherwise
 #: than its interaction's GEMM form, so it is scored through its own methods
@@ -31,13 +31,17 @@ SUPPORTED: dict[str, str | None] = {
 }
 
 
-def pykeen_view(model: Model) -> PyKEENScoring:
-    """kgeval's model protocol over a PyKEEN model, with the query/candidate form where the interaction has one.
+def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScoring:
+    """kgeval's model protocol over a PyKEEN model, with the query/candidate form where the interaction has one;
+    an inductive model (``InductiveERModel``: ``InductiveNodePiece``, ``InductiveNodePieceGNN``) bound to ``mode``'s
+    graph, PyKEEN's ``"training"``, ``"validation"`` or ``"testing"`` (see :class:`PyKEENScoring`).
 
     Raises
     ------
     TypeError
-        For models kgeval cannot score the way PyKEEN predicts (inductive models).
+        For an inductive model without a mode.
+    ValueError
+        For a mode the model does not have (a transductive model has none, as in PyKEEN).
 
     Notes
     -----
@@ -45,7 +49,10 @@ def pykeen_view(model: Model) -> PyKEENScoring:
     model trained with inverse triples ranks heads by scoring (t, r_inv, ?) with its tail scorer.
     ``predict_with_sigmoid`` is not applied: the sigmoid is increasing, so raw scores rank the same, except where
     float32 saturates it into ties the raw scores do not have (PyKEEN's ranks are then wider; kgeval's lie inside
-    them). Inductive models, which PyKEEN scores per mode, are refused.
+    them). An inductive model is scored in the given mode: its candidates are the entities of that mode's graph
+    (``model._get_entity_len(mode=mode)``), and its scores are PyKEEN's own arithmetic on the mode's
+    representations, computed once per evaluation (:class:`PyKEENInductiveScoring`; a subclass redefining a scoring
+    method is scored through its ``score_*(..., mode=mode)``).
 
     An ``ERModel`` with one entity and one relation representation gets the fast path for these interactions
     (inverse relations through the inverse relation's representation):
@@ -63,19 +70,39 @@ def pykeen_view(model: Model) -> PyKEENScoring:
     With inverse triples the head query is the tail query of (t, r_inv). Ranks equal PyKEEN's except where two
     scores differ by float rounding only (the fast path sums in another order; for L2 it ranks 2 q.c - ||c||^2).
     """
-    if _is_inductive(model):
-        raise TypeError(
-            f"{type(model).__name__} is an inductive PyKEEN model, which PyKEEN scores per mode (training, "
-            "validation, testing inference graphs); kgeval does not evaluate inductive models"
-        )
-    form = _query_candidate_form(model)
+    mode = _checked_mode(model, mode)
+    form = _query_candidate_form(model) if mode is None else None
     predicting = foreign_override(model, PREDICT_METHODS, "pykeen")
     if predicting is not None:
-        return PyKEENPredicting(model, refusal=f"{predicting} redefines PyKEEN's prediction" if form else None)
+        return PyKEENPredicting(model, f"{predicting} redefines PyKEEN's prediction" if form else None, mode)
     overridden = foreign_override(model, SCORING_METHODS, "pykeen")
+    if mode is not None and overridden is None and isinstance(model, ERModel):
+        return PyKEENInductiveScoring(model, mode)
     if form is None or overridden is not None:
-        return PyKEENScoring(model, refusal=f"{overridden} redefines PyKEEN's scoring" if form else None)
+        return PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else None, mode)
     return PyKEENQueryCandidate(model, *form)
+
+
+def _checked_mode(model: Model, mode: Any) -> InductiveMode | None:
+    """The mode to score ``model`` in: required (one of PyKEEN's) for an inductive model, refused for a
+    transductive one, as PyKEEN's ``_get_entity_len`` refuses it."""
+    from kgeval.adapters.inductive import check_mode
+
+    if not _is_inductive(model):
+        if mode is not None:
+            raise ValueError(f"{type(model).__name__} is a transductive PyKEEN model: it has no inductive mode "
+                             f"(got mode={mode!r}); evaluate it without one")  # fmt: skip
+        return None
+    if mode is None:
+        raise TypeError(f"{type(model).__name__} is an inductive PyKEEN model, which scores the entities of one "
+                        f"graph per mode: pass mode= one of {INDUCTIVE_MODES} (PyKEEN's evaluators take mode=; "
+                        "validation and test triples are in the inference graph's ids)")  # fmt: skip
+    mode = check_mode(mode)
+    try:
+        model._get_entity_len(mode=mode)
+    except (ValueError, NotImplementedError) as error:
+        raise ValueError(f"{type(model).__name__} has no graph for mode={mode!r}: {error}") from error
+    return mode
 
 
 def _is_inductive(model: Model) -> bool:
@@ -120,12 +147,14 @@ class PyKEENScoring:
         Why the model's interaction form is not used (a subclass redefines a scoring method), for kgeval's warning.
     """
 
-    def __init__(self, model: Model, refusal: str | None = None) -> None:
+    def __init__(self, model: Model, refusal: str | None = None, mode: InductiveMode | None = None) -> None:
         self.model: Any = model  # its attributes are PyKEEN's (typed by torch as Tensor | Module)
         self.kgeval_form_refused = refusal
-        self.num_entities = model.num_entities
+        self.mode = mode
+        self.num_entities = model.num_entities if mode is None else model._get_entity_len(mode=mode)
         self.num_relations = model.num_real_relations
         self.inverse = bool(model.use_inverse_triples)
+        self._mode: dict[str, str] = {} if mode is None else {"mode": mode}  # what PyKEEN's scorers are passed
 
     @property
     def device(self) -> torch.device:
@@ -139,21 +168,21 @@ class PyKEENScoring:
 
     def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
         """(B, |tails|) scores of (h, r, e): PyKEEN's ``predict_t`` without sigmoid."""
-        return self.model.score_t(self._mapped(hr_batch, 1), tails=tails)
+        return self.model.score_t(self._mapped(hr_batch, 1), tails=tails, **self._mode)
 
     def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
         """(B, |heads|) scores of (e, r, t): PyKEEN's ``predict_h`` without sigmoid, i.e. (t, r_inv, e) scored
         by the tail scorer for a model trained with inverse triples."""
         if self.inverse:
-            return self.model.score_h_inverse(rt_batch=self._mapped(rt_batch, 0), heads=heads)
-        return self.model.score_h(rt_batch, heads=heads)
+            return self.model.score_h_inverse(rt_batch=self._mapped(rt_batch, 0), heads=heads, **self._mode)
+        return self.model.score_h(rt_batch, heads=heads, **self._mode)
 
 
     def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
         """(B, |relations|) scores of (h, r, t) for candidate relations r (default: every relation of the data):
         PyKEEN's ``score_r``. A model trained with inverse triples is asked for the stored ids of the real relations
         only (PyKEEN's ``predict_r`` also returns the inverse ones)."""
-        return self.model.score_r(ht_batch, relations=self._stored_relations(ht_batch, relations))
+        return self.model.score_r(ht_batch, relations=self._stored_relations(ht_batch, relations), **self._mode)
 
     def _stored_relations(self, ht_batch: torch.Tensor, relations: torch.Tensor | None) -> torch.Tensor | None:
         """Candidate relation ids as the model stores them (unchanged, None for all, without inverse triples)."""
@@ -168,7 +197,7 @@ class PyKEENPredicting(PyKEENScoring):
     PyKEEN's own evaluator scores it (relation ids as given: ``predict`` maps them itself)."""
 
     def _predict(self, batch: torch.Tensor, target: str, ids: torch.Tensor | None) -> torch.Tensor:
-        return self.model.predict(batch, target=target, full_batch=False, ids=ids)
+        return self.model.predict(batch, target=target, full_batch=False, ids=ids, **self._mode)
 
     def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
         """(B, |tails|) scores of (h, r, e): ``model.predict(hr_batch, target="tail")``."""
@@ -213,6 +242,72 @@ class PyKEENQueryCandidate(PyKEENScoring):
         else:
             entity, relation, side = self._entities(batch[:, 1]), self._relations(batch[:, 0]), "head"
         return _real(_QUERIES[self.kind](entity, relation, side))
+
+
+class PyKEENInductiveScoring(PyKEENScoring):
+    """An inductive PyKEEN ``ERModel`` in one mode, scored with PyKEEN's own arithmetic -- its interaction on its
+    representations, as ``score_t`` / ``score_h`` compute them -- from the representations of the mode's entities
+    and of every relation computed once for the view (one view per evaluation): the model's own
+    ``_get_representations(None, None, None, mode=mode)``, i.e. NodePiece's token aggregation over every entity, or
+    ``InductiveNodePieceGNN``'s message passing over the mode's whole graph, which PyKEEN recomputes for every
+    batch. The rows are those PyKEEN's scorers compute, value for value (they index the same tables), so the ranks
+    are PyKEEN's, ties included; there is no GEMM form (a GEMM sums in another order, and NodePiece's shared tokens
+    make the near-ties such an order would break)."""
+
+    def __init__(self, model: Model, mode: InductiveMode) -> None:
+        super().__init__(model, None, mode)
+        self._tables: tuple[Any, Any] | None = None
+
+    def _representations(self) -> tuple[Any, Any]:
+        """(the mode's entity representations, the relation representations): tensors (or lists of tensors, for an
+        interaction of several), every row, computed once."""
+        if self._tables is None:
+            entities, relations, _ = self.model._get_representations(h=None, r=None, t=None, mode=self.mode)
+            self._tables = (entities, relations)
+        return self._tables
+
+    def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |tails|) scores of (h, r, e), as PyKEEN's ``score_t(..., mode=mode)`` computes them."""
+        return self._score_tails(self._mapped(hr_batch, 1), tails)
+
+    def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
+        """(B, |heads|) scores of (e, r, t), as PyKEEN's ``predict_h`` computes them: through the inverse relation,
+        (t, r_inv, e) scored as tails, for a model trained with inverse triples (every NodePiece model)."""
+        if self.inverse:
+            inverted = self.model.relation_inverter.invert_(batch=self._mapped(rt_batch, 0).clone(), index=0)
+            return self._score_tails(inverted.flip(1), heads)
+        entities, relations = self._representations()
+        batch = rt_batch.unsqueeze(dim=1)
+        head = entities if heads is None else _take(entities, heads)
+        return self.model.interaction(h=_leading_axis(head, dim=0), r=_take(relations, batch[..., 0]),
+                                      t=_take(entities, batch[..., 1]))  # fmt: skip
+
+    def _score_tails(self, hr_batch: torch.Tensor, tails: torch.Tensor | None) -> torch.Tensor:
+        """PyKEEN's ``ERModel.score_t`` on the cached representations: (B, 1, ...) heads and relations, (1, k, ...)
+        tails, through the interaction."""
+        entities, relations = self._representations()
+        batch = hr_batch.unsqueeze(dim=1)
+        tail = entities if tails is None else _take(entities, tails)
+        return self.model.interaction(h=_take(entities, batch[..., 0]), r=_take(relations, batch[..., 1]),
+                                      t=_leading_axis(tail, dim=0))  # fmt: skip
+
+    def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
+        """PyKEEN's ``score_r`` in the mode (relation prediction recomputes the representations, as PyKEEN does)."""
+        return super().score_r(ht_batch, relations=relations)
+
+
+def _leading_axis(representation: Any, dim: int) -> Any:
+    """A representation (or each of a list) with a broadcast axis at ``dim`` (PyKEEN's ``parallel_unsqueeze``)."""
+    if isinstance(representation, torch.Tensor):
+        return representation.unsqueeze(dim=dim)
+    return [table.unsqueeze(dim=dim) for table in representation]
+
+
+def _take(representation: Any, indices: torch.Tensor) -> Any:
+    """Rows of a representation table, or of each table of a list (an interaction of several representations)."""
+    if isinstance(representation, torch.Tensor):
+        return representation[indices]
+    return [table[indices] for table in representation]
 
 
 def _complex(x: torch.Tensor) -> torch.Tensor:

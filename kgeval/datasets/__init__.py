@@ -17,6 +17,7 @@ from typing import Any, Literal
 import torch
 
 from kgeval.datasets import scenarios
+from kgeval.datasets.inductive import InductiveDataset, load_inductive_dataset
 from kgeval.datasets.labelled import (
     Duplicates,
     LabelledSplit,
@@ -33,6 +34,7 @@ from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv, time_ke
 __all__ = [
     "SHIPPED_DATASETS",
     "SPLITS",
+    "InductiveDataset",
     "TemporalDataset",
     "TriplesDataset",
     "dataset_fingerprint",
@@ -40,6 +42,7 @@ __all__ = [
     "labels_by_id",
     "load_any_dataset",
     "load_dataset",
+    "load_inductive_dataset",
     "load_labelled_triples",
     "load_renet_folder",
     "load_shipped_dataset",

@@ -36,9 +36,11 @@ class ReadOptions:
 _FIELDS: dict[bool, tuple[str, ...]] = {False: ("head", "relation", "tail"), True: ("head", "relation", "tail", "time")}
 
 
-def read_splits(folder: Path | Traversable, display: str, options: ReadOptions) -> dict[str, LabelledSplit]:
-    """The labels of the three splits, each file's first line dropped where it proves to be a header."""
-    splits = {split: _read_split(folder, split, display, options) for split in SPLITS}
+def read_splits(folder: Path | Traversable, display: str, options: ReadOptions,
+                names: tuple[str, ...] = SPLITS) -> dict[str, LabelledSplit]:  # fmt: skip
+    """The labels of the splits ``names`` (one file each, :data:`FILE_PATTERNS`), each file's first line dropped
+    where it proves to be a header."""
+    splits = {split: _read_split(folder, split, display, options) for split in names}
     drop_unmatched_first_rows(splits)
     return splits
 

@@ -14,6 +14,7 @@ from pykeen.evaluation import Evaluator, MetricResults
 from pykeen.evaluation import RankBasedMetricResults as PyKEENRankBasedMetricResults
 
 from kgeval.accumulator import MetricAccumulator
+from kgeval.adapters.inductive import check_mode
 from kgeval.adapters.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
 from kgeval.macro import macro_results
@@ -159,6 +160,10 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
         Accepted for PyKEEN's signature (see ``metrics``).
     clear_on_finalize : bool, default=True
         PyKEEN's: forget the streamed ranks once :meth:`finalize` has reported them.
+    mode : {"training", "validation", "testing"}, optional
+        PyKEEN's inductive mode: :meth:`evaluate` scores an inductive model (``InductiveNodePiece``, ...) against
+        the entities of that mode's graph, the triples in its ids (``evaluate(..., mode=...)`` of
+        :class:`kgeval.RankBasedEvaluator`); PyKEEN's evaluation loops read it too. None: transductive.
     """
 
     metric_result_cls = PyKEENRankBasedMetricResults  # PyKEEN's HPO normalises metric keys with it
@@ -170,6 +175,7 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
         metrics_kwargs: Any = None,
         add_defaults: bool = True,
         clear_on_finalize: bool = True,
+        mode: str | None = None,
         **kwargs: Any,
     ) -> None:
         if metrics is not None:
@@ -177,7 +183,7 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
         KGEvalRankBasedEvaluator.__init__(self, filtered=filtered, **kwargs)  # type: ignore[arg-type]
         self.add_defaults = bool(add_defaults)
         self.requires_positive_mask = False
-        self.mode = None  # transductive: PyKEEN's inductive mode does not apply
+        self.mode = None if mode is None else check_mode(mode)
         self.clear_on_finalize = bool(clear_on_finalize)
         self.num_entities: int | None = None  # PyKEEN's: the width of the last score batch
         self._streamed: dict[str, MetricAccumulator] = {}
@@ -221,8 +227,9 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
         self._stream(target, ranks_in_full_rows(true, scores.detach()), hrt_batch, scores.shape[1])
 
     def evaluate(self, model: Any, mapped_triples: torch.Tensor, **kwargs: Any) -> RankBasedMetricResults:  # type: ignore[override]
-        """:meth:`kgeval.RankBasedEvaluator.evaluate` (PyKEEN's keyword arguments accepted), as PyKEEN-facing
-        results."""
+        """:meth:`kgeval.RankBasedEvaluator.evaluate` (PyKEEN's keyword arguments accepted; ``mode`` defaults to the
+        evaluator's), as PyKEEN-facing results."""
+        kwargs.setdefault("mode", self.mode)
         return self._reported(KGEvalRankBasedEvaluator.evaluate(self, model, mapped_triples, **kwargs))
 
 
@@ -272,10 +279,11 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
 
     metric_result_cls = PyKEENRankBasedMetricResults
 
-    def __init__(self, evaluation_factory: Any = None, clear_on_finalize: bool = True, **kwargs: Any) -> None:
+    def __init__(self, evaluation_factory: Any = None, clear_on_finalize: bool = True, mode: str | None = None,
+                 **kwargs: Any) -> None:  # fmt: skip
         KGEvalSampledRankBasedEvaluator.__init__(self, evaluation_factory, **kwargs)
         self.requires_positive_mask = False
-        self.mode = None
+        self.mode = None if mode is None else check_mode(mode)
         self.clear_on_finalize = bool(clear_on_finalize)
         self.batch_size: int | None = None  # PyKEEN's pipeline reads these of any evaluator
         self.slice_size: int | None = None
@@ -300,14 +308,14 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         **kwargs: Any,
     ) -> RankBasedMetricResults:
         """:meth:`kgeval.SampledRankBasedEvaluator.evaluate` with PyKEEN's signature: ``batch_size`` (None: 256),
-        ``additional_filter_triples`` and ``targets`` as there; ``slice_size``, ``tqdm_kwargs``,
-        ``do_time_consuming_checks``, ``pre_filtered_triples`` and PyKEEN's ``mode`` are accepted and have nothing
-        to do (each task scores its K + 1 candidates at once); ``device`` must be the model's (kgeval never moves a
-        model); ``restrict_entities_to`` / ``restrict_relations_to`` are refused (the negatives define the
-        candidates)."""
-        unknown = set(kwargs) - {"mode"}
-        if unknown:
-            raise TypeError(f"evaluate() got unexpected keyword arguments {sorted(unknown)}")
+        ``additional_filter_triples`` and ``targets`` as there; ``mode`` (default: the evaluator's) the inductive
+        graph the negatives are drawn from; ``slice_size``, ``tqdm_kwargs``, ``do_time_consuming_checks`` and
+        ``pre_filtered_triples`` are accepted and have nothing to do (each task scores its K + 1 candidates at
+        once); ``device`` must be the model's (kgeval never moves a model); ``restrict_entities_to`` /
+        ``restrict_relations_to`` are refused (the negatives define the candidates)."""
+        mode = kwargs.pop("mode", self.mode)
+        if kwargs:
+            raise TypeError(f"evaluate() got unexpected keyword arguments {sorted(kwargs)}")
         if restrict_entities_to is not None or restrict_relations_to is not None:
             raise ValueError("restrict_entities_to / restrict_relations_to do not apply to sampled negatives (the "
                              "negatives are the candidates); evaluate with RankBasedEvaluator to restrict")  # fmt: skip
@@ -315,7 +323,7 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
         results = KGEvalSampledRankBasedEvaluator.evaluate(
             self, model, mapped_triples, additional_filter_triples=additional_filter_triples,
             targets=tuple(targets), batch_size=256 if batch_size is None else batch_size, use_tqdm=use_tqdm,
-            device=device,
+            device=device, mode=mode,
         )  # fmt: skip
         return self._reported(results)
 

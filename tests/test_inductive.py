@@ -1,0 +1,195 @@
+"""Inductive link prediction in kgeval's own API: a model of kgeval's inductive protocol
+(:mod:`kgeval.adapters.inductive`) is ranked against the entities of the graph of the mode it is given, task for
+task as the brute-force reference ranks its score table of that graph, on random graphs with heavy ties, across
+batch and slice sizes, through its methods and through its query/candidate form; ids outside the mode's graph are
+errors; the inductive loader's ids, drops and notes."""
+
+from __future__ import annotations
+
+import gzip
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from kgeval import RankBasedEvaluator
+from kgeval.adapters import scoring_view
+from kgeval.adapters.inductive import ModeBound, ModeBoundQueryCandidate
+from kgeval.datasets import load_inductive_dataset
+from kgeval.datasets.inductive import is_inductive_folder
+from kgeval.exceptions import FastPathWarning, UnseenLabelsWarning
+from tests.helpers.ranks import assert_same_ranks
+from tests.helpers.reference import reference_ranks
+
+SIZES = {"training": 31, "validation": 23, "testing": 23}
+RELATIONS, DIM = 4, 3
+
+
+class TwoGraphs(torch.nn.Module):
+    """kgeval's inductive protocol: entity vectors per graph (the validation and testing modes share the inference
+    graph, as in PyKEEN), relations shared; entries in {-1, 0, 1}, so scores are small integers (heavy ties, exact in
+    any summation order)."""
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        def table(rows: int) -> torch.nn.Parameter:
+            return torch.nn.Parameter(torch.randint(-1, 2, (rows, DIM), generator=generator).float())
+
+        self.training_graph, self.inference, self.relations = (table(SIZES["training"]), table(SIZES["testing"]),
+                                                               table(RELATIONS))  # fmt: skip
+        self.num_relations = RELATIONS
+
+    def entities(self, mode: str) -> torch.Tensor:
+        return self.training_graph if mode == "training" else self.inference
+
+    def kgeval_num_entities(self, mode: str) -> int:
+        return SIZES[mode]
+
+    def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None, mode: str) -> torch.Tensor:
+        table = self.entities(mode)
+        query = table[hr_batch[:, 0]] * self.relations[hr_batch[:, 1]]
+        return query @ (table if tails is None else table[tails]).T
+
+    def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None, mode: str) -> torch.Tensor:
+        table = self.entities(mode)
+        query = self.relations[rt_batch[:, 0]] * table[rt_batch[:, 1]]
+        return query @ (table if heads is None else table[heads]).T
+
+    def table(self, mode: str) -> torch.Tensor:
+        """(E, R, E) scores of every triple of the mode's graph, for the reference."""
+        entities = self.entities(mode).detach()
+        return torch.einsum("hd,rd,td->hrt", entities, self.relations.detach(), entities)
+
+
+class TwoGraphsWithForm(TwoGraphs):
+    """The same scores through the query/candidate form with a mode (the fast path)."""
+
+    kgeval_similarity = "dot"
+
+    def kgeval_query(self, batch: torch.Tensor, target: str, *, mode: str) -> torch.Tensor:
+        table = self.entities(mode)
+        if target == "tail":
+            return table[batch[:, 0]] * self.relations[batch[:, 1]]
+        return self.relations[batch[:, 0]] * table[batch[:, 1]]
+
+    def kgeval_candidates(self, target: str, *, mode: str) -> torch.Tensor:
+        return self.entities(mode)
+
+
+def random_triples(count: int, entities: int, seed: int) -> torch.Tensor:
+    generator = torch.Generator().manual_seed(seed)
+    return torch.stack([torch.randint(0, entities, (count,), generator=generator),
+                        torch.randint(0, RELATIONS, (count,), generator=generator),
+                        torch.randint(0, entities, (count,), generator=generator)], dim=1)  # fmt: skip
+
+
+@pytest.mark.parametrize("model_class", [TwoGraphs, TwoGraphsWithForm])
+@pytest.mark.parametrize(("batch_size", "slice_size"), [(None, None), (1, 5), (7, 11), (64, 23)])
+@pytest.mark.parametrize("mode", ["training", "testing"])
+def test_ranks_equal_the_reference_over_the_modes_graph(model_class, batch_size, slice_size, mode) -> None:
+    model = model_class(seed=3)
+    entities = SIZES[mode]
+    triples = random_triples(60, entities, seed=1)
+    known = random_triples(120, entities, seed=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)  # the form, where there is one, is used
+        results = RankBasedEvaluator(batch_size=batch_size, slice_size=slice_size).evaluate(
+            model, triples, additional_filter_triples=known, mode=mode, use_tqdm=False)  # fmt: skip
+    expected = reference_ranks(model.table(mode), triples, [known])
+    assert_same_ranks(results.records, expected)
+    optimistic, pessimistic = expected["both"]["optimistic"], expected["both"]["pessimistic"]
+    assert (pessimistic - optimistic).max() >= 3  # heavy ties really occur
+
+
+def test_the_view_binds_the_mode_and_keeps_the_form() -> None:
+    plain, with_form = scoring_view(TwoGraphs(), "testing"), scoring_view(TwoGraphsWithForm(), "validation")
+    assert type(plain) is ModeBound and plain.num_entities == SIZES["testing"] and plain.num_relations == RELATIONS
+    assert type(with_form) is ModeBoundQueryCandidate and with_form.kgeval_candidates("tail").shape == (23, DIM)
+    assert scoring_view(TwoGraphs(), "training").num_entities == SIZES["training"]
+
+
+def test_modes_and_ids_are_checked() -> None:
+    model = TwoGraphs()
+    triples = random_triples(10, SIZES["testing"], seed=4)
+    evaluator = RankBasedEvaluator()
+    with pytest.raises(ValueError, match="mode must be None \\(transductive\\) or one of"):
+        evaluator.evaluate(model, triples, mode="inference", use_tqdm=False)
+    beyond = triples.clone()
+    beyond[6, 0] = SIZES["testing"]  # a training-graph id with no entity in the inference graph
+    with pytest.raises(ValueError, match="row 6"):
+        evaluator.evaluate(model, beyond, mode="testing", use_tqdm=False)
+    with pytest.raises(ValueError, match="additional_filter_triples"):
+        evaluator.evaluate(model, triples, additional_filter_triples=beyond, mode="testing", use_tqdm=False)
+    with pytest.raises(TypeError, match="has no kgeval_num_entities\\(mode\\)"):
+        evaluator.evaluate(torch.nn.Linear(2, 2), triples, mode="testing", use_tqdm=False)
+
+    class Broken(TwoGraphs):
+        def kgeval_num_entities(self, mode: str) -> int:
+            return 0
+
+    with pytest.raises(ValueError, match="kgeval_num_entities\\('testing'\\) must be a positive int"):
+        evaluator.evaluate(Broken(), triples, mode="testing", use_tqdm=False)
+
+
+# -- the loader --------------------------------------------------------------------------------------------------
+
+
+def write(folder: Path, files: dict[str, list[tuple[str, str, str]]], compress: bool = True) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in files.items():
+        text = "".join("\t".join(row) + "\n" for row in rows)
+        if compress:
+            (folder / f"{name}.txt.gz").write_bytes(gzip.compress(text.encode()))
+        else:
+            (folder / f"{name}.txt").write_text(text)
+    return folder
+
+
+def test_the_loader_numbers_each_graph_and_reports_what_it_drops(tmp_path: Path) -> None:
+    folder = write(tmp_path / "ind", {
+        "train": [("b", "likes", "a"), ("a", "knows", "c"), ("shared", "likes", "a")],
+        "inference": [("y", "likes", "x"), ("x", "knows", "z"), ("shared", "knows", "x"), ("x", "hates", "y")],
+        "inference_validation": [("x", "likes", "z"), ("q", "likes", "x")],
+        "inference_test": [("z", "knows", "y"), ("y", "hates", "z")],
+    })  # fmt: skip
+    assert is_inductive_folder(folder) and not is_inductive_folder(tmp_path)
+    with pytest.warns(UnseenLabelsWarning) as caught:
+        data = load_inductive_dataset(folder)
+    assert data.training_entity_to_id == {"a": 0, "b": 1, "c": 2, "shared": 3}
+    assert data.relation_to_id == {"knows": 0, "likes": 1}  # the training graph's: "hates" is none of them
+    assert data.inference_entity_to_id == {"shared": 0, "x": 1, "y": 2, "z": 3}
+    assert data.train.tolist() == [[1, 1, 0], [0, 0, 2], [3, 1, 0]]
+    assert data.inference.tolist() == [[2, 1, 1], [1, 0, 3], [0, 0, 1]]  # (x, hates, y) dropped
+    assert data.valid.tolist() == [[1, 1, 3]] and data.test.tolist() == [[3, 0, 2]]  # q: no entity of the graph
+    message = str(caught[0].message)
+    assert "inference.txt.gz: 1 triples dropped (1 of them by a relation the training graph lacks" in message
+    assert "inference_validation.txt.gz: 1 triples dropped (0 of them" in message
+    summary = data.summary()
+    assert "entities in both graphs: 1" in summary and "inference_test.txt.gz: 1 triples dropped" in summary
+    test = data.evaluation_kwargs("test")
+    assert test["mode"] == "testing" and test["additional_filter_triples"][1] is data.valid
+    assert data.evaluation_kwargs("valid")["mode"] == "validation"
+    with pytest.raises(ValueError, match="split must be 'valid' or 'test'"):
+        data.evaluation_kwargs("train")
+
+
+def test_the_loader_refuses_a_folder_without_its_files(tmp_path: Path) -> None:
+    write(tmp_path / "half", {"train": [("a", "r", "b")], "inference": [("x", "r", "y")]}, compress=False)
+    with pytest.raises(FileNotFoundError, match="no inference_validation file"):
+        load_inductive_dataset(tmp_path / "half")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        load_inductive_dataset(tmp_path / "nothing")
+
+
+def test_the_loaders_factories_are_pykeens(tmp_path: Path) -> None:
+    pytest.importorskip("pykeen")
+    folder = write(tmp_path / "tiny", {
+        "train": [("b", "likes", "a"), ("a", "knows", "c")], "inference": [("y", "likes", "x"), ("x", "knows", "z")],
+        "inference_validation": [("x", "likes", "z")], "inference_test": [("z", "knows", "y")]})  # fmt: skip
+    factories = load_inductive_dataset(folder).to_pykeen(create_inverse_triples=True)
+    assert factories["transductive_training"].create_inverse_triples
+    assert factories["inductive_inference"].entity_to_id == {"x": 0, "y": 1, "z": 2}
+    assert factories["inductive_testing"].mapped_triples.tolist() == [[2, 0, 1]]
+    assert not factories["inductive_testing"].create_inverse_triples

@@ -20,18 +20,22 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
+from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
 from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
 from kgeval.datasets import (
     SHIPPED_DATASETS,
+    InductiveDataset,
     TemporalDataset,
     TriplesDataset,
     dataset_fingerprint,
     dataset_folder,
+    inductive_folder,
     load_any_dataset,
     load_dataset,
+    load_inductive_dataset,
     shared_data_dir,
     temporal_folder,
 )
@@ -167,6 +171,15 @@ def _temporal_dataset(name: str | None, reading: Reading, **ids: Any) -> Tempora
     return load_any_dataset(folder, **reading, **ids)
 
 
+def _inductive_dataset(name: str | None, reading: Reading) -> InductiveDataset | None:
+    """The inductive dataset ``name`` names (:func:`kgeval.datasets.inductive_folder`), read as ``reading`` says
+    (its duplicates; an inductive folder drops unscoreable rows itself), else None."""
+    folder = inductive_folder(name) if name else None
+    if folder is None:
+        return None
+    return load_inductive_dataset(folder, duplicates=reading["duplicates"])
+
+
 def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
@@ -179,6 +192,8 @@ def _run_demo(args: argparse.Namespace) -> int:
         torch.set_num_threads(args.threads)
     if isinstance(dataset, TemporalDataset):
         return run_temporal_demo(args, dataset)
+    if isinstance(dataset, InductiveDataset):
+        return run_inductive_demo(args, dataset)
     progress = not args.no_progress
     print(
         f"Dataset {dataset.name}: {dataset.num_entities} entities, {dataset.num_relations} relations, "
@@ -513,6 +528,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     temporal = None
     if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
+        inductive = _inductive_dataset(args.dataset or loaded.dataset, _reading(args, loaded))
+        if inductive is not None:
+            return run_inductive_evaluate(args, inductive, loaded.model)
         ids = {"entity_to_id": loaded.entity_to_id, "relation_to_id": loaded.relation_to_id,
                "time_to_id": loaded.time_to_id} if loaded.time_to_id is not None else {}  # fmt: skip
         temporal = _temporal_dataset(args.dataset or loaded.dataset, _reading(args, loaded), **ids)
@@ -587,6 +605,13 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
+    inductive = _inductive_dataset(args.dataset, _reading(args))
+    if inductive is not None:
+        if args.ranks:
+            raise ValueError("a rank table is audited on triples; on inductive data pass --checkpoint (or nothing)")
+        if args.checkpoint:
+            model = load_model_file(args.checkpoint, trust=args.trust_checkpoint).model
+        return run_inductive_audit(args, inductive, model)
     temporal = _temporal_dataset(args.dataset, _reading(args))
     if temporal is not None:
         if args.ranks:
@@ -611,7 +636,8 @@ def _run_audit(args: argparse.Namespace) -> int:
 #: The sub-commands, by name.
 COMMANDS: dict[str, Command] = {
     "demo": Command(
-        help="train DistMult on a small dataset (TNTComplEx on a folder of quadruples) and print filtered valid / "
+        help="train DistMult on a small dataset (TNTComplEx on a folder of quadruples, a relation-context model on "
+        "an inductive folder) and print filtered valid / "
         "test metrics",
         add_arguments=_add_demo_arguments,
         run=_run_demo,

@@ -193,3 +193,86 @@ def test_the_loaders_factories_are_pykeens(tmp_path: Path) -> None:
     assert factories["inductive_inference"].entity_to_id == {"x": 0, "y": 1, "z": 2}
     assert factories["inductive_testing"].mapped_triples.tolist() == [[2, 0, 1]]
     assert not factories["inductive_testing"].create_inverse_triples
+
+
+# -- the relation-context baseline, the audit, the command line ---------------------------------------------------
+
+
+def tiny_inductive(folder: Path) -> Path:
+    """A training graph and a disjoint inference graph over the same four relations, with a test triple also in
+    the inference graph and one also in the validation triples."""
+    return write(folder, {
+        "train": [("a", "p", "b"), ("b", "q", "c"), ("c", "p", "a"), ("a", "r", "c"), ("d", "s", "a"), ("b", "p", "d")],
+        "inference": [("x", "p", "y"), ("y", "q", "z"), ("z", "p", "x"), ("x", "r", "z"), ("w", "s", "x"),
+                      ("y", "p", "w")],
+        "inference_validation": [("x", "p", "z"), ("w", "p", "y")],
+        "inference_test": [("y", "q", "z"), ("x", "p", "z"), ("z", "r", "w"), ("w", "s", "y")],
+    })  # fmt: skip
+
+
+def test_the_relation_context_model_is_the_mean_of_its_edges(tmp_path: Path) -> None:
+    from kgeval.models import RelationContextDistMult
+
+    data = load_inductive_dataset(tiny_inductive(tmp_path / "tiny"))
+    model = RelationContextDistMult.for_dataset(data, dim=5, seed=0)
+    for mode, graph, count in (("training", data.train, 4), ("testing", data.inference, 4)):
+        vectors = model.entity_vectors(mode)
+        for entity in range(count):
+            edges = [model.outgoing[r] for h, r, t in graph.tolist() if h == entity]
+            edges += [model.incoming[r] for h, r, t in graph.tolist() if t == entity]
+            torch.testing.assert_close(vectors[entity], torch.stack(edges).mean(0), rtol=1e-6, atol=1e-7)
+    triples = data.test
+    with torch.no_grad():
+        scores = model.score_t(triples[:, :2], mode="testing")
+        table = torch.einsum("hd,rd,td->hrt", model.entity_vectors("testing"), model.relation_weights,
+                             model.entity_vectors("testing"))  # fmt: skip
+        torch.testing.assert_close(scores, table[triples[:, 0], triples[:, 1]])
+        torch.testing.assert_close(model.score_hrt(triples, mode="testing"), table[tuple(triples.T)])
+    results = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
+    expected = reference_ranks(table, triples, data.evaluation_kwargs("test")["additional_filter_triples"])
+    assert_same_ranks(results.records, expected)
+
+
+def filter_size_by_loops(known: list[tuple[int, int, int]], evaluated: list[tuple[int, int, int]]) -> float:
+    """Mean other known answers per head and tail task, by explicit loops over distinct known triples."""
+    facts = set(known)
+    removed = []
+    for h, r, t in evaluated:
+        removed.append(sum(1 for (a, b, c) in facts if a == h and b == r and c != t))
+        removed.append(sum(1 for (a, b, c) in facts if b == r and c == t and a != h))
+    return sum(removed) / len(removed)
+
+
+def test_the_audit_card_counts_as_plain_loops_do(tmp_path: Path) -> None:
+    from kgeval.inductive_audit import audit_inductive_dataset
+
+    folder = tiny_inductive(tmp_path / "tiny")
+    data = load_inductive_dataset(folder)
+    report = audit_inductive_dataset(data)
+    rows = {split: [tuple(row) for row in getattr(data, split).tolist()] for split in ("inference", "valid", "test")}
+    assert report.test_in_inference == len(set(rows["test"]) & set(rows["inference"])) == 1
+    assert report.test_in_valid == len(set(rows["test"]) & set(rows["valid"])) == 1
+    assert report.filter_sizes["test"] == pytest.approx(
+        filter_size_by_loops(rows["inference"] + rows["valid"] + rows["test"], rows["test"]))
+    assert report.filter_sizes["valid"] == pytest.approx(filter_size_by_loops(rows["inference"] + rows["valid"],
+                                                                              rows["valid"]))  # fmt: skip
+    assert report.shared_entities == 0 and report.sizes == {"train": 6, "inference": 6, "valid": 2, "test": 4}
+    assert report.rule_mrr is not None and 0 < report.rule_mrr <= 1
+    card = report.to_markdown()
+    assert "The two graphs are disjoint" in card and "| inference_test | 0 | 0 |" in card
+    assert '"format": "kgeval-inductive-audit-1"' in report.to_json()
+
+
+def test_the_command_line_on_an_inductive_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from kgeval.cli import main
+
+    folder = tiny_inductive(tmp_path / "tiny")
+    assert main(["demo", "--dataset", str(folder), "--epochs", "2", "--dim", "4", "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "Dataset tiny (inductive): training graph 4 entities / 6 triples, inference graph 4 entities" in out
+    assert "== test: 4 triples over the inference graph's 4 entities, filtered by inference graph + valid + test" in out
+    assert "Rule-only baseline on test" in out
+    assert main(["audit", "--dataset", str(folder)]) == 0
+    assert "## Inductive evaluation audit: tiny" in capsys.readouterr().out
+    assert main(["demo", "--dataset", str(folder), "--save-checkpoint", str(tmp_path / "m.pt")]) == 2
+    assert "does not apply to the inductive demo yet" in capsys.readouterr().err

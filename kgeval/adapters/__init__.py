@@ -11,9 +11,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-import torch
-
 from kgeval._model_state import without_max_norm
+from kgeval.adapters.devices import model_device
+from kgeval.adapters.inductive import mode_view
 from kgeval.adapters.wrappers import SCORING_ATTRIBUTES, delegate_of, unwrap
 from kgeval.protocol import SIMILARITIES, QueryCandidateModel
 from kgeval.typing import InductiveMode
@@ -49,8 +49,6 @@ def scoring_view(model: Any, mode: InductiveMode | None = None) -> Any:
 
         return pykeen_view(model, mode)
     if mode is not None:
-        from kgeval.adapters.inductive import mode_view
-
         return mode_view(model, mode)
     pyg_kge = sys.modules.get("torch_geometric.nn.kge")
     if pyg_kge is not None and isinstance(model, pyg_kge.KGEModel):
@@ -127,13 +125,3 @@ def scores_itself(model: Any) -> bool:
     )
 
 
-def model_device(model: Any) -> torch.device:
-    """The device the model's parameters live on (``model.device`` if set; CPU for parameter-free models)."""
-    device = getattr(model, "device", None)
-    if isinstance(device, torch.device | str):
-        return torch.device(device)
-    parameters = getattr(model, "parameters", None)
-    if callable(parameters):
-        for parameter in parameters():
-            return parameter.device
-    return torch.device("cpu")

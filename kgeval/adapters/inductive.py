@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from kgeval.adapters.devices import model_device
 from kgeval.adapters.signatures import candidate_argument
 from kgeval.typing import INDUCTIVE_MODES, InductiveMode
 
@@ -91,8 +92,6 @@ class ModeBound:
 
     @property
     def device(self) -> torch.device:
-        from kgeval.adapters import model_device
-
         return model_device(self.model)
 
     def score_t(self, hr_batch: torch.Tensor, **candidates: Any) -> torch.Tensor:

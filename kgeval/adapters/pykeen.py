@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from pykeen.models import ERModel, Model
 
+from kgeval.adapters.inductive import check_mode
 from kgeval.adapters.overrides import foreign_override
 from kgeval.typing import INDUCTIVE_MODES, InductiveMode, Target
 
@@ -86,8 +87,6 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
 def _checked_mode(model: Model, mode: Any) -> InductiveMode | None:
     """The mode to score ``model`` in: required (one of PyKEEN's) for an inductive model, refused for a
     transductive one, as PyKEEN's ``_get_entity_len`` refuses it."""
-    from kgeval.adapters.inductive import check_mode
-
     if not _is_inductive(model):
         if mode is not None:
             raise ValueError(f"{type(model).__name__} is a transductive PyKEEN model: it has no inductive mode "

@@ -17,7 +17,7 @@ from typing import Any, Literal
 import torch
 
 from kgeval.datasets import scenarios
-from kgeval.datasets.inductive import InductiveDataset, load_inductive_dataset
+from kgeval.datasets.inductive import InductiveDataset, is_inductive_folder, load_inductive_dataset
 from kgeval.datasets.labelled import (
     Duplicates,
     LabelledSplit,
@@ -39,6 +39,7 @@ __all__ = [
     "TriplesDataset",
     "dataset_fingerprint",
     "dataset_folder",
+    "inductive_folder",
     "labels_by_id",
     "load_any_dataset",
     "load_dataset",
@@ -354,6 +355,13 @@ def dataset_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
     return None
 
 
+def inductive_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
+    """The folder :func:`dataset_folder` finds for ``name_or_path`` when it holds an inductive dataset (a train and
+    an inference file, :func:`kgeval.datasets.inductive.is_inductive_folder`), else None."""
+    folder = dataset_folder(name_or_path)
+    return folder if folder is not None and is_inductive_folder(folder) else None
+
+
 def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
     """The folder :func:`dataset_folder` finds for ``name_or_path`` when it holds quadruples -- labelled ones
     (:func:`kgeval.datasets.reading.holds_quadruples`) or a RE-Net-format folder of ids
@@ -364,9 +372,17 @@ def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
 
 def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn", duplicates: Duplicates = "keep",
                      **ids: Any) -> Any:  # fmt: skip
-    """:func:`load_renet_folder` for a RE-Net-format folder, :func:`load_temporal_tsv` for another folder of
-    quadruples (:func:`temporal_folder`), else :func:`load_dataset`: a TemporalDataset or a TriplesDataset.
-    ``ids``: ``entity_to_id`` / ``relation_to_id`` (and ``time_to_id`` for labelled quadruples) to read it with."""
+    """:func:`load_inductive_dataset` for an inductive folder (:func:`inductive_folder`), :func:`load_renet_folder`
+    for a RE-Net-format folder, :func:`load_temporal_tsv` for another folder of quadruples (:func:`temporal_folder`),
+    else :func:`load_dataset`: an InductiveDataset, a TemporalDataset or a TriplesDataset. ``ids``:
+    ``entity_to_id`` / ``relation_to_id`` (and ``time_to_id`` for labelled quadruples) to read it with (an
+    inductive folder numbers its two graphs itself: ids given for one are refused)."""
+    inductive = inductive_folder(name_or_path)
+    if inductive is not None:
+        if any(value is not None for value in ids.values()):
+            raise ValueError(f"{inductive} is an inductive dataset: its ids are those of its two graphs (sorted "
+                             "labels, as PyKEEN numbers them), not given ones")  # fmt: skip
+        return load_inductive_dataset(inductive, duplicates=duplicates)
     folder = temporal_folder(name_or_path)
     if folder is not None and is_renet_folder(folder):
         return _same_ids(load_renet_folder(folder, duplicates=duplicates), ids)

@@ -65,6 +65,12 @@ class InductiveDataset:
         What was read, dropped and shared (:meth:`summary`).
     read_with : dict of str to str
         The reading options that decide the rows (``duplicates``).
+    dropped : dict of str to dict of str to int
+        File name (``inference``, ``inference_validation``, ``inference_test``) -> ``{"entity": n, "relation": m}``:
+        the triples dropped for an entity outside the inference graph, and for a relation the training graph lacks
+        (a triple with both counts as a relation drop).
+    shared_entities : int
+        Entity labels in both graphs.
     """
 
     name: str
@@ -78,6 +84,8 @@ class InductiveDataset:
     sources: dict[str, str] = field(default_factory=dict, repr=False)
     notes: tuple[str, ...] = field(default=(), repr=False)
     read_with: dict[str, str] = field(default_factory=dict, repr=False)
+    dropped: dict[str, dict[str, int]] = field(default_factory=dict, repr=False)
+    shared_entities: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         training = (("head", self.num_training_entities), ("relation", self.num_relations),
@@ -212,6 +220,9 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
         sources=sources,
         notes=tuple(notes),
         read_with={"duplicates": duplicates},
+        dropped={file: {"entity": counts["rows"] - counts["relation"], "relation": counts["relation"]}
+                 for file, counts in dropped.items()},
+        shared_entities=len(shared),
     )
 
 
@@ -225,7 +236,7 @@ def _scorable(split: LabelledSplit, entities: Mapping[str, int], relations: Mapp
     the rows dropped: by an unknown entity, by an unknown relation)."""
     keep = [i for i, (head, relation, tail) in enumerate(zip(split.heads, split.relations, split.tails, strict=True))
             if head in entities and tail in entities and relation in relations]  # fmt: skip
-    unknown_relation = sum(relation not in relations for relation in split.relations)
+    unknown_relation = sum(relation not in relations for relation in split.relations)  # dropped whatever the entities
     counts = {"rows": len(split.heads) - len(keep), "relation": unknown_relation}
     if counts["rows"] == 0:
         return split, counts

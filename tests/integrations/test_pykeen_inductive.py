@@ -7,6 +7,7 @@ organisers' training workflow runs with kgeval's evaluators swapped in.
 
 from __future__ import annotations
 
+import json
 import logging
 import warnings
 from pathlib import Path
@@ -242,3 +243,23 @@ def test_a_transductive_model_has_no_mode() -> None:
     assert isinstance(scoring_view(model), PyKEENScoring)
     with pytest.raises(ValueError, match="transductive PyKEEN model: it has no inductive mode"):
         scoring_view(model, "testing")
+
+
+def test_kgeval_evaluate_takes_a_saved_inductive_model_and_its_folder(data, tmp_path, capsys) -> None:
+    """``kgeval evaluate --checkpoint model.pkl --trust-checkpoint --dataset ILPC-folder``: mode and filter from the
+    folder, the numbers of the API."""
+    from kgeval.cli import main
+
+    pykeen_data, ours = data
+    if ours.num_inference_entities > 10_000:
+        pytest.skip("run on ILPC2022-small")
+    model = build(pykeen_data, "InductiveNodePieceGNN")
+    torch.save(model, tmp_path / "model.pkl")
+    folder = str(ilpc("small"))
+    assert main(["evaluate", "--checkpoint", str(tmp_path / "model.pkl"), "--trust-checkpoint", "--dataset", folder,
+                 "--json"]) == 0  # fmt: skip
+    document = json.loads(capsys.readouterr().out)
+    assert document["source"]["mode"] == "testing"
+    expected = KGEvalEvaluator().evaluate(model, **ours.evaluation_kwargs("test"), use_tqdm=False)
+    assert document["metrics"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(expected["mrr"],
+                                                                                             rel=1e-12)  # fmt: skip

@@ -20,6 +20,7 @@ from kgeval._checks import check_positive_int, check_writable_file
 from kgeval.keys import format_key, parse_key
 from kgeval.metrics.registry import lookup, reported_keys
 from kgeval.results import RankBasedMetricResults
+from kgeval.typing import InductiveMode
 
 __all__ = ["EarlyStopper", "StopperEvaluation"]
 
@@ -71,6 +72,10 @@ class EarlyStopper:
         interrupted save never loses the previous best weights.
     evaluate_kwargs : mapping, optional
         Further keyword arguments of ``evaluator.evaluate`` (default ``use_tqdm=False``).
+    mode : {"training", "validation", "testing"}, optional
+        Inductive link prediction: the graph the validation triples are ranked over (``evaluate(..., mode=)``), so
+        that ``EarlyStopper(evaluator, model, **inductive_data.evaluation_kwargs("valid"))`` works as for
+        transductive data (docs/inductive.md).
 
     Attributes
     ----------
@@ -102,6 +107,7 @@ class EarlyStopper:
         seed: int = 0,
         checkpoint_path: str | os.PathLike[str] | None = None,
         evaluate_kwargs: Mapping[str, Any] | None = None,
+        mode: InductiveMode | None = None,
     ) -> None:
         self.evaluator = evaluator
         self.model = model
@@ -113,7 +119,8 @@ class EarlyStopper:
         self.checkpoint_path = None  # checked now, not at the first improvement
         if checkpoint_path is not None:
             self.checkpoint_path = check_writable_file(checkpoint_path, "checkpoint_path")
-        self.evaluate_kwargs = {"use_tqdm": False, **(evaluate_kwargs or {})}
+        self.evaluate_kwargs = {"use_tqdm": False, **({"mode": mode} if mode is not None else {}),
+                                **(evaluate_kwargs or {})}  # fmt: skip
         if not isinstance(mapped_triples, torch.Tensor):
             kind = type(mapped_triples).__name__
             raise TypeError(f"mapped_triples must be a torch.Tensor of shape (n, 3), got {kind}")

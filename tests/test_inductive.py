@@ -276,3 +276,20 @@ def test_the_command_line_on_an_inductive_folder(tmp_path: Path, capsys: pytest.
     assert "## Inductive evaluation audit: tiny" in capsys.readouterr().out
     assert main(["demo", "--dataset", str(folder), "--save-checkpoint", str(tmp_path / "m.pt")]) == 2
     assert "does not apply to the inductive demo yet" in capsys.readouterr().err
+
+
+def test_early_stopping_on_an_inductive_validation_split(tmp_path: Path) -> None:
+    """kgeval's EarlyStopper takes the inductive evaluation arguments as they come (mode included)."""
+    from kgeval import EarlyStopper
+    from kgeval.models import RelationContextDistMult
+    from kgeval.models.training import train_epoch
+
+    data = load_inductive_dataset(tiny_inductive(tmp_path / "tiny"))
+    model = RelationContextDistMult.for_dataset(data, dim=4, seed=0)
+    stopper = EarlyStopper(RankBasedEvaluator(), model, **data.evaluation_kwargs("valid"), patience=1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.05)
+    train_epoch(model, data.train, optimizer, batch_size=4, num_negatives=3, generator=torch.Generator().manual_seed(1))
+    assert not stopper.should_stop(1)
+    direct = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("valid"), use_tqdm=False)
+    assert stopper.history[0].value == direct["mrr"]
+    assert stopper.history[0].results["both.realistic.count"] == 2 * len(data.valid)

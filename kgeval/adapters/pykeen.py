@@ -30,6 +30,9 @@ SUPPORTED: dict[str, str | None] = {
     "TransEInteraction": None,
     "RotatEInteraction": "l2",
 }
+#: PyKEEN interactions that score each (query, candidate) pair from that pair's representations alone, elementwise
+#: and reduced along the pair's own d values: their scores of a block of candidates are their scores of all
+ELEMENTWISE: frozenset[str] = frozenset({"DistMultInteraction"})
 
 
 def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScoring:
@@ -278,8 +281,8 @@ class PyKEENInductiveScoring(PyKEENScoring):
         entities, relations = self._representations()
         batch = rt_batch.unsqueeze(dim=1)
         head = entities if heads is None else _take(entities, heads)
-        return self.model.interaction(h=_leading_axis(head, dim=0), r=_take(relations, batch[..., 0]),
-                                      t=_take(entities, batch[..., 1]))  # fmt: skip
+        return self._interaction_in_chunks({"r": _take(relations, batch[..., 0]), "t": _take(entities, batch[..., 1])},
+                                           "h", _leading_axis(head, dim=0))  # fmt: skip
 
     def _score_tails(self, hr_batch: torch.Tensor, tails: torch.Tensor | None) -> torch.Tensor:
         """PyKEEN's ``ERModel.score_t`` on the cached representations: (B, 1, ...) heads and relations, (1, k, ...)
@@ -287,12 +290,52 @@ class PyKEENInductiveScoring(PyKEENScoring):
         entities, relations = self._representations()
         batch = hr_batch.unsqueeze(dim=1)
         tail = entities if tails is None else _take(entities, tails)
-        return self.model.interaction(h=_take(entities, batch[..., 0]), r=_take(relations, batch[..., 1]),
-                                      t=_leading_axis(tail, dim=0))  # fmt: skip
+        return self._interaction_in_chunks({"h": _take(entities, batch[..., 0]), "r": _take(relations, batch[..., 1])},
+                                           "t", _leading_axis(tail, dim=0))  # fmt: skip
+
+    def _interaction_in_chunks(self, query: dict[str, Any], side: str, candidates: Any) -> torch.Tensor:
+        """(B, k) scores: the interaction of the (B, 1, ...) ``query`` representations (the two of "h", "r", "t" that
+        are not ``side``) with the (1, k, ...) ``candidates`` as ``side``, computed over blocks of rows -- and of
+        candidates, for an interaction that is elementwise along them (:data:`ELEMENTWISE`) -- of about a quarter of
+        the last-level cache in (B, k, d) intermediates (the engine's eager chunk), written into one output.
+
+        PyKEEN's interaction materialises the (B, k, d) broadcast product before it reduces it; on the whole batch
+        that product goes to memory and back (ILPC2022-small, dim 100: 2.9 s per evaluation, 0.7 s in blocks).
+        Every score is computed by the same operations on the same operands as on the whole batch: rows are
+        independent (PyKEEN's evaluator splits them by its own batch size), and an elementwise interaction's
+        reduction runs along each score's own d values, whatever the block around it."""
+        from kgeval._engine.machine import eager_chunk_elements, last_level_cache
+
+        rows, width = len(_first(query["r"])), _first(candidates).shape[1]
+        per_score = max(1, max(_first(part)[0, 0].numel() for part in (*query.values(), candidates)))
+        budget = eager_chunk_elements(last_level_cache()) // per_score
+        columns = min(width, max(1, budget)) if type(self.model.interaction).__name__ in ELEMENTWISE else width
+        block = max(1, budget // columns)
+        if rows <= block and columns == width:
+            return self.model.interaction(**query, **{side: candidates})
+        scores = torch.empty(rows, width, dtype=_first(query["r"]).dtype, device=_first(query["r"]).device)
+        for start in range(0, rows, block):
+            rows_here = {name: _narrow(part, 0, start, block) for name, part in query.items()}
+            for first in range(0, width, columns):
+                scores[start : start + block, first : first + columns] = self.model.interaction(
+                    **rows_here, **{side: _narrow(candidates, 1, first, columns)})  # fmt: skip
+        return scores
 
     def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
         """PyKEEN's ``score_r`` in the mode (relation prediction recomputes the representations, as PyKEEN does)."""
         return super().score_r(ht_batch, relations=relations)
+
+
+def _first(representation: Any) -> torch.Tensor:
+    """A representation's tensor, or the first of a list."""
+    return representation if isinstance(representation, torch.Tensor) else representation[0]
+
+
+def _narrow(representation: Any, dim: int, start: int, length: int) -> Any:
+    """``length`` entries (fewer at the end) from ``start`` along ``dim`` of a representation, or of each of a list."""
+    if isinstance(representation, torch.Tensor):
+        return representation.narrow(dim, start, min(length, representation.shape[dim] - start))
+    return [_narrow(table, dim, start, length) for table in representation]
 
 
 def _leading_axis(representation: Any, dim: int) -> Any:

@@ -156,6 +156,27 @@ def test_ranks_equal_a_reference_over_the_models_own_rows(data, batch_size, slic
             np.testing.assert_array_equal(got[target][field], expected[target][field], err_msg=f"{target} {field}")
 
 
+@pytest.mark.parametrize("elements", [8 * 50, 8 * 6_000, 2**21])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_blocks_of_rows_and_candidates_give_pykeens_own_rows(data, monkeypatch, name: str, elements: int) -> None:
+    """The view computes the interaction in blocks (a few rows x some candidates, of ``elements`` intermediates):
+    every score equals, bit for bit, the row PyKEEN's own ``predict_t`` / ``predict_h`` give for the mode."""
+    import kgeval._engine.machine as machine
+
+    pykeen_data, ours = data
+    monkeypatch.setattr(machine, "eager_chunk_elements", lambda cache: elements)
+    model = build(pykeen_data, name).eval()
+    test = ours.evaluation_kwargs("test")["mapped_triples"][:37]
+    view = scoring_view(model, "testing")
+    with torch.inference_mode():
+        tails = view.score_t(test[:, [0, 1]])
+        heads = view.score_h(test[:, [1, 2]])
+        assert torch.equal(tails, model.predict_t(test[:, [0, 1]], mode="testing"))
+        assert torch.equal(heads, model.predict_h(test[:, [1, 2]], mode="testing"))
+        some = torch.tensor([5, 0, ours.num_inference_entities - 1, 17])
+        assert torch.equal(view.score_t(test[:, [0, 1]], tails=some), tails[:, some])
+
+
 def test_an_inductive_model_is_scored_per_mode_and_checked(data) -> None:
     pykeen_data, ours = data
     model = build(pykeen_data, "InductiveNodePiece")

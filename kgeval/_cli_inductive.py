@@ -65,10 +65,14 @@ def run_inductive_evaluate(args: argparse.Namespace, dataset: InductiveDataset, 
     use_tqdm = not args.no_progress and not args.json
     results = RankBasedEvaluator(ks=tuple(args.ks)).evaluate(model, **dataset.evaluation_kwargs(args.split),
                                                              use_tqdm=use_tqdm)  # fmt: skip
+    saved = None
+    if getattr(args, "save_ranks", None):  # ids and labels of the inference graph
+        saved = str(results.save_ranks(args.save_ranks, dataset.inference_entity_to_id, dataset.relation_to_id))
     if args.json:
         document = {"source": {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
                                "split": args.split, "filtered_by": _KNOWN[args.split].split(" + "),
                                "mode": dataset.evaluation_kwargs(args.split)["mode"]},
+                    **({"ranks_file": saved} if saved else {}),
                     "metrics": {key: (None if value != value else value)
                                 for key, value in results.to_flat_dict().items()}}  # fmt: skip
         print(json.dumps(document, allow_nan=False))

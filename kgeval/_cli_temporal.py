@@ -89,6 +89,9 @@ def check_fits(model: Any, dataset: TemporalDataset) -> None:
 def run_temporal_evaluate(args: argparse.Namespace, dataset: TemporalDataset, model: Any) -> int:
     """Print a temporal model's numbers on a split under the three filter settings (a table, or JSON)."""
     check_fits(model, dataset)
+    if getattr(args, "save_ranks", None):
+        raise ValueError("--save-ranks is not available for temporal data yet: the rank table has no time column "
+                         "(save results.ranks_df() of TemporalRankBasedEvaluator's results from Python)")  # fmt: skip
     results = temporal_evaluation(model, dataset, args.split, not args.no_progress and not args.json)
     known = "train + valid" if args.split == "valid" else "train + valid + test"
     if args.json:

@@ -45,7 +45,7 @@ from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import READ_OPTIONS, LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
-from kgeval.records import RankRecords, read_ranks
+from kgeval.records import RankRecords, check_rank_path, read_ranks
 from kgeval.typing import Target
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
@@ -279,7 +279,7 @@ def _add_source_arguments(parser: argparse.ArgumentParser, columns: str) -> None
         "--ranks",
         metavar="PATH",
         help=f"a rank table (.csv, .csv.gz, .tsv, .parquet) with the columns {columns} (e.g. written by "
-        "results.ranks_df().to_csv(PATH, index=False))",
+        "kgeval evaluate --save-ranks PATH, or results.save_ranks(PATH))",
     )
     add = parser.add_argument
     add("--dataset", metavar="NAME_OR_PATH", help=f"the dataset of the ids (default: the one a --checkpoint names -- "
@@ -519,12 +519,19 @@ def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--save-every", type=float, default=60.0, metavar="SECONDS",
         help="seconds between saves of --progress-file (default: %(default)s; 0: after every batch)")  # fmt: skip
+    add("--save-ranks", metavar="PATH", help="also write a checkpoint's per-task ranks to PATH (.csv, .csv.gz, .tsv, "
+        ".parquet): the rank table that evaluate / strat / audit --ranks read")  # fmt: skip
 
 
 def _run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
+    if args.save_ranks:
+        if not args.checkpoint:
+            raise ValueError("--save-ranks writes the ranks of a --checkpoint's evaluation (a rank table is one "
+                             "already)")
+        check_rank_path(args.save_ranks)  # before the evaluation, not after it
     temporal = None
     if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
@@ -554,6 +561,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             title = f"== {dataset.name} {args.split}, filtered by {' + '.join(known)} =="
             about["source"] = {"checkpoint": args.checkpoint, "model": about.pop("model"), "dataset": dataset.name,
                                "split": args.split, "filtered_by": known, "targets": list(args.targets)}  # fmt: skip
+            if args.save_ranks:
+                about["ranks_file"] = str(results.save_ranks(args.save_ranks, dataset.entity_to_id,
+                                                              dataset.relation_to_id))  # fmt: skip
     for caught in undefined:  # anything else caught is shown as it would have been
         if not issubclass(caught.category, UndefinedMetricWarning):
             warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)

@@ -277,6 +277,31 @@ def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
     raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
 
 
+def check_rank_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` as a :class:`~pathlib.Path` if a rank table can be written there (a suffix :func:`read_ranks` reads,
+    an existing folder); else a ValueError / FileNotFoundError that says why."""
+    path = Path(path)
+    suffixes = "".join(path.suffixes).lower()
+    if not (suffixes.endswith((".parquet", ".pq")) or ".csv" in suffixes or ".tsv" in suffixes):
+        raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write the rank table {path}: its folder {path.parent} does not exist")
+    return path
+
+
+def write_ranks(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write a rank table as :func:`read_ranks` reads it back, by the file's suffix: ``.csv`` / ``.csv.gz`` (commas),
+    ``.tsv`` / ``.tsv.gz`` (tabs), ``.parquet`` (needs pyarrow); without the index. The folder must exist. Returns
+    the path written."""
+    path = check_rank_path(path)
+    suffixes = "".join(path.suffixes).lower()
+    if suffixes.endswith((".parquet", ".pq")):
+        frame.to_parquet(path, index=False)
+    else:
+        frame.to_csv(path, sep="\t" if ".tsv" in suffixes else ",", index=False)
+    return path
+
+
 def rank_records(results: Any) -> RankRecords:
     """The records of :class:`kgeval.RankBasedMetricResults` (its ``records``) or of a rank table (a DataFrame)."""
     if isinstance(results, pd.DataFrame):

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -30,7 +32,7 @@ from kgeval.keys import MetricKey, format_key, parse_key
 from kgeval.metrics.naming import close_matches
 from kgeval.metrics.registry import lookup, null_model_table
 from kgeval.metrics.summary import nan_equal
-from kgeval.records import RankRecords
+from kgeval.records import RankRecords, write_ranks
 from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, TARGETS, RankType, Side, Target
 
 __all__ = [
@@ -354,6 +356,11 @@ class RankBasedMetricResults:
         """One row per ranking task (head, relation, tail, side, ranks, num_candidates); see
         :func:`kgeval.analysis.relations.ranks_frame`. Labels: label -> id or id -> label mappings, or sequences."""
         return relations.ranks_frame(self._require_records("ranks_df"), entity_labels, relation_labels)
+
+    def save_ranks(self, path: str | os.PathLike[str], entity_labels: Any = None, relation_labels: Any = None) -> Path:
+        """Write :meth:`ranks_df` to ``path`` (``.csv``, ``.csv.gz``, ``.tsv``, ``.parquet``), the rank table that
+        ``kgeval evaluate / strat / audit --ranks`` and :func:`kgeval.records.read_ranks` read; the path written."""
+        return write_ranks(self.ranks_df(entity_labels, relation_labels), path)
 
     def per_relation(
         self, keys: str | Sequence[str] = ("mrr", "hits@10"), *, relation_labels: Any = None

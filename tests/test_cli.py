@@ -235,6 +235,46 @@ def test_evaluate_a_rank_table_gives_the_same_numbers(saved, capsys: pytest.Capt
     assert all(flat[key] == pytest.approx(value, rel=1e-12, nan_ok=True) for key, value in expected.items())
 
 
+@pytest.mark.parametrize("name", ["ranks.csv", "ranks.tsv", "ranks.csv.gz"])
+def test_evaluate_saves_the_ranks_that_evaluate_strat_and_audit_read(
+    saved, tmp_path: Path, name: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """--save-ranks writes the checkpoint's rank table: its rows are the in-process evaluation's records, with the
+    dataset's labels, and ``evaluate --ranks`` of it prints the checkpoint's numbers."""
+    import pandas as pd
+
+    folder, results = saved
+    path = tmp_path / name
+    argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(folder / "model.pt"), "--save-ranks", str(path),
+            "--json"]  # fmt: skip
+    assert main(argv) == 0
+    assert json.loads(capsys.readouterr().out)["ranks_file"] == str(path)
+    table = pd.read_csv(path, sep="\t" if ".tsv" in name else ",")
+    expected = results.ranks_df()
+    assert len(table) == len(expected) == 2 * len(load_shipped_dataset("nations").test)
+    for column in ("head", "relation", "tail", "optimistic", "pessimistic", "num_candidates"):
+        np.testing.assert_array_equal(table[column].to_numpy(), expected[column].to_numpy(), err_msg=column)
+    labels = {i: label for label, i in load_shipped_dataset("nations").entity_to_id.items()}
+    assert table["head_label"].tolist() == [labels[i] for i in table["head"]]
+    assert main(["evaluate", "--ranks", str(path), "--json"]) == 0
+    flat = json.loads(capsys.readouterr().out)["metrics"]
+    expected_metrics = results.to_flat_dict()
+    assert all(flat[key] == pytest.approx(value, rel=1e-12, nan_ok=True) for key, value in expected_metrics.items())
+    assert main(["strat", "--ranks", str(path), "--dataset", "nations"]) == 0
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--ranks", "IN", "--save-ranks", "out.csv"], "--save-ranks writes the ranks of a --checkpoint's evaluation"),
+    (["--checkpoint", "CKPT", "--save-ranks", "out.xlsx"], "rank file must end in .csv, .csv.gz, .tsv or .parquet"),
+    (["--checkpoint", "CKPT", "--save-ranks", "no/such/folder/r.csv"], "its folder no/such/folder does not exist"),
+])  # fmt: skip
+def test_save_ranks_is_checked_before_the_evaluation(saved, argv, message, capsys) -> None:
+    folder, _results = saved
+    argv = [str(folder / "model.pt") if a == "CKPT" else str(folder / "ranks.csv") if a == "IN" else a for a in argv]
+    assert main(["evaluate", "--dataset", "nations", *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_evaluate_full_lists_every_metric(saved, capsys: pytest.CaptureFixture[str]) -> None:
     folder, results = saved
     assert main(["evaluate", "--ranks", str(folder / "ranks.csv"), "--full"]) == 0

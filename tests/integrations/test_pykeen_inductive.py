@@ -278,9 +278,16 @@ def test_kgeval_evaluate_takes_a_saved_inductive_model_and_its_folder(data, tmp_
     torch.save(model, tmp_path / "model.pkl")
     folder = str(ilpc("small"))
     assert main(["evaluate", "--checkpoint", str(tmp_path / "model.pkl"), "--trust-checkpoint", "--dataset", folder,
-                 "--json"]) == 0  # fmt: skip
+                 "--json", "--save-ranks", str(tmp_path / "ranks.csv")]) == 0  # fmt: skip
     document = json.loads(capsys.readouterr().out)
     assert document["source"]["mode"] == "testing"
     expected = KGEvalEvaluator().evaluate(model, **ours.evaluation_kwargs("test"), use_tqdm=False)
     assert document["metrics"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(expected["mrr"],
                                                                                              rel=1e-12)  # fmt: skip
+    import pandas as pd
+
+    table, theirs = pd.read_csv(document["ranks_file"]), expected.ranks_df()
+    for column in ("head", "tail", "optimistic", "pessimistic", "num_candidates"):
+        np.testing.assert_array_equal(table[column].to_numpy(), theirs[column].to_numpy(), err_msg=column)
+    labels = {i: label for label, i in ours.inference_entity_to_id.items()}  # the inference graph's labels
+    assert table["tail_label"].tolist() == [labels[i] for i in table["tail"]]

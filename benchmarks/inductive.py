@@ -10,7 +10,8 @@ Usage::
 Contenders (each in its own subprocess, so its peak RSS is its own; best of ``--repeats`` calls; the rounds
 interleave the contenders and each ratio is taken within a round, the best round's printed). The model is PyKEEN's
 ``InductiveNodePiece`` (``--model nodepiece``, MLP aggregation, 5 tokens, as the organisers' baseline) or
-``InductiveNodePieceGNN`` (``--model gnn``), seeded and untrained (a trained one costs the same); the test split of
+``InductiveNodePieceGNN`` (``--model gnn``), seeded, untrained or trained ``--train-epochs`` epochs first as the
+organisers train it (weights shared by every contender; the relation-context rows stay untrained); the test split of
 the inference graph, mode ``"testing"``, filtered by the inference graph and the validation triples, both sides:
 
 - ``kgeval``: ``kgeval.integrations.pykeen.RankBasedEvaluator(mode="testing").evaluate`` (PyKEEN's arithmetic on
@@ -29,6 +30,7 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+import tempfile
 import time
 import warnings
 from pathlib import Path
@@ -73,7 +75,10 @@ def pykeen_setup(args: argparse.Namespace) -> tuple[Any, Any, list[torch.Tensor]
     factories = data.to_pykeen(create_inverse_triples=True)
     cls = InductiveNodePieceGNN if args.model == "gnn" else InductiveNodePiece
     model = cls(triples_factory=factories["transductive_training"], inference_factory=factories["inductive_inference"],
-                embedding_dim=args.dim, num_tokens=5, aggregation="mlp", random_seed=0).eval()  # fmt: skip
+                embedding_dim=args.dim, num_tokens=5, aggregation="mlp", random_seed=0)  # fmt: skip
+    if getattr(args, "weights", None):
+        model.load_state_dict(torch.load(args.weights, weights_only=True))
+    model.eval()
     kwargs = data.evaluation_kwargs("test")
     return model, kwargs["mapped_triples"], kwargs["additional_filter_triples"]
 
@@ -186,6 +191,24 @@ def floor_context_contender(args: argparse.Namespace) -> dict[str, Any]:
     return _floor(vectors, distinct_queries(data.test), args.repeats)
 
 
+def train_once(args: argparse.Namespace, path: Path) -> float:
+    """Train the PyKEEN model ``args.train_epochs`` epochs as the organisers do (sLCWA on the training graph, mode
+    "training"), save its weights to ``path`` for every contender; the training's wall seconds."""
+    from pykeen.training import SLCWATrainingLoop
+
+    started = time.perf_counter()
+    args.weights = None
+    model, _, _ = pykeen_setup(args)
+    model.train()
+    data = load_inductive_dataset(folder_of(args.dataset)).to_pykeen(create_inverse_triples=True)
+    loop = SLCWATrainingLoop(triples_factory=data["transductive_training"], model=model, mode="training",
+                             optimizer_kwargs={"lr": 0.0005})  # fmt: skip
+    loop.train(triples_factory=data["transductive_training"], num_epochs=args.train_epochs, batch_size=256,
+               use_tqdm=False)  # fmt: skip
+    torch.save(model.state_dict(), path)
+    return time.perf_counter() - started
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="ILPC2022-large")
@@ -193,11 +216,19 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--train-epochs", type=int, default=0,
+                        help="train the PyKEEN model this many epochs first (0: untrained, the default)")
     parser.add_argument("--worker", help=argparse.SUPPRESS)
+    parser.add_argument("--weights", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         return run_worker(args)
     argv = ["--dataset", args.dataset, "--model", args.model, "--dim", str(args.dim), "--repeats", str(args.repeats)]
+    if args.train_epochs:
+        weights = Path(tempfile.mkdtemp()) / "weights.pt"
+        seconds = train_once(args, weights)
+        print(f"(trained {args.train_epochs} epochs in {seconds:.0f} s; every contender loads those weights)")
+        argv += ["--weights", str(weights)]
     print(f"# kgeval inductive benchmark: {args.dataset} test, PyKEEN {args.model} dim {args.dim}\n\n"
           f"machine: {machine()}\nload average before: {load_average()}\n")  # fmt: skip
     started = time.time()

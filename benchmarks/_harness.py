@@ -156,7 +156,7 @@ def machine() -> str:
     except (OSError, StopIteration):
         pass
     memory = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    from kgeval._engine.machine import cpu_cache_report
+    from kgeval._machine import cpu_cache_report
 
     return (
         f"{cpu}, {os.cpu_count()} cores, {memory:.0f} GiB RAM, torch {torch.__version__} "

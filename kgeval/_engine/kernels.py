@@ -13,8 +13,8 @@ from collections.abc import Iterator
 
 import torch
 
-from kgeval._engine.machine import eager_chunk_elements, last_level_cache
 from kgeval._engine.scoring import Workspace
+from kgeval._machine import eager_chunk_elements, last_level_cache
 
 #: the kernels themselves
 KERNELS: tuple[str, ...] = ("sign", "compare", "numba", "triton")
@@ -205,7 +205,7 @@ def count_tile(
 
 
 #: score elements the chunked eager count codes at once (CPU): a quarter of this machine's last-level cache, so that
-#: each chunk of task rows stays there through its passes (kgeval._engine.machine; 2**21 with 32 MiB of L3)
+#: each chunk of task rows stays there through its passes (kgeval._machine; 2**21 with 32 MiB of L3)
 EAGER_CHUNK_ELEMENTS = eager_chunk_elements(last_level_cache())
 
 

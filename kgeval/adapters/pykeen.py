@@ -9,6 +9,7 @@ from typing import Any
 import torch
 from pykeen.models import ERModel, Model
 
+from kgeval._machine import eager_chunk_elements, last_level_cache
 from kgeval.adapters.inductive import check_mode
 from kgeval.adapters.overrides import foreign_override
 from kgeval.typing import INDUCTIVE_MODES, InductiveMode, Target
@@ -304,8 +305,6 @@ class PyKEENInductiveScoring(PyKEENScoring):
         Every score is computed by the same operations on the same operands as on the whole batch: rows are
         independent (PyKEEN's evaluator splits them by its own batch size), and an elementwise interaction's
         reduction runs along each score's own d values, whatever the block around it."""
-        from kgeval._engine.machine import eager_chunk_elements, last_level_cache
-
         rows, width = len(_first(query["r"])), _first(candidates).shape[1]
         per_score = max(1, max(_first(part)[0, 0].numel() for part in (*query.values(), candidates)))
         budget = eager_chunk_elements(last_level_cache()) // per_score

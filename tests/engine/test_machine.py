@@ -1,4 +1,4 @@
-"""kgeval._engine.machine: the last-level cache read from sysfs-shaped folders and sysconf, and the eager kernel's
+"""kgeval._machine: the last-level cache read from sysfs-shaped folders and sysconf, and the eager kernel's
 chunk derived from it -- on made-up machines, so that no test depends on the one that runs it."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from kgeval._engine import kernels, machine
+from kgeval import _machine as machine
+from kgeval._engine import kernels
 
 
 def fake_caches(folder: Path, caches: list[tuple[int, str, str]]) -> Path:

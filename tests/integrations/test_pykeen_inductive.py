@@ -161,10 +161,10 @@ def test_ranks_equal_a_reference_over_the_models_own_rows(data, batch_size, slic
 def test_blocks_of_rows_and_candidates_give_pykeens_own_rows(data, monkeypatch, name: str, elements: int) -> None:
     """The view computes the interaction in blocks (a few rows x some candidates, of ``elements`` intermediates):
     every score equals, bit for bit, the row PyKEEN's own ``predict_t`` / ``predict_h`` give for the mode."""
-    import kgeval._engine.machine as machine
+    import kgeval.adapters.pykeen as adapter
 
     pykeen_data, ours = data
-    monkeypatch.setattr(machine, "eager_chunk_elements", lambda cache: elements)
+    monkeypatch.setattr(adapter, "eager_chunk_elements", lambda cache: elements)
     model = build(pykeen_data, name).eval()
     test = ours.evaluation_kwargs("test")["mapped_triples"][:37]
     view = scoring_view(model, "testing")

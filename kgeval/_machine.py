@@ -1,6 +1,7 @@
-"""What the engine reads about the CPU it runs on: the size of its last-level cache, from which the eager kernel's
-chunk is derived (kgeval._engine.kernels), so that the chunk fits the machine that runs the evaluation rather than
-the one a constant was measured on.
+"""What kgeval reads about the CPU it runs on: the size of its last-level cache, from which the eager kernel's chunk
+is derived (kgeval._engine.kernels; also the blocks in which an inductive PyKEEN model's interaction is applied,
+kgeval.adapters.pykeen), so that the chunk fits the machine that runs the evaluation rather than the one a constant
+was measured on. A leaf module (the standard library only), outside the engine so that adapters may read it too.
 
 Read once per process from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache/index*/``: level, type, size),
 else from ``os.sysconf`` (glibc's ``SC_LEVEL3_CACHE_SIZE`` / ``SC_LEVEL2_CACHE_SIZE``); unknown elsewhere, and then

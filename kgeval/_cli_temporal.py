@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from kgeval._display import all_or_nothing_note
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
 from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
@@ -70,7 +71,13 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
                    "recurrency": temporal_evaluation(baseline, dataset, split, progress)}
         print(f"\n== {split}: {len(getattr(dataset, split))} quadruples, filtered by {known}, realistic ranks, both "
               f"sides; the recurrency baseline single-step; {time.perf_counter() - start:.2f} s ==")  # fmt: skip
-        _print_frame(settings_frame(results))
+        frame = settings_frame(results)
+        _print_frame(frame)
+        for (name, setting), row in frame.iterrows():
+            hits = {int(column.split("@")[1]): row[column] for column in frame.columns if column.startswith("Hits@")}
+            note = all_or_nothing_note(f"{name}, {setting}", row["MRR"], hits)
+            if note:
+                print(note)
     print("\nReport time-aware (other answers true at the query's time removed); static removes answers of any "
           "time, raw none (docs/temporal.md).")  # fmt: skip
     return 0

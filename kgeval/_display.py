@@ -150,3 +150,29 @@ def headline_frame(data: Mapping[Any, float], ks: tuple[int, ...], rank_type: st
     frame = pd.DataFrame.from_dict(rows, orient="index", columns=sides)
     frame.index.name = "metric"
     return frame
+
+
+#: two numbers printed with four decimals that differ by less than this read as equal
+EQUAL_AS_PRINTED = 5e-5
+
+
+def all_or_nothing_note(row: str, mrr: float, hits: Mapping[int, float]) -> str | None:
+    """One line explaining a row whose Hits@k do not grow with k (and whose MRR then equals them): its answers are
+    either ranked first or tied with many candidates far below rank ``max(k)`` -- a model or baseline that scores
+    only some candidates and leaves the rest level (a realistic rank in the middle of the tie). None otherwise."""
+    values = [hits[k] for k in sorted(hits)]
+    if len(values) < 2 or any(math.isnan(value) for value in (*values, mrr)) or values[-1] <= 0 or values[-1] - values[0] >= EQUAL_AS_PRINTED:
+        return None
+    same = "MRR and Hits@k" if abs(mrr - values[-1]) < 10 * EQUAL_AS_PRINTED else "Hits@k"
+    return (f"({row}: equal {same} -- each answer is either ranked first or tied with many candidates below rank "
+            f"{max(hits)}, where its realistic rank is the middle of the tie: it scores some candidates and leaves "
+            "the rest level)")  # fmt: skip
+
+
+def filter_order_note(valid_mrr: float, test_mrr: float) -> str | None:
+    """One line when the test MRR exceeds the validation MRR (a reader may take it for a leak): the test filter also
+    removes the test triples' other answers, and the splits hold different triples. None otherwise."""
+    if not test_mrr > valid_mrr:
+        return None
+    return ("(test MRR above validation MRR is no leak: the test filter also removes other test answers -- train + "
+            "valid + test against train + valid --, and the two splits hold different triples)")

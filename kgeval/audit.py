@@ -20,6 +20,7 @@ import pandas as pd
 import torch
 
 from kgeval import __version__
+from kgeval._display import all_or_nothing_note
 from kgeval.datasets import TriplesDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.results import RankBasedMetricResults
@@ -233,6 +234,9 @@ def _baseline_lines(baseline: RuleBaseline | None, protocol: Protocol | None) ->
              f"relation pair(s) above (and the triple itself) reaches MRR {baseline.mrr:.4f}, Hits@10 "
              f"{baseline.hits_at_10:.4f} on test (filtered, realistic ranks). An embedding model near this number has "
              "learned little beyond these rules."]  # fmt: skip
+    note = all_or_nothing_note("the rule-only baseline", baseline.mrr, {1: baseline.mrr, 10: baseline.hits_at_10})
+    if note:
+        lines[-1] += " " + note
     model_mrr = protocol.full_mrr if protocol is not None else None
     if model_mrr is not None:
         gap = model_mrr - baseline.mrr

@@ -22,6 +22,7 @@ from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
 from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
+from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
@@ -223,6 +224,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         ("valid", dataset.valid, [dataset.train, dataset.valid], "train + valid"),
         ("test", dataset.test, [dataset.train, dataset.valid, dataset.test], "train + valid + test"),
     )
+    mrrs = {}
     for split, triples, filter_triples, filter_text in runs:
         start = time.perf_counter()
         results = evaluator.evaluate(model, triples, additional_filter_triples=filter_triples, use_tqdm=progress)
@@ -230,6 +232,10 @@ def _run_demo(args: argparse.Namespace) -> int:
         print()
         print(f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s ==")
         _print_results(results, args.full)
+        mrrs[split] = float(results.get_metric("mrr"))
+    note = filter_order_note(mrrs["valid"], mrrs["test"])
+    if note:
+        print(note)
     return 0
 
 

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from kgeval import __version__
+from kgeval._display import all_or_nothing_note
 from kgeval.audit import DEFAULT_THRESHOLD, RuleModel, _strict, relation_pairs
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
@@ -90,6 +91,10 @@ class InductiveAuditReport:
             lines.append(f"Rule-only baseline (the {self.rules} relation pairs of the training graph applied to the "
                          f"inference graph's triples): MRR {self.rule_mrr:.4f}, Hits@10 {self.rule_hits_at_10:.4f}. "
                          "A model below it learned little beyond those rules.")  # fmt: skip
+            hits_at_10 = math.nan if self.rule_hits_at_10 is None else self.rule_hits_at_10
+            note = all_or_nothing_note("the rule-only baseline", self.rule_mrr, {1: self.rule_mrr, 10: hits_at_10})
+            if note:
+                lines[-1] += " " + note
         else:
             lines.append("Rule-only baseline: not run.")
         if self.model_mrr is not None:

@@ -102,6 +102,9 @@ class _Printed:
     def summary(self) -> str:
         return "both.realistic.inverse_harmonic_mean_rank  0.5"
 
+    def get_metric(self, key: str) -> float:
+        return 0.5
+
 
 def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(kgeval.cli, "RankBasedEvaluator", _RecordingEvaluator)

@@ -4,6 +4,7 @@ over 1-N scoring or sampled negatives (Lacroix et al. 2018, Ruffinelli et al. 20
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -76,13 +77,17 @@ def train_model(
     was_training = model.training
     model.train()
     losses: list[float] = []
+    # one bar over every batch of every epoch, so a long epoch moves it (ICEWS14s: ~1 minute per epoch on 2 cores);
     # a terminal only (disable=None): in a log file the bar's carriage-return updates would run into other lines
-    epochs = tqdm(range(num_epochs), desc="Training", unit="epoch", disable=None if use_tqdm else True)
+    batches = -(-len(triples) // batch_size)
+    bar = tqdm(total=num_epochs * batches, desc="Training", unit="batch", disable=None if use_tqdm else True)
     try:
-        for _ in epochs:
-            losses.append(_run_epoch(model, triples, optimizer, batch_size, num_negatives, generator))
-            epochs.set_postfix(loss=f"{losses[-1]:.4f}")
+        for epoch in range(num_epochs):
+            bar.set_description(f"Training epoch {epoch + 1}/{num_epochs}")
+            losses.append(_run_epoch(model, triples, optimizer, batch_size, num_negatives, generator, bar.update))
+            bar.set_postfix(loss=f"{losses[-1]:.4f}")
     finally:
+        bar.close()
         model.train(was_training)
     return losses
 
@@ -133,8 +138,10 @@ def _run_epoch(
     batch_size: int,
     num_negatives: int | None,
     generator: torch.Generator | None,
+    after_batch: Callable[[], Any] | None = None,
 ) -> float:
-    """Shuffled mini-batch steps over ``triples`` (on the model's device); the mean loss per task."""
+    """Shuffled mini-batch steps over ``triples`` (on the model's device), calling ``after_batch`` after each (a
+    progress bar's update); the mean loss per task."""
     order = torch.randperm(len(triples), generator=generator).to(triples.device)
     total = torch.zeros((), dtype=torch.float64, device=triples.device)
     for start in range(0, len(triples), batch_size):
@@ -144,6 +151,8 @@ def _run_epoch(
         loss.backward()
         optimizer.step()
         total += loss.detach().double() * len(batch)
+        if after_batch is not None:
+            after_batch()
     return float(total) / len(triples)
 
 

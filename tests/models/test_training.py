@@ -134,3 +134,34 @@ def test_train_epoch_raises_for_a_bad_batch_size(nations) -> None:
     model = _model(nations)
     with pytest.raises(ValueError, match=r"^batch_size must be an int >= 1, got 0$"):
         train_epoch(model, nations.train, torch.optim.SGD(model.parameters(), lr=0.1), batch_size=0)
+
+
+def test_the_progress_bar_moves_with_every_batch(nations, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One bar over every batch of every epoch (a long epoch moves it), described by its epoch, closed at the end."""
+    import kgeval.models.training as training
+
+    bars = []
+
+    class Recorder:
+        def __init__(self, *, total: int, **kwargs) -> None:
+            self.total, self.n, self.descriptions, self.closed = total, 0, [], False
+            bars.append(self)
+
+        def update(self, n: int = 1) -> None:
+            self.n += n
+
+        def set_description(self, text: str) -> None:
+            self.descriptions.append((text, self.n))
+
+        def set_postfix(self, **kwargs) -> None:
+            pass
+
+        def close(self) -> None:
+            self.closed = True
+
+    monkeypatch.setattr(training, "tqdm", Recorder)
+    batches = -(-len(nations.train) // 100)  # ceil: the last batch is partial
+    train_model(_model(nations), nations.train, num_epochs=3, batch_size=100)
+    (bar,) = bars
+    assert bar.total == bar.n == 3 * batches and bar.closed
+    assert bar.descriptions == [(f"Training epoch {epoch + 1}/3", epoch * batches) for epoch in range(3)]

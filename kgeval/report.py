@@ -1,0 +1,583 @@
+"""One self-contained HTML report of one evaluation, or of several models side by side.
+
+The page needs no network when it is viewed: all CSS is inline, every chart is an inline SVG drawn here (so it shows
+with JavaScript off), and the only script is a few lines that make table columns sortable. Every number printed
+carries ``data-key`` (what it is: a :meth:`RankBasedMetricResults.to_flat_dict` key, or ``ci.`` / ``tie_gap.`` /
+``hits_curve.`` / ``relation.<id>.`` / ``compare.`` / ``strat.`` prefixed names), ``data-model`` and ``data-value``
+(the ``repr`` of the float), so tests and scripts read the page's numbers back exactly.
+"""
+
+from __future__ import annotations
+
+import html
+import itertools
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, TypeAlias
+
+import numpy as np
+import pandas as pd
+
+from kgeval._display import HEADLINE_SIDES, headline_rows
+from kgeval.analysis import plot, stats
+from kgeval.analysis.stratified import strat_curve
+from kgeval.records import RankRecords
+from kgeval.results import RankBasedMetricResults
+
+__all__ = ["report_html", "write_report"]
+
+ModelInput: TypeAlias = RankBasedMetricResults | pd.DataFrame
+#: one colour per model (Okabe-Ito), repeated beyond eight
+PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
+#: the sides of a rank histogram (apart from the model colours)
+SIDE_COLOURS = {"head": "#1B9E77", "tail": "#7570B3", "relation": "#E7298A"}
+MRR, MR = "inverse_harmonic_mean_rank", "arithmetic_mean_rank"
+#: the largest k of the hits@k curve (fewer where every task has fewer candidates)
+CURVE_K = 100
+#: the relations drawn in the per-relation chart (the most evaluated ones)
+CHART_RELATIONS = 20
+
+CSS = """
+body{font:15px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;max-width:1100px;
+padding:1rem 1.5rem;color:#222;background:#fff}
+h1{font-size:1.6rem;margin:.4rem 0}h2{font-size:1.2rem;margin-top:2rem;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;margin:.5rem 0;font-variant-numeric:tabular-nums}
+th,td{padding:.2rem .6rem;border-bottom:1px solid #eee;text-align:right}
+th{background:#f6f6f6;font-weight:600}td.label,th.label{text-align:left}
+table.sortable th{cursor:pointer;user-select:none}table.sortable th[aria-sort=ascending]::after{content:" \\25B2"}
+table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
+.charts{display:flex;flex-wrap:wrap;gap:1rem}figure{margin:.5rem 0}figcaption{font-size:.85rem;color:#555}
+svg text{font:11px system-ui,sans-serif;fill:#333}.note{color:#555;font-size:.9rem}
+pre{background:#f8f8f8;padding:.8rem;overflow-x:auto;font-size:.85rem}
+.legend span{display:inline-block;margin-right:1rem}.legend i{display:inline-block;width:.9rem;height:.9rem;
+margin-right:.3rem;vertical-align:-2px}
+"""
+
+SORT_SCRIPT = """
+document.querySelectorAll("table.sortable").forEach(function (table) {
+  var heads = table.tHead.rows[0].cells;
+  Array.prototype.forEach.call(heads, function (th, column) {
+    th.tabIndex = 0;
+    th.title = "sort by this column";
+    function sort() {
+      var descending = th.getAttribute("aria-sort") !== "descending";
+      Array.prototype.forEach.call(heads, function (other) { other.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", descending ? "descending" : "ascending");
+      var body = table.tBodies[0], rows = Array.prototype.slice.call(body.rows);
+      function key(row) {
+        var cell = row.cells[column], value = cell.getAttribute("data-value");
+        return value === null ? cell.textContent.trim() : parseFloat(value);
+      }
+      rows.sort(function (a, b) {
+        var x = key(a), y = key(b);
+        if (typeof x === "number" && isNaN(x)) return 1;
+        if (typeof y === "number" && isNaN(y)) return -1;
+        var order = x < y ? -1 : x > y ? 1 : 0;
+        return descending ? -order : order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    }
+    th.addEventListener("click", sort);
+    th.addEventListener("keydown", function (event) { if (event.key === "Enter") sort(); });
+  });
+});
+"""
+
+
+# -- public functions -------------------------------------------------------------------------------------------
+def report_html(
+    models: ModelInput | Mapping[str, ModelInput],
+    *,
+    title: str | None = None,
+    relation_labels: Any = None,
+    audit: Any = None,
+    popularity_triples: Any = None,
+    ks: Sequence[int] = (1, 3, 10),
+    n_resamples: int = 1000,
+    seed: int | None = 0,
+) -> str:
+    """The report as one HTML document (a str).
+
+    Parameters
+    ----------
+    models : RankBasedMetricResults, rank DataFrame, or mapping of str to either
+        One evaluation, or several by model name (shown side by side and compared pairwise). Results need their
+        per-task records; a rank table (``results.ranks_df()``, ``kgeval evaluate --save-ranks``) is read with
+        :meth:`RankRecords.from_frame` and its metrics computed for ``ks``.
+    title : str, optional
+    relation_labels : mapping or sequence, optional
+        Relation names (label -> id, id -> label or a sequence by id); default: a rank table's ``relation_label``.
+    audit : AuditReport or str, optional
+        The audit card (:func:`kgeval.audit.audit_dataset`), shown as its Markdown text.
+    popularity_triples : LongTensor of shape (n, 3), optional
+        The training triples: adds the popularity-stratified MRR curves
+        (:func:`kgeval.analysis.stratified.strat_curve`).
+    ks : sequence of int, default=(1, 3, 10)
+        The hits@k of the metrics computed from rank tables.
+    n_resamples : int, default=1000
+        Bootstrap resamples of the confidence intervals and the paired tests (:mod:`kgeval.analysis.stats`).
+    seed : int or None, default=0
+        Seed of the intervals and tests: the same seed gives the same page.
+    """
+    named = _named_models(models, tuple(ks))
+    if relation_labels is None:
+        relation_labels = _labels_from_frames(models)
+    labels = _relation_names(relation_labels)
+    title = title or ("Evaluation report: " + ", ".join(named))
+    sections = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="note">{len(named)} model(s). Realistic ranks unless stated; filtered setting as evaluated. '
+        f"Intervals: {n_resamples:,} bootstrap resamples of the evaluation triples, seed {seed}.</p>",
+        _legend(named),
+        _headline_section(named, n_resamples, seed),
+        _tie_section(named),
+        _distribution_section(named),
+        _relation_section(named, labels),
+    ]
+    if popularity_triples is not None:
+        sections.append(_strat_section(named, popularity_triples))
+    if len(named) > 1:
+        sections.append(_compare_section(named, n_resamples, seed))
+    if audit is not None:
+        card = audit if isinstance(audit, str) else audit.to_markdown()
+        sections.append(f'<section id="audit"><h2>Audit card</h2><pre>{_e(card)}</pre></section>')
+    body = "\n".join(sections)
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n{body}\n"
+        f"<script>{SORT_SCRIPT}</script>\n</body></html>\n"
+    )
+
+
+def write_report(models: ModelInput | Mapping[str, ModelInput], path: str | os.PathLike[str], **options: Any) -> Path:
+    """Write :func:`report_html` (same options) to ``path`` as UTF-8; the path written."""
+    path = Path(path)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"cannot write the report {path}: its folder {path.parent} does not exist")
+    path.write_text(report_html(models, **options), encoding="utf-8")
+    return path
+
+
+# -- inputs -----------------------------------------------------------------------------------------------------
+def _named_models(models: Any, ks: tuple[int, ...]) -> dict[str, RankBasedMetricResults]:
+    items = models.items() if isinstance(models, Mapping) else [("model", models)]
+    named = {str(name): _as_results(value, str(name), ks) for name, value in items}
+    if not named:
+        raise ValueError("the report needs at least one model")
+    return named
+
+
+def _as_results(value: Any, name: str, ks: tuple[int, ...]) -> RankBasedMetricResults:
+    if isinstance(value, pd.DataFrame):
+        return RankBasedMetricResults.from_records(RankRecords.from_frame(value, f"rank table of {name}"), ks=ks)
+    if not isinstance(value, RankBasedMetricResults):
+        kind = type(value).__name__
+        raise TypeError(f"model {name!r}: expected RankBasedMetricResults or a rank DataFrame, got {kind}")
+    if value.records is None:
+        raise ValueError(f"model {name!r}: the report needs the per-task rank records (keep_records=True)")
+    return value
+
+
+def _labels_from_frames(models: Any) -> dict[int, str] | None:
+    frames = models.values() if isinstance(models, Mapping) else [models]
+    for frame in frames:
+        if isinstance(frame, pd.DataFrame) and "relation_label" in frame.columns:
+            pairs = frame[["relation", "relation_label"]].drop_duplicates("relation")
+            return {int(r): str(label) for r, label in zip(pairs["relation"], pairs["relation_label"], strict=True)}
+    return None
+
+
+def _relation_names(labels: Any) -> dict[int, str]:
+    if labels is None:
+        return {}
+    if isinstance(labels, Mapping):
+        first = next(iter(labels), None)
+        if isinstance(first, str):
+            return {int(i): str(label) for label, i in labels.items()}
+        return {int(i): str(label) for i, label in labels.items()}
+    return {i: str(label) for i, label in enumerate(labels)}
+
+
+# -- cells ------------------------------------------------------------------------------------------------------
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _cell(value: float, key: str, model: str, digits: int = 4, extra: Mapping[str, str] | None = None) -> str:
+    """A table cell printing ``value`` with its data-key, data-model and exact data-value (``extra``: more
+    ``data-`` attributes)."""
+    value = float(value)
+    shown = "\u2013" if math.isnan(value) else f"{value:.{digits}f}"
+    attributes = "".join(f' data-{name}="{_e(text)}"' for name, text in (extra or {}).items())
+    return f'<td data-key="{_e(key)}" data-model="{_e(model)}"{attributes} data-value="{value!r}">{shown}</td>'
+
+
+def _count_cell(value: int, key: str, model: str) -> str:
+    return f'<td data-key="{_e(key)}" data-model="{_e(model)}" data-value="{int(value)!r}">{int(value):,}</td>'
+
+
+def _colour(index: int) -> str:
+    return PALETTE[index % len(PALETTE)]
+
+
+def _legend(named: Mapping[str, Any]) -> str:
+    items = "".join(f'<span><i style="background:{_colour(i)}"></i>{_e(name)}</span>' for i, name in enumerate(named))
+    return f'<p class="legend">{items}</p>'
+
+
+def _value(results: RankBasedMetricResults, side: str, rank_type: str, key: str) -> float:
+    data: Mapping[Any, float] = results.data
+    return float(data.get((side, rank_type, key), math.nan))
+
+
+def _sides(results: RankBasedMetricResults) -> list[str]:
+    return [side for side in HEADLINE_SIDES if (side, "realistic", "count") in results.data]
+
+
+# -- sections ---------------------------------------------------------------------------------------------------
+def _headline_section(named: Mapping[str, RankBasedMetricResults], n_resamples: int, seed: int | None) -> str:
+    ks = sorted(set().union(*(results.ks for results in named.values())))
+    rows_spec = headline_rows(tuple(ks))
+    head = "".join(f"<th>{label}</th>" for label, _ in rows_spec[:1]) + "<th>95% CI of MRR</th>"
+    head += "".join(f"<th>{label}</th>" for label, _ in rows_spec[1:]) + "<th>tasks</th>"
+    rows = []
+    for name, results in named.items():
+        for side in _sides(results):
+            cells = [f'<td class="label">{_e(name)}</td>', f'<td class="label">{side}</td>']
+            for index, (_label, key) in enumerate(rows_spec):
+                flat = f"{side}.realistic.{key}"
+                if (side, "realistic", key) not in results.data:  # a k this evaluation did not report
+                    cells.append('<td title="not reported">\u2013</td>')
+                    continue
+                cells.append(_cell(_value(results, side, "realistic", key), flat, name, 2 if key == MR else 4))
+                if index == 0:
+                    interval = results.confidence_interval(f"{side}.mrr", n_resamples=n_resamples, seed=seed)
+                    cells.append(_interval_cell(interval.low, interval.high, side, name))
+            count = int(_value(results, side, "realistic", "count"))
+            cells.append(_count_cell(count, f"{side}.realistic.count", name))
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        '<section id="headline"><h2>Headline</h2><table class="sortable"><thead><tr><th class="label">model</th>'
+        f'<th class="label">side</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        '<p class="note">both = head and tail tasks pooled. The interval resamples evaluation triples (a triple\'s '
+        "head and tail task together): kgeval.analysis.stats.confidence_interval.</p></section>"
+    )
+
+
+def _interval_cell(low: float, high: float, side: str, model: str) -> str:
+    """One cell holding the interval's two ends, each a span with its own data-key and data-value."""
+    spans = [
+        f'<span data-key="ci.{side}.realistic.{MRR}.{end}" data-model="{_e(model)}" data-value="{float(v)!r}">'
+        f"{float(v):.4f}</span>"
+        for end, v in (("low", low), ("high", high))
+    ]
+    return f'<td data-value="{float(low)!r}">[{spans[0]}, {spans[1]}]</td>'
+
+
+def _tie_section(named: Mapping[str, RankBasedMetricResults]) -> str:
+    rows = []
+    for name, results in named.items():
+        for side in _sides(results):
+            optimistic = _value(results, side, "optimistic", MRR)
+            pessimistic = _value(results, side, "pessimistic", MRR)
+            rows.append(
+                f'<tr><td class="label">{_e(name)}</td><td class="label">{side}</td>'
+                + _cell(optimistic, f"{side}.optimistic.{MRR}", name)
+                + _cell(_value(results, side, "realistic", MRR), f"{side}.realistic.{MRR}", name)
+                + _cell(pessimistic, f"{side}.pessimistic.{MRR}", name)
+                + _cell(optimistic - pessimistic, f"tie_gap.{side}.{MRR}", name)
+                + "</tr>"
+            )
+    return (
+        '<section id="ties"><h2>Ties</h2><table class="sortable"><thead><tr><th class="label">model</th>'
+        '<th class="label">side</th><th>optimistic MRR</th><th>realistic MRR</th><th>pessimistic MRR</th>'
+        f"<th>tie gap</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        '<p class="note">tie gap = optimistic MRR \u2212 pessimistic MRR: zero when no candidate ties with a true '
+        "answer; a large gap means the model's scores tie and the tie-breaking rule decides the number.</p></section>"
+    )
+
+
+def _hits_curve(results: RankBasedMetricResults) -> tuple[np.ndarray, np.ndarray]:
+    """(k, hits@k of realistic ranks, head and tail pooled) for k = 1 .. min(100, most candidates)."""
+    records = results.records
+    assert records is not None
+    entity = records.side != 2
+    ranks = records.ranks("realistic")[entity] if entity.any() else records.ranks("realistic")
+    candidates = records.num_candidates
+    top = CURVE_K if candidates is None else int(max(1, min(CURVE_K, int(np.max(candidates)))))
+    k = np.arange(1, top + 1)
+    sorted_ranks = np.sort(ranks)
+    return k, np.searchsorted(sorted_ranks, k, side="right") / len(ranks)
+
+
+def curve_points(top: int) -> list[int]:
+    """The k of the hits@k table under the curve: 1, 2, 3, 5, 10, 20, 50, 100 up to ``top``."""
+    return [k for k in (1, 2, 3, 5, 10, 20, 50, 100) if k <= top]
+
+
+def _distribution_section(named: Mapping[str, RankBasedMetricResults]) -> str:
+    histograms = []
+    for index, (name, results) in enumerate(named.items()):
+        records = results.records
+        assert records is not None
+        ranks = records.ranks("realistic")
+        _, edges = plot.rank_histogram(ranks)
+        series = []
+        for code, side in enumerate(("head", "tail", "relation")):
+            mine = ranks[records.side == code]
+            if mine.size:
+                counts, _ = np.histogram(mine, bins=edges)
+                series.append((side, counts / mine.size, SIDE_COLOURS[side]))
+        svg = _histogram_svg(series, edges, f"rank histogram of {name}")
+        legend = " ".join(f'<span style="color:{c}">\u25a0 {s}</span>' for s, _, c in series)
+        histograms.append(
+            f'<figure data-chart="rank-histogram" data-model="{_e(name)}">{svg}'
+            f'<figcaption><b style="color:{_colour(index)}">{_e(name)}</b>: share of tasks per realistic rank '
+            f"(log bins). {legend}</figcaption></figure>"
+        )
+    curves = {name: _hits_curve(results) for name, results in named.items()}
+    lines = [(name, k, hits, _colour(i)) for i, (name, (k, hits)) in enumerate(curves.items())]
+    curve_svg = _line_svg(lines, "k", "hits@k", "hits@k curve", y_range=(0.0, 1.0))
+    top = min(len(k) for k, _ in curves.values())
+    points = curve_points(top)
+    head = "".join(f"<th>k = {k}</th>" for k in points)
+    rows = "".join(
+        f'<tr><td class="label">{_e(name)}</td>'
+        + "".join(_cell(hits[k - 1], f"hits_curve.both.realistic.hits_at_{k}", name) for k in points)
+        + "</tr>"
+        for name, (_k, hits) in curves.items()
+    )
+    return (
+        '<section id="ranks"><h2>Rank distribution</h2><div class="charts">' + "".join(histograms) + "</div>"
+        f'<figure data-chart="hits-curve">{curve_svg}<figcaption>hits@k of realistic ranks, head and tail pooled, '
+        f"k = 1 to {top}.</figcaption></figure>"
+        f'<table><thead><tr><th class="label">model</th>{head}</tr></thead><tbody>{rows}</tbody></table></section>'
+    )
+
+
+def _relation_section(named: Mapping[str, RankBasedMetricResults], labels: Mapping[int, str]) -> str:
+    frames = {name: results.per_relation(keys=("mrr", "hits@10")) for name, results in named.items()}
+    columns = {name: [c for c in frame.columns if c != "count"] for name, frame in frames.items()}
+    relations = sorted(set().union(*(frame.index.tolist() for frame in frames.values())))
+    counts = pd.concat([frame["count"] for frame in frames.values()], axis=1).max(axis=1)
+    head = "".join(f"<th>{_e(name)} {_e(column.replace('.', ' '))}</th>" for name in frames for column in columns[name])
+    rows = []
+    for relation in relations:
+        label = labels.get(int(relation), str(relation))
+        cells = [f'<td class="label" title="relation id {int(relation)}">{_e(label)}</td>']
+        cells.append(_count_cell(counts[relation], f"relation.{int(relation)}.count", "all"))
+        for name, frame in frames.items():
+            for column in columns[name]:
+                value = frame.at[relation, column] if relation in frame.index else math.nan
+                key = f"relation.{int(relation)}.{column}"
+                cells.append(_cell(value, key, name, extra={"relation": str(int(relation))}))
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    chosen = counts.sort_values(ascending=False, kind="stable").index[:CHART_RELATIONS]
+    bars = (
+        [
+            (labels.get(int(r), str(r)), [(name, float(frames[name]["both.mrr"].get(r, math.nan))) for name in frames])
+            for r in chosen
+        ]
+        if all("both.mrr" in frame.columns for frame in frames.values())
+        else []
+    )
+    chart = (
+        f'<figure data-chart="per-relation">{_bar_svg(bars, list(frames))}<figcaption>MRR (both sides) of the '
+        f"{len(bars)} relations with the most evaluation triples.</figcaption></figure>"
+        if bars
+        else ""
+    )
+    return (
+        f'<section id="relations"><h2>Per relation</h2>{chart}'
+        '<p class="note">Click a column header to sort (the table reads the same without JavaScript).</p>'
+        '<table class="sortable" id="relation-table"><thead><tr><th class="label">relation</th><th>triples</th>'
+        f"{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></section>"
+    )
+
+
+def _strat_section(named: Mapping[str, RankBasedMetricResults], popularity_triples: Any) -> str:
+    curve = strat_curve(dict(named), popularity_triples, vary="entity")
+    series: list[tuple[str, np.ndarray, np.ndarray, str]] = []
+    rows = []
+    for index, (name, part) in enumerate(curve.groupby("model", sort=False)):
+        series.append((str(name), part["beta_e"].to_numpy(), part["strat_mrr"].to_numpy(), _colour(index)))
+        for beta, value in zip(part["beta_e"], part["strat_mrr"], strict=True):
+            rows.append(
+                f'<tr><td class="label">{_e(name)}</td><td>{beta:+.1f}</td>'
+                + _cell(value, f"strat.beta_e={beta!r}.strat_mrr", str(name), extra={"beta": repr(float(beta))})
+                + "</tr>"
+            )
+    svg = _line_svg(series, "\u03b2_e", "stratified MRR", "stratified MRR curve")
+    return (
+        '<section id="stratified"><h2>Popularity-stratified MRR</h2>'
+        f'<figure data-chart="strat-curve">{svg}<figcaption>MRR with each task weighted by the popularity of its '
+        "answer to the power \u2212\u03b2_e (Mohamed et al. 2020); \u03b2_e = 0 is the plain MRR, \u03b2_e &gt; 0 "
+        "favours rare entities.</figcaption></figure><details><summary>the numbers</summary>"
+        '<table class="sortable"><thead><tr><th class="label">model</th><th>\u03b2_e</th><th>strat MRR</th></tr>'
+        f"</thead><tbody>{''.join(rows)}</tbody></table></details></section>"
+    )
+
+
+def _compare_section(named: Mapping[str, RankBasedMetricResults], n_resamples: int, seed: int | None) -> str:
+    rows, notes = [], []
+    for (a, results_a), (b, results_b) in itertools.combinations(named.items(), 2):
+        try:
+            comparison = stats.compare(results_a, results_b, "mrr", n_resamples=n_resamples, seed=seed)
+        except ValueError as error:
+            notes.append(f"<li>{_e(a)} vs {_e(b)}: not compared ({_e(error)})</li>")
+            continue
+        extra = {"other": b}  # the model compared with
+        rows.append(
+            f'<tr><td class="label">{_e(a)}</td><td class="label">{_e(b)}</td>'
+            + _cell(comparison.difference, "compare.mrr.difference", a, extra=extra)
+            + _cell(comparison.low, "compare.mrr.low", a, extra=extra)
+            + _cell(comparison.high, "compare.mrr.high", a, extra=extra)
+            + _cell(comparison.p_value, "compare.mrr.p_value", a, extra=extra)
+            + _count_cell(comparison.n, "compare.mrr.n", a).replace("<td ", f'<td data-other="{_e(b)}" ', 1)
+            + "</tr>"
+        )
+    missing = f"<ul>{''.join(notes)}</ul>" if notes else ""
+    return (
+        '<section id="significance"><h2>Paired significance</h2><table class="sortable"><thead><tr>'
+        '<th class="label">A</th><th class="label">B</th><th>MRR(A) \u2212 MRR(B)</th><th>95% CI low</th>'
+        f"<th>95% CI high</th><th>p</th><th>paired triples</th></tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        f'{missing}<p class="note">Paired permutation test (two-sided) and paired-bootstrap interval over the '
+        "evaluation triples both models ranked: kgeval.analysis.stats.compare.</p></section>"
+    )
+
+
+# -- SVG --------------------------------------------------------------------------------------------------------
+WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 480, 260, 48, 12, 12, 36
+
+
+def _frame(label: str, body: str, x_ticks: str, y_ticks: str, x_label: str, y_label: str, height: int = HEIGHT) -> str:
+    bottom = height - BOTTOM
+    return (
+        f'<svg viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-label="{_e(label)}">'
+        f"<title>{_e(label)}</title>"
+        f'<line x1="{LEFT}" y1="{bottom}" x2="{WIDTH - RIGHT}" y2="{bottom}" stroke="#999"/>'
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{bottom}" stroke="#999"/>{x_ticks}{y_ticks}{body}'
+        f'<text x="{(LEFT + WIDTH - RIGHT) / 2}" y="{height - 4}" text-anchor="middle">{_e(x_label)}</text>'
+        f'<text x="12" y="{(TOP + bottom) / 2}" text-anchor="middle" transform="rotate(-90 12 {(TOP + bottom) / 2})">'
+        f"{_e(y_label)}</text></svg>"
+    )
+
+
+def _y_ticks(low: float, high: float, height: int = HEIGHT) -> str:
+    out = []
+    for value in np.linspace(low, high, 5):
+        y = _scale(value, low, high, height - BOTTOM, TOP)
+        out.append(
+            f'<line x1="{LEFT - 3}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
+            f'<text x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{value:.2g}</text>'
+        )
+    return "".join(out)
+
+
+def _x_tick(x: float, text: str, height: int = HEIGHT) -> str:
+    bottom = height - BOTTOM
+    return (
+        f'<line x1="{x:.1f}" y1="{bottom}" x2="{x:.1f}" y2="{bottom + 4}" stroke="#999"/>'
+        f'<text x="{x:.1f}" y="{bottom + 15}" text-anchor="middle">{_e(text)}</text>'
+    )
+
+
+def _scale(value: float, low: float, high: float, start: float, stop: float) -> float:
+    share = 0.5 if high == low else (value - low) / (high - low)
+    return start + share * (stop - start)
+
+
+def _nice(low: float, high: float) -> list[float]:
+    """Five tick values from low to high, whole numbers when the axis is (k), else as they fall (β)."""
+    ticks = np.linspace(low, high, 5)
+    if float(low).is_integer() and float(high).is_integer() and high - low >= 4:
+        ticks = np.unique(np.round(ticks))
+    return [float(v) for v in ticks]
+
+
+def _histogram_svg(series: list[tuple[str, np.ndarray, str]], edges: np.ndarray, label: str) -> str:
+    """Step lines (one per side) of the share of tasks per bin, log-scaled rank axis."""
+    low, high = 0.0, math.log10(float(edges[-1]))
+    top = max(float(np.max(share)) for _, share, _ in series) or 1.0
+
+    def x(edge: float) -> float:
+        return _scale(math.log10(edge), low, high, LEFT, WIDTH - RIGHT)
+
+    body = []
+    for side, share, colour in series:
+        points = [f"M{x(edges[0]):.1f},{HEIGHT - BOTTOM}"]
+        for i, value in enumerate(share):
+            y = _scale(float(value), 0.0, top, HEIGHT - BOTTOM, TOP)
+            points.append(f"L{x(edges[i]):.1f},{y:.1f}L{x(edges[i + 1]):.1f},{y:.1f}")
+        points.append(f"L{x(edges[-1]):.1f},{HEIGHT - BOTTOM}")
+        body.append(f'<path d="{"".join(points)}" fill="none" stroke="{colour}" stroke-width="1.8">'
+                    f"<title>{side}</title></path>")  # fmt: skip
+    decades = [10**d for d in range(int(high) + 1)]
+    ticks = "".join(_x_tick(x(d), f"{d:,}") for d in decades)
+    return _frame(label, "".join(body), ticks, _y_ticks(0.0, top), "realistic rank (log scale)", "share of tasks")
+
+
+def _line_svg(
+    series: list[tuple[str, np.ndarray, np.ndarray, str]], x_label: str, y_label: str, label: str,
+    y_range: tuple[float, float] | None = None,
+) -> str:  # fmt: skip
+    """One line per series, with a circle (and a tooltip) at each point when there are few."""
+    xs = np.concatenate([x for _, x, _, _ in series]).astype(float)
+    ys = np.concatenate([y for _, _, y, _ in series]).astype(float)
+    finite = ys[np.isfinite(ys)]
+    low, high = y_range or ((float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0))
+    x_low, x_high = float(xs.min()), float(xs.max())
+    body = []
+    for name, x_values, y_values, colour in series:
+        coords = [
+            (_scale(float(a), x_low, x_high, LEFT, WIDTH - RIGHT), _scale(float(b), low, high, HEIGHT - BOTTOM, TOP))
+            for a, b in zip(x_values, y_values, strict=True)
+            if math.isfinite(float(b))
+        ]
+        path = "".join(f"{'M' if i == 0 else 'L'}{cx:.1f},{cy:.1f}" for i, (cx, cy) in enumerate(coords))
+        body.append(f'<path d="{path}" fill="none" stroke="{colour}" stroke-width="2"><title>{_e(name)}</title></path>')
+        if len(coords) <= 30:
+            body += [
+                f'<circle cx="{cx:.1f}" cy="{cy:.1f}" r="2.5" fill="{colour}"><title>{_e(name)}: {x_label} = {a:g}, '
+                f"{_e(y_label)} = {b:.4f}</title></circle>"
+                for (cx, cy), a, b in zip(coords, x_values, y_values, strict=False)
+            ]
+    ticks = "".join(_x_tick(_scale(v, x_low, x_high, LEFT, WIDTH - RIGHT), f"{v:g}") for v in _nice(x_low, x_high))
+    return _frame(label, "".join(body), ticks, _y_ticks(low, high), x_label, y_label)
+
+
+def _bar_svg(bars: list[tuple[str, list[tuple[str, float]]]], models: list[str]) -> str:
+    """Horizontal bars: one group per relation, one bar per model, MRR in [0, 1]."""
+    bar, gap, left = 9, 6, 170
+    group = bar * len(models) + gap
+    height = TOP + group * len(bars) + BOTTOM
+    body = []
+    for row, (relation, values) in enumerate(bars):
+        y0 = TOP + row * group
+        text = relation if len(relation) <= 26 else relation[:25] + "\u2026"
+        body.append(f'<text x="{left - 6}" y="{y0 + group / 2 + 2:.1f}" text-anchor="end">{_e(text)}'
+                    f"<title>{_e(relation)}</title></text>")  # fmt: skip
+        for index, (name, value) in enumerate(values):
+            if math.isfinite(value):
+                w = _scale(value, 0.0, 1.0, 0, WIDTH - RIGHT - left)
+                body.append(
+                    f'<rect x="{left}" y="{y0 + index * bar}" width="{w:.1f}" height="{bar - 1}" '
+                    f'fill="{_colour(models.index(name))}"><title>{_e(name)} \u2013 {_e(relation)}: MRR '
+                    f"{value:.4f}</title></rect>"
+                )
+    bottom = height - BOTTOM
+    ticks = "".join(
+        f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{bottom}" stroke="#eee"/>'
+        f'<text x="{x:.1f}" y="{bottom + 15}" text-anchor="middle">{v:.2g}</text>'
+        for v in np.linspace(0, 1, 5)
+        for x in [_scale(v, 0.0, 1.0, left, WIDTH - RIGHT)]
+    )
+    return (
+        f'<svg viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-label="MRR per '
+        f'relation"><title>MRR per relation</title>{ticks}'
+        f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{bottom}" stroke="#999"/>{"".join(body)}'
+        f'<text x="{(left + WIDTH - RIGHT) / 2}" y="{height - 4}" text-anchor="middle">MRR (both sides)</text></svg>'
+    )

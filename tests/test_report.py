@@ -1,0 +1,373 @@
+"""kgeval.report: the page's numbers equal the results', it is offline and escaped, and it renders in Chromium.
+
+The browser tests need Playwright's Python package and Debian's Chromium at /usr/bin/chromium (``apt-get install
+chromium``; no ``playwright install``); without them they are skipped with the reason. KGEVAL_UPDATE_SCREENSHOT=1
+writes the screenshot to docs/report.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kgeval import RankBasedEvaluator, RankBasedMetricResults
+from kgeval._cli_report import add_report_arguments, run_report
+from kgeval.analysis import stats
+from kgeval.analysis.stratified import strat_curve
+from kgeval.audit import audit_dataset
+from kgeval.datasets import load_shipped_dataset
+from kgeval.models import DistMult
+from kgeval.records import RankRecords
+from kgeval.report import report_html, write_report
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
+NASTY = '<script>alert("x")</script> & "quoted"'
+N_RESAMPLES = 500
+SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "report.png"
+
+
+@pytest.fixture(scope="module")
+def evaluation(tmp_path_factory: pytest.TempPathFactory):
+    """Two DistMult models on nations' test split: one as results, one as the rank table it saved."""
+    data = load_shipped_dataset("nations")
+    evaluator = RankBasedEvaluator()
+    first, second = (
+        evaluator.evaluate(
+            DistMult(data.num_entities, data.num_relations, dim=8, seed=seed),
+            **data.evaluation_kwargs("test"),
+            use_tqdm=False,
+        )
+        for seed in (3, 11)
+    )
+    frame = second.ranks_df(relation_labels=data.relation_to_id)
+    models = {"DistMult": first, "Baseline": frame}
+    expected = {"DistMult": first, "Baseline": RankBasedMetricResults.from_records(RankRecords.from_frame(frame),
+                                                                                  ks=(1, 3, 10))}  # fmt: skip
+    audit = audit_dataset(data, rule_baseline=False)
+    path = write_report(models, tmp_path_factory.mktemp("report") / "report.html", audit=audit,
+                        popularity_triples=data.train, n_resamples=N_RESAMPLES)  # fmt: skip
+    return data, expected, path
+
+
+class _Cells(HTMLParser):
+    """Every element with a data-key (its attributes and text), every tag, every attribute value."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.cells: list[dict[str, str]] = []
+        self.tags: list[tuple[str, dict[str, str]]] = []
+        self.open: list[dict[str, str] | None] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        attributes = {name: value or "" for name, value in attrs}
+        self.tags.append((tag, attributes))
+        if tag in ("td", "span"):
+            cell = dict(attributes, text="") if "data-key" in attributes else None
+            self.open.append(cell)
+            if cell is not None:
+                self.cells.append(cell)
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in ("td", "span") and self.open:
+            self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+        for cell in self.open:
+            if cell is not None:
+                cell["text"] += data
+
+
+def _parse(text: str) -> _Cells:
+    parser = _Cells()
+    parser.feed(text)
+    parser.close()
+    return parser
+
+
+def _expected_value(cell: dict[str, str], models: dict[str, RankBasedMetricResults], data, memo: dict) -> float:
+    """What the cell must hold, recomputed from the results objects by kgeval's own public functions (each
+    computation once, in ``memo``)."""
+    key, name = cell["data-key"], cell["data-model"]
+
+    def once(what: tuple, compute):
+        if what not in memo:
+            memo[what] = compute()
+        return memo[what]
+
+    if key.startswith("relation."):
+        _, relation, column = key.split(".", 2)
+        frames = {
+            n: once(("relations", n), lambda n=n: models[n].per_relation(keys=("mrr", "hits@10"))) for n in models
+        }
+        if column == "count":
+            return max(int(frame.at[int(relation), "count"]) for frame in frames.values()
+                       if int(relation) in frame.index)  # fmt: skip
+        return float(frames[name].at[int(relation), column])
+    results = models[name]
+    if key.startswith("ci."):
+        side, end = key.split(".")[1], key.split(".")[-1]
+        interval = once(
+            ("ci", name, side), lambda: results.confidence_interval(f"{side}.mrr", n_resamples=N_RESAMPLES, seed=0)
+        )
+        return interval.low if end == "low" else interval.high
+    if key.startswith("tie_gap."):
+        side, metric = key.split(".")[1:]
+        return results.data[(side, "optimistic", metric)] - results.data[(side, "pessimistic", metric)]
+    if key.startswith("hits_curve."):
+        k = int(key.rsplit("_", 1)[1])
+        records = results.records
+        ranks = records.ranks("realistic")[records.side != 2]
+        return float(np.count_nonzero(ranks <= k) / ranks.size)
+    if key.startswith("compare."):
+        other = models[cell["data-other"]]
+        comparison = once(("compare", name, cell["data-other"]),
+                          lambda: stats.compare(results, other, "mrr", n_resamples=N_RESAMPLES, seed=0))  # fmt: skip
+        return float(getattr(comparison, key.rsplit(".", 1)[1]))
+    if key.startswith("strat."):
+        curve = once(("strat", name), lambda: strat_curve(results, data.train, vary="entity"))
+        return float(curve.loc[curve["beta_e"] == float(cell["data-beta"]), "strat_mrr"].iloc[0])
+    return results.to_flat_dict()[key]
+
+
+def _same(page_value: str, expected: float) -> bool:
+    """The repr of the float (an integer's digits for counts), or nan for nan."""
+    if page_value == "nan":
+        return math.isnan(expected)
+    return page_value == repr(float(expected)) or (page_value.isdigit() and int(page_value) == expected)
+
+
+def _check_numbers(cells: list[dict[str, str]], models: dict[str, RankBasedMetricResults], data) -> set[str]:
+    """Every data-value equals the recomputed number exactly and the printed text rounds it; the kinds checked."""
+    assert cells
+    memo: dict = {}
+    for cell in cells:
+        expected = _expected_value(cell, models, data, memo)
+        assert _same(cell["data-value"], expected), (cell, expected)
+        text = cell["text"].strip().replace(",", "")
+        if not math.isnan(expected):
+            digits = len(text.split(".")[1]) if "." in text else 0
+            assert abs(float(text) - expected) <= 0.5 * 10**-digits + 1e-12, cell
+    return {cell["data-key"].split(".")[0] for cell in cells}
+
+
+# -- without a browser -------------------------------------------------------------------------------------------
+def test_every_number_in_the_page_equals_the_results(evaluation) -> None:
+    data, models, path = evaluation
+    page = _parse(path.read_text(encoding="utf-8"))
+    kinds = _check_numbers(page.cells, models, data)
+    assert {"both", "head", "tail", "ci", "tie_gap", "hits_curve", "relation", "compare", "strat"} <= kinds
+    keys = {(cell["data-model"], cell["data-key"]) for cell in page.cells}
+    for name in models:  # the headline of each model, both sides and each side
+        for side in ("both", "head", "tail"):
+            assert (name, f"{side}.realistic.inverse_harmonic_mean_rank") in keys
+            assert (name, f"ci.{side}.realistic.inverse_harmonic_mean_rank.low") in keys
+    relations = {cell["data-relation"] for cell in page.cells if "data-relation" in cell}
+    assert relations == {str(r) for r in np.unique(data.test[:, 1].numpy())}
+
+
+def test_the_hits_curve_meets_the_reported_hits_at_k(evaluation) -> None:
+    _, models, path = evaluation
+    page = _parse(path.read_text(encoding="utf-8"))
+    for cell in page.cells:
+        if cell["data-key"].startswith("hits_curve."):
+            k = int(cell["data-key"].rsplit("_", 1)[1])
+            results = models[cell["data-model"]]
+            if k in results.ks:
+                assert math.isclose(float(cell["data-value"]), results[f"both.realistic.hits_at_{k}"], rel_tol=1e-12)
+
+
+def test_the_page_is_offline_and_complete(evaluation) -> None:
+    _, models, path = evaluation
+    text = path.read_text(encoding="utf-8")
+    assert "http://" not in text and "https://" not in text and "//" not in re.sub(r"<script>.*?</script>", "", text,
+                                                                                   flags=re.S)  # fmt: skip
+    page = _parse(text)
+    for tag, attributes in page.tags:
+        assert not {"src", "href"} & set(attributes), (tag, attributes)  # nothing to fetch, not even a file
+        assert tag not in ("link", "iframe", "img", "object", "embed")
+    charts = [attributes["data-chart"] for tag, attributes in page.tags if "data-chart" in attributes]
+    assert sorted(set(charts)) == ["hits-curve", "per-relation", "rank-histogram", "strat-curve"]
+    assert charts.count("rank-histogram") == len(models)
+    paths = [attributes["d"] for tag, attributes in page.tags if tag == "path"]
+    assert len(paths) >= 2 * len(models) + len(models) and all(re.fullmatch(r"M[\d.,L]+", d) for d in paths)
+    assert sum(tag == "rect" for tag, _ in page.tags) >= len(models)
+    assert "Evaluation audit: nations" in "".join(page.text)
+
+
+def test_labels_are_escaped() -> None:
+    results = RankBasedMetricResults.create_random(random_state=0, num_tasks=50)
+    text = report_html({NASTY: results}, title=NASTY, relation_labels={r: NASTY for r in range(10)},
+                       audit=NASTY, n_resamples=20)  # fmt: skip
+    assert NASTY not in text and "<script>alert" not in text
+    page = _parse(text)
+    assert sum(chunk.count(NASTY) for chunk in page.text) >= 3  # the title, the model, the labels: shown as text
+    assert {cell["data-model"] for cell in page.cells} == {NASTY, "all"}
+    assert sum(tag == "script" for tag, _ in page.tags) == 1
+
+
+def test_write_report_refuses_a_missing_folder_and_results_without_records(tmp_path: Path) -> None:
+    results = RankBasedMetricResults.create_random(random_state=0, num_tasks=20)
+    with pytest.raises(FileNotFoundError, match="its folder .* does not exist"):
+        write_report(results, tmp_path / "missing" / "report.html", n_resamples=10)
+    bare = RankBasedMetricResults(data=results.data, ks=results.ks)
+    with pytest.raises(ValueError, match="model 'model': the report needs the per-task rank records"):
+        report_html(bare)
+    with pytest.raises(TypeError, match="model 'x': expected RankBasedMetricResults or a rank DataFrame, got int"):
+        report_html({"x": 3})
+    assert (
+        write_report(results, tmp_path / "one.html", n_resamples=10)
+        .read_text(encoding="utf-8")
+        .startswith("<!DOCTYPE html>")
+    )
+
+
+# -- in Chromium -------------------------------------------------------------------------------------------------
+def _browser():
+    playwright_api = pytest.importorskip(
+        "playwright.sync_api", reason="the browser tests need `pip install playwright`"
+    )
+    if not (os.path.exists(CHROMIUM) and shutil.which(CHROMIUM)):
+        pytest.skip(f"the browser tests need Chromium at {CHROMIUM} (apt-get install chromium)")
+    return playwright_api
+
+
+READ_CELLS = """() => Array.from(document.querySelectorAll("[data-key]")).map(e => {
+  const out = {text: e.textContent};
+  for (const a of e.attributes) if (a.name.startsWith("data-")) out[a.name] = a.value;
+  return out;
+})"""
+CHART_BOXES = """() => Array.from(document.querySelectorAll("figure[data-chart] svg")).map(svg => {
+  const box = svg.getBoundingClientRect();
+  const lengths = Array.from(svg.querySelectorAll("path")).map(p => p.getTotalLength());
+  const bars = Array.from(svg.querySelectorAll("rect")).map(r => r.getBBox().width);
+  return {chart: svg.parentElement.dataset.chart, width: box.width, height: box.height, lengths, bars};
+})"""
+COLUMN = """(i) => Array.from(document.querySelectorAll("#relation-table tbody tr")).map(r => r.cells[i].textContent)"""
+
+
+def test_the_report_in_chromium(evaluation, tmp_path: Path) -> None:
+    """Chromium opens the file offline: no console error, no request beyond the file, the numbers in the DOM equal
+    the results', every chart drawn, a column sorts on click; the same page without JavaScript still has them."""
+    playwright_api = _browser()
+    data, models, path = evaluation
+    errors: list[str] = []
+    requests: list[str] = []
+
+    def route(handle, request) -> None:
+        if request.url.startswith("file://"):
+            handle.continue_()
+        else:
+            requests.append(request.url)
+            handle.abort()
+
+    with playwright_api.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1150, "height": 900})
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.route("**/*", route)
+            page.goto(path.as_uri(), wait_until="load")
+            cells = [{key: value for key, value in cell.items()} for cell in page.evaluate(READ_CELLS)]
+            charts = page.evaluate(CHART_BOXES)
+            header = page.locator("#relation-table thead th").nth(2)
+            before = page.evaluate(COLUMN, 2)
+            header.click()
+            descending = page.evaluate(COLUMN, 2)
+            header.click()
+            ascending = page.evaluate(COLUMN, 2)
+            aria = header.get_attribute("aria-sort")
+            shot = SCREENSHOT if os.environ.get("KGEVAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "report.png"
+            page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1150, "height": 2000})
+
+            quiet = browser.new_page(java_script_enabled=False)
+            quiet.route("**/*", route)
+            quiet.goto(path.as_uri(), wait_until="load")
+            quiet_cells = quiet.locator("[data-key]").count()
+            boxes = quiet.locator("figure[data-chart] svg").evaluate_all(
+                "(all) => all.map(s => s.getBoundingClientRect())"
+            )
+            quiet_charts = [box["width"] * box["height"] for box in boxes]
+        finally:
+            browser.close()
+    assert errors == [] and requests == []
+    assert len(cells) == len(_parse(path.read_text(encoding="utf-8")).cells)
+    _check_numbers(cells, models, data)
+    assert {box["chart"] for box in charts} == {"hits-curve", "per-relation", "rank-histogram", "strat-curve"}
+    for box in charts:
+        assert box["width"] > 100 and box["height"] > 100, box
+        assert all(length > 0 for length in box["lengths"]) and all(width >= 0 for width in box["bars"]), box
+        assert box["lengths"] or any(width > 0 for width in box["bars"]), box
+    values = [float(v) for v in descending]
+    assert values == sorted(values, reverse=True) and [float(v) for v in ascending] == sorted(values)
+    assert descending != before and aria == "ascending"
+    assert quiet_cells == len(cells) and len(quiet_charts) == len(charts) and min(quiet_charts) > 0
+    assert shot.stat().st_size > 10_000
+
+
+def test_a_rank_table_and_its_results_give_the_same_page(evaluation) -> None:
+    _, models, _ = evaluation
+    frame = models["Baseline"].ranks_df()
+    assert report_html(frame, n_resamples=20) == report_html(models["Baseline"], n_resamples=20)
+    assert isinstance(frame, pd.DataFrame)
+
+
+# -- kgeval report -----------------------------------------------------------------------------------------------
+def _cli(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="kgeval report")
+    add_report_arguments(parser)
+    return run_report(parser.parse_args(argv))
+
+
+def test_the_command_writes_the_page_of_saved_rank_tables(evaluation, tmp_path: Path, capsys) -> None:
+    _, models, _ = evaluation
+    for name, results in models.items():
+        results.ranks_df().to_csv(tmp_path / f"{name}.csv", index=False)
+    argv = ["--ranks", str(tmp_path / "DistMult.csv"), str(tmp_path / "Baseline.csv"), "--dataset", "nations",
+            "--no-rule-baseline", "--resamples", "50", "--output", str(tmp_path / "report.html")]  # fmt: skip
+    assert _cli(argv) == 0
+    assert capsys.readouterr().out == f"Wrote the report of DistMult, Baseline to {tmp_path / 'report.html'}\n"
+    page = _parse((tmp_path / "report.html").read_text(encoding="utf-8"))
+    flat = {name: results.to_flat_dict() for name, results in models.items()}
+    headline = [cell for cell in page.cells if cell["data-key"] in flat.get(cell["data-model"], {})]
+    assert {cell["data-model"] for cell in headline} == set(models) and len(headline) >= 12
+    assert all(_same(cell["data-value"], flat[cell["data-model"]][cell["data-key"]]) for cell in headline)
+    text = "".join(page.text)
+    assert "Evaluation audit: nations" in text and "Popularity-stratified MRR" in text and "embassy" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--names", "only-one"], "kgeval report: error: 2 rank tables but 1 --names\n"),
+        (
+            ["--names", "same", "same"],
+            "kgeval report: error: model names must differ, got ['same', 'same'] (give --names)\n",
+        ),
+    ],
+)
+def test_the_command_refuses_names_that_do_not_fit(tmp_path: Path, capsys, extra: list[str], message: str) -> None:
+    argv = ["--ranks", "a.csv", "b.csv", *extra, "--output", str(tmp_path / "r.html")]
+    assert _cli(argv) == 2
+    assert capsys.readouterr().err == message
+
+
+def test_the_command_names_a_bad_rank_table(tmp_path: Path, capsys) -> None:
+    pd.DataFrame({"head": [0], "relation": [0], "tail": [1]}).to_csv(tmp_path / "bad.csv", index=False)
+    assert _cli(["--ranks", str(tmp_path / "bad.csv"), "--output", str(tmp_path / "r.html")]) == 2
+    error = capsys.readouterr().err
+    assert error.startswith("kgeval report: error: a rank table of bad needs the columns") and error.count("\n") == 1
+    assert not (tmp_path / "r.html").exists()

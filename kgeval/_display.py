@@ -161,7 +161,9 @@ def all_or_nothing_note(row: str, mrr: float, hits: Mapping[int, float]) -> str 
     either ranked first or tied with many candidates far below rank ``max(k)`` -- a model or baseline that scores
     only some candidates and leaves the rest level (a realistic rank in the middle of the tie). None otherwise."""
     values = [hits[k] for k in sorted(hits)]
-    if len(values) < 2 or any(math.isnan(value) for value in (*values, mrr)) or values[-1] <= 0 or values[-1] - values[0] >= EQUAL_AS_PRINTED:
+    if len(values) < 2 or any(math.isnan(value) for value in (*values, mrr)):
+        return None
+    if values[-1] <= 0 or values[-1] - values[0] >= EQUAL_AS_PRINTED:
         return None
     same = "MRR and Hits@k" if abs(mrr - values[-1]) < 10 * EQUAL_AS_PRINTED else "Hits@k"
     return (f"({row}: equal {same} -- each answer is either ranked first or tied with many candidates below rank "

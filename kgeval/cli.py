@@ -21,6 +21,7 @@ import torch
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
+from kgeval._cli_report import add_report_arguments, run_report
 from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
@@ -672,6 +673,12 @@ COMMANDS: dict[str, Command] = {
         help="popularity-stratified hits@k and MRR (Mohamed et al. 2020) of a checkpoint or exported ranks",
         add_arguments=_add_strat_arguments,
         run=_run_strat,
+    ),
+    "report": Command(
+        help="one self-contained HTML page of saved rank tables: headline with intervals, ties, rank charts, per "
+        "relation, paired tests",
+        add_arguments=add_report_arguments,
+        run=run_report,
     ),
 }
 

@@ -15,7 +15,7 @@ import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeAlias
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -23,12 +23,12 @@ import pandas as pd
 from kgeval._display import HEADLINE_SIDES, headline_rows
 from kgeval.analysis import plot, stats
 from kgeval.analysis.stratified import strat_curve
-from kgeval.records import RankRecords
-from kgeval.results import RankBasedMetricResults
+
+if TYPE_CHECKING:
+    from kgeval.results import RankBasedMetricResults
 
 __all__ = ["report_html", "write_report"]
 
-ModelInput: TypeAlias = RankBasedMetricResults | pd.DataFrame
 #: one colour per model (Okabe-Ito), repeated beyond eight
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
 #: the sides of a rank histogram (apart from the model colours)
@@ -88,7 +88,7 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 
 # -- public functions -------------------------------------------------------------------------------------------
 def report_html(
-    models: ModelInput | Mapping[str, ModelInput],
+    models: RankBasedMetricResults | Mapping[str, RankBasedMetricResults],
     *,
     title: str | None = None,
     relation_labels: Any = None,
@@ -102,13 +102,13 @@ def report_html(
 
     Parameters
     ----------
-    models : RankBasedMetricResults, rank DataFrame, or mapping of str to either
+    models : RankBasedMetricResults, or mapping of str to RankBasedMetricResults
         One evaluation, or several by model name (shown side by side and compared pairwise). Results need their
-        per-task records; a rank table (``results.ranks_df()``, ``kgeval evaluate --save-ranks``) is read with
-        :meth:`RankRecords.from_frame` and its metrics computed for ``ks``.
+        per-task records; a rank table (``results.ranks_df()``, ``kgeval evaluate --save-ranks``) becomes results
+        with :meth:`RankBasedMetricResults.from_rank_table`.
     title : str, optional
     relation_labels : mapping or sequence, optional
-        Relation names (label -> id, id -> label or a sequence by id); default: a rank table's ``relation_label``.
+        Relation names (label -> id, id -> label or a sequence by id); default: the relation ids.
     audit : AuditReport or str, optional
         The audit card (:func:`kgeval.audit.audit_dataset`), shown as its Markdown text.
     popularity_triples : LongTensor of shape (n, 3), optional
@@ -122,8 +122,6 @@ def report_html(
         Seed of the intervals and tests: the same seed gives the same page.
     """
     named = _named_models(models, tuple(ks))
-    if relation_labels is None:
-        relation_labels = _labels_from_frames(models)
     labels = _relation_names(relation_labels)
     title = title or ("Evaluation report: " + ", ".join(named))
     sections = [
@@ -152,7 +150,9 @@ def report_html(
     )
 
 
-def write_report(models: ModelInput | Mapping[str, ModelInput], path: str | os.PathLike[str], **options: Any) -> Path:
+def write_report(
+    models: RankBasedMetricResults | Mapping[str, RankBasedMetricResults], path: str | os.PathLike[str], **options: Any
+) -> Path:
     """Write :func:`report_html` (same options) to ``path`` as UTF-8; the path written."""
     path = Path(path)
     if not path.parent.is_dir():
@@ -171,17 +171,21 @@ def _named_models(models: Any, ks: tuple[int, ...]) -> dict[str, RankBasedMetric
 
 
 def _as_results(value: Any, name: str, ks: tuple[int, ...]) -> RankBasedMetricResults:
+    """``value`` if it is a results object with records. Checked by its attributes: this module does not import
+    kgeval.results, whose ``to_html`` imports this one (the import graph has no cycle)."""
     if isinstance(value, pd.DataFrame):
-        return RankBasedMetricResults.from_records(RankRecords.from_frame(value, f"rank table of {name}"), ks=ks)
-    if not isinstance(value, RankBasedMetricResults):
+        raise TypeError(f"model {name!r} is a rank table: pass RankBasedMetricResults.from_rank_table(table)")
+    if not all(hasattr(value, attribute) for attribute in ("data", "ks", "records", "to_flat_dict")):
         kind = type(value).__name__
-        raise TypeError(f"model {name!r}: expected RankBasedMetricResults or a rank DataFrame, got {kind}")
+        raise TypeError(f"model {name!r}: expected RankBasedMetricResults, got {kind}")
     if value.records is None:
         raise ValueError(f"model {name!r}: the report needs the per-task rank records (keep_records=True)")
     return value
 
 
-def _labels_from_frames(models: Any) -> dict[int, str] | None:
+def labels_from_frames(models: Any) -> dict[int, str] | None:
+    """Relation id -> label from the first rank table (or mapping of them) with a ``relation_label`` column (as
+    ``kgeval evaluate --save-ranks`` writes it); None when none has one."""
     frames = models.values() if isinstance(models, Mapping) else [models]
     for frame in frames:
         if isinstance(frame, pd.DataFrame) and "relation_label" in frame.columns:

@@ -32,7 +32,7 @@ from kgeval.keys import MetricKey, format_key, parse_key
 from kgeval.metrics.naming import close_matches
 from kgeval.metrics.registry import lookup, null_model_table
 from kgeval.metrics.summary import nan_equal
-from kgeval.records import RankRecords, write_ranks
+from kgeval.records import RankRecords, read_ranks, write_ranks
 from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, TARGETS, RankType, Side, Target
 
 __all__ = [
@@ -290,6 +290,23 @@ class RankBasedMetricResults:
         return cls.from_accumulators(accumulators, check_ks(ks))
 
     @classmethod
+    def from_rank_table(
+        cls,
+        table: pd.DataFrame | str | os.PathLike[str],
+        *,
+        ks: Sequence[int] = (1, 3, 5, 10),
+        source: str | None = None,
+    ) -> RankBasedMetricResults:
+        """Every metric of a rank table -- a DataFrame (``results.ranks_df()``) or a file written by
+        ``kgeval evaluate --save-ranks`` / :meth:`save_ranks` -- with its records kept (so views, plots and the HTML
+        report work as on evaluated results); the table is checked column by column, ``source`` (default: "rank
+        table", and its file) named in errors."""
+        if source is None:
+            source = "rank table" if isinstance(table, pd.DataFrame) else f"rank table {table}"
+        frame = table if isinstance(table, pd.DataFrame) else read_ranks(table)
+        return cls.from_records(RankRecords.from_frame(frame, source), ks=ks)
+
+    @classmethod
     def create_random(cls, random_state: int | None = None, num_tasks: int = 1000) -> RankBasedMetricResults:
         """Results of random ranks, for tests of code that consumes results (PyKEEN's classmethod of the same name).
 
@@ -361,6 +378,16 @@ class RankBasedMetricResults:
         """Write :meth:`ranks_df` to ``path`` (``.csv``, ``.csv.gz``, ``.tsv``, ``.parquet``), the rank table that
         ``kgeval evaluate / strat / audit --ranks`` and :func:`kgeval.records.read_ranks` read; the path written."""
         return write_ranks(self.ranks_df(entity_labels, relation_labels), path)
+
+    def to_html(self, path: str | os.PathLike[str] | None = None, **options: Any) -> str:
+        """The self-contained HTML report of these results (:func:`kgeval.report.report_html`, same options: title,
+        relation_labels, audit, popularity_triples, ks, ...); also written to ``path`` when given (docs/report.md)."""
+        from kgeval.report import report_html  # kgeval.report imports this module
+
+        text = report_html(self, **options)
+        if path is not None:
+            Path(path).write_text(text, encoding="utf-8")
+        return text
 
     def per_relation(
         self, keys: str | Sequence[str] = ("mrr", "hits@10"), *, relation_labels: Any = None

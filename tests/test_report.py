@@ -27,7 +27,7 @@ from kgeval.audit import audit_dataset
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
 from kgeval.records import RankRecords
-from kgeval.report import report_html, write_report
+from kgeval.report import labels_from_frames, report_html, write_report
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -51,12 +51,13 @@ def evaluation(tmp_path_factory: pytest.TempPathFactory):
         for seed in (3, 11)
     )
     frame = second.ranks_df(relation_labels=data.relation_to_id)
-    models = {"DistMult": first, "Baseline": frame}
+    baseline = RankBasedMetricResults.from_rank_table(frame, ks=(1, 3, 10))  # the second model as a rank table
     expected = {"DistMult": first, "Baseline": RankBasedMetricResults.from_records(RankRecords.from_frame(frame),
                                                                                   ks=(1, 3, 10))}  # fmt: skip
     audit = audit_dataset(data, rule_baseline=False)
-    path = write_report(models, tmp_path_factory.mktemp("report") / "report.html", audit=audit,
-                        popularity_triples=data.train, n_resamples=N_RESAMPLES)  # fmt: skip
+    path = write_report({"DistMult": first, "Baseline": baseline}, tmp_path_factory.mktemp("report") / "report.html",
+                        audit=audit, popularity_triples=data.train, relation_labels=labels_from_frames(frame),
+                        n_resamples=N_RESAMPLES)  # fmt: skip
     return data, expected, path
 
 
@@ -225,8 +226,10 @@ def test_write_report_refuses_a_missing_folder_and_results_without_records(tmp_p
     bare = RankBasedMetricResults(data=results.data, ks=results.ks)
     with pytest.raises(ValueError, match="model 'model': the report needs the per-task rank records"):
         report_html(bare)
-    with pytest.raises(TypeError, match="model 'x': expected RankBasedMetricResults or a rank DataFrame, got int"):
+    with pytest.raises(TypeError, match="model 'x': expected RankBasedMetricResults, got int"):
         report_html({"x": 3})
+    with pytest.raises(TypeError, match=r"model 'model' is a rank table: pass RankBasedMetricResults.from_rank_table"):
+        report_html(results.ranks_df())
     assert (
         write_report(results, tmp_path / "one.html", n_resamples=10)
         .read_text(encoding="utf-8")
@@ -321,7 +324,8 @@ def test_the_report_in_chromium(evaluation, tmp_path: Path) -> None:
 def test_a_rank_table_and_its_results_give_the_same_page(evaluation) -> None:
     _, models, _ = evaluation
     frame = models["Baseline"].ranks_df()
-    assert report_html(frame, n_resamples=20) == report_html(models["Baseline"], n_resamples=20)
+    from_table = RankBasedMetricResults.from_rank_table(frame, ks=(1, 3, 10))
+    assert report_html(from_table, n_resamples=20) == report_html(models["Baseline"], n_resamples=20)
     assert isinstance(frame, pd.DataFrame)
 
 
@@ -371,3 +375,17 @@ def test_the_command_names_a_bad_rank_table(tmp_path: Path, capsys) -> None:
     error = capsys.readouterr().err
     assert error.startswith("kgeval report: error: a rank table of bad needs the columns") and error.count("\n") == 1
     assert not (tmp_path / "r.html").exists()
+
+
+def test_results_to_html_is_the_report_of_those_results(tmp_path: Path) -> None:
+    results = RankBasedMetricResults.create_random(random_state=1, num_tasks=30)
+    text = results.to_html(tmp_path / "page.html", n_resamples=10)
+    assert text == report_html(results, n_resamples=10)
+    assert (tmp_path / "page.html").read_text(encoding="utf-8") == text
+
+
+def test_the_command_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
+    from kgeval.cli import main
+
+    assert main(["report"]) == 2
+    assert capsys.readouterr().err == "kgeval report: error: give --ranks PATH [PATH ...] and --output HTML\n"

@@ -6,6 +6,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.slow  # each benchmark runs once, in subprocesses
+
 ROOT = Path(__file__).resolve().parents[1]
 
 

@@ -41,4 +41,7 @@ def test_every_python_block_runs_in_order(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     mrrs = [float(line.split("MRR ")[1].split()[0]) for line in done.stdout.splitlines() if line.startswith("epoch")]
     assert len(mrrs) == 5 and mrrs[-1] > mrrs[0] + 0.2  # the quickstart trains
+    quoted = re.search(r"this prints `(full filtered [0-9.]+, sampled among 50 negatives [0-9.]+)` on every run",
+                       (ROOT / "README.md").read_text(encoding="utf-8"))  # fmt: skip
+    assert quoted is not None and f"test MRR: {quoted.group(1)}" in done.stdout.splitlines()  # seeded: as quoted
     assert (tmp_path / "curve.png").is_file()  # the stratified block's plot

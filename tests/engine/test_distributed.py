@@ -19,7 +19,8 @@ from tests.helpers.graphs import TableModel
 from tests.helpers.reference import reference_ranks
 from tests.support.distributed import SCENARIOS, assert_same_results, ok_values, run_scenarios, tie_heavy_case
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
+              pytest.mark.slow]  # process groups of several ranks  # fmt: skip
 
 TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "relations", "opt_out", "ddp_transe", "ddp_pykeen_inverse"]
 THREE_RANKS = [

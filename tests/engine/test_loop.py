@@ -115,6 +115,7 @@ def test_restricted_candidates_match_reference(data, model_kind, filtered, sizes
     assert_same_ranks(results.records, expected, task_rows=keep)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chunk_elements", [1, 7])
 @pytest.mark.parametrize("model_kind", list(MODELS))
 def test_sign_kernel_in_row_chunks_matches_reference(monkeypatch, model_kind: str, chunk_elements: int) -> None:

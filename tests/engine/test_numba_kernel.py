@@ -73,6 +73,7 @@ def test_threads_can_count_at_once() -> None:
     assert all(result == expected[seed] for seed, results in got.items() for result in results)
 
 
+@pytest.mark.slow
 def test_numba_runs_the_threading_layer_kgeval_asked_for() -> None:
     """In a fresh process (the layer is chosen once per process): with the tbb package installed, numba must run
     TBB -- the wheel puts libtbb outside the loader's path in a virtual environment, so kgeval preloads it."""
@@ -148,6 +149,7 @@ def test_the_check_sees_the_widening_it_looks_for() -> None:
     assert WIDENING.search(assembly)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not READABLE, reason="reads x86 machine code numba compiled with its optimiser")
 def test_the_avx2_emulation_holds_numba_to_avx2() -> None:
     """benchmarks/as_avx2.py: with NUMBA_CPU_NAME=haswell alone numba still emitted AVX-512 (zmm) code on an AVX-512

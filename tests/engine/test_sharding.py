@@ -28,7 +28,8 @@ from tests.support.sharded import (
     score_table,
 )
 
-pytestmark = pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available")
+pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
+              pytest.mark.slow]  # process groups of 2 and 3 ranks  # fmt: skip
 
 AGREEING = [
     "sharded_both",

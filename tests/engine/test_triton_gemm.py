@@ -184,6 +184,7 @@ def test_float64_and_l1_models_take_the_tile_path() -> None:
         assert got.records.equals(expected.records)
 
 
+@pytest.mark.slow
 def test_the_probe_passes_here_and_catches_a_wrong_kernel(monkeypatch) -> None:
     kernel_choice.triton_kernel_works.cache_clear()
     assert kernel_choice.triton_kernel_works(DEVICE)
@@ -195,6 +196,7 @@ def test_the_probe_passes_here_and_catches_a_wrong_kernel(monkeypatch) -> None:
     kernel_choice.triton_kernel_works.cache_clear()
 
 
+@pytest.mark.slow
 def test_the_probes_warning_says_why_when_products_round_by_place(monkeypatch) -> None:
     """A device whose products round a pair by its place in the tile (simulated: scores of candidates past the
     first hundred one step up) is refused with a warning that says so, not a bare "differ"."""

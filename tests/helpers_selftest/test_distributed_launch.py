@@ -11,6 +11,8 @@ import pytest
 
 from tests.support import distributed
 
+pytestmark = pytest.mark.slow  # launches and kills rank processes
+
 
 def _hanging_worker(rank: int) -> None:
     distributed._stacks_on_signal()

@@ -350,6 +350,7 @@ def test_a_reciprocal_model_without_its_index_is_refused_and_with_it_ranks_as_it
         RankBasedEvaluator().evaluate(experiment.model, torch.tensor([[0, inverse_id, 1]]), use_tqdm=False)
 
 
+@pytest.mark.slow
 def test_the_cli_evaluates_an_experiment_folder_with_its_ids(experiments, nations, tmp_path) -> None:
     """``kgeval evaluate --checkpoint FOLDER`` reads dicee's folder (plain tensors: no --trust-checkpoint), lines
     the dataset's labels up with its index and reports dicee's own test MRR; without --dataset it reads the dataset

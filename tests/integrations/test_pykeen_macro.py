@@ -79,6 +79,7 @@ def test_evaluate_equals_pykeens_macro_evaluator() -> None:
     assert np.isfinite(tails) and np.isfinite(heads)
 
 
+@pytest.mark.slow
 def test_pipeline_with_early_stopping() -> None:
     """PyKEEN's pipeline and stopper run with either macro evaluator to the same stop and the same final numbers."""
     runs = {}

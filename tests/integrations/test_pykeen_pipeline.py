@@ -24,7 +24,7 @@ from pykeen.pipeline import pipeline
 import kgeval
 from kgeval.integrations.pykeen import RankBasedEvaluator
 
-pytestmark = pytest.mark.pykeen
+pytestmark = [pytest.mark.pykeen, pytest.mark.slow]  # PyKEEN pipelines that train: ~1.5 minutes in all
 
 
 def run_pipeline(evaluator, **kwargs):

@@ -33,7 +33,15 @@ SUPPORTED: dict[str, str | None] = {
 }
 #: PyKEEN interactions that score each (query, candidate) pair from that pair's representations alone, elementwise
 #: and reduced along the pair's own d values: their scores of a block of candidates are their scores of all
-ELEMENTWISE: frozenset[str] = frozenset({"DistMultInteraction"})
+#: (matched by class, not name: a subclass may compute otherwise)
+ELEMENTWISE: tuple[str, ...] = ("DistMultInteraction",)
+
+
+def _elementwise() -> tuple[type, ...]:
+    """The classes of :data:`ELEMENTWISE`, from ``pykeen.nn.modules``."""
+    from pykeen.nn import modules
+
+    return tuple(getattr(modules, name) for name in ELEMENTWISE)
 
 
 def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScoring:
@@ -301,23 +309,32 @@ class PyKEENInductiveScoring(PyKEENScoring):
         the last-level cache in (B, k, d) intermediates (the engine's eager chunk), written into one output.
 
         PyKEEN's interaction materialises the (B, k, d) broadcast product before it reduces it; on the whole batch
-        that product goes to memory and back (ILPC2022-small, dim 100: 2.9 s per evaluation, 0.7 s in blocks).
-        Every score is computed by the same operations on the same operands as on the whole batch: rows are
-        independent (PyKEEN's evaluator splits them by its own batch size), and an elementwise interaction's
-        reduction runs along each score's own d values, whatever the block around it."""
+        that product goes to memory and back (ILPC2022-small test, NodePiece dim 100: 3.7 s per evaluation on whole
+        batches, 0.49 s in blocks). Every score is computed by the same operations on the same operands as on the
+        whole batch: rows are independent (PyKEEN's evaluator splits them by its own batch size), an elementwise
+        interaction's reduction runs along each score's own d values, and no block is one row or one candidate wide
+        unless the batch is (:func:`_spans`): PyKEEN orders a three-way product by the operands' shapes
+        (``pykeen.utils._reorder``), and a width of 1 -- no reordering at all for one row, a tie of costs for one
+        candidate -- would multiply in another order, which rounds differently."""
         rows, width = len(_first(query["r"])), _first(candidates).shape[1]
-        per_score = max(1, max(_first(part)[0, 0].numel() for part in (*query.values(), candidates)))
+        if rows == 0 or width == 0:
+            return self.model.interaction(**query, **{side: candidates})
+        parts = [table for part in (*query.values(), candidates) for table in _tables(part)]
+        per_score = max(1, max(table[0, 0].numel() for table in parts))
         budget = eager_chunk_elements(last_level_cache()) // per_score
-        columns = min(width, max(1, budget)) if type(self.model.interaction).__name__ in ELEMENTWISE else width
-        block = max(1, budget // columns)
+        columns = min(width, max(2, budget)) if type(self.model.interaction) in _elementwise() else width
+        block = max(2, budget // columns)
         if rows <= block and columns == width:
             return self.model.interaction(**query, **{side: candidates})
-        scores = torch.empty(rows, width, dtype=_first(query["r"]).dtype, device=_first(query["r"]).device)
-        for start in range(0, rows, block):
-            rows_here = {name: _narrow(part, 0, start, block) for name, part in query.items()}
-            for first in range(0, width, columns):
-                scores[start : start + block, first : first + columns] = self.model.interaction(
-                    **rows_here, **{side: _narrow(candidates, 1, first, columns)})  # fmt: skip
+        scores: torch.Tensor | None = None
+        for start, stop in _spans(rows, block):
+            rows_here = {name: _narrow(part, 0, start, stop - start) for name, part in query.items()}
+            for first, last in _spans(width, columns):
+                got = self.model.interaction(**rows_here, **{side: _narrow(candidates, 1, first, last - first)})
+                if scores is None:  # the interaction's own dtype (real scores of complex representations)
+                    scores = got.new_empty((rows, width))
+                scores[start:stop, first:last] = got
+        assert scores is not None  # rows and width are positive
         return scores
 
     def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
@@ -328,6 +345,20 @@ class PyKEENInductiveScoring(PyKEENScoring):
 def _first(representation: Any) -> torch.Tensor:
     """A representation's tensor, or the first of a list."""
     return representation if isinstance(representation, torch.Tensor) else representation[0]
+
+
+def _tables(representation: Any) -> list[torch.Tensor]:
+    """A representation's tensor, or every tensor of a list, as a list."""
+    return [representation] if isinstance(representation, torch.Tensor) else list(representation)
+
+
+def _spans(total: int, size: int) -> list[tuple[int, int]]:
+    """[start, stop) blocks of at most ``size`` (>= 2) covering ``total`` (>= 1), none of length 1 unless ``total``
+    is 1: a last block of one is folded into the one before it (which may then hold ``size`` + 1)."""
+    spans = [(start, min(start + size, total)) for start in range(0, total, size)]
+    if len(spans) > 1 and spans[-1][1] - spans[-1][0] == 1:
+        spans[-2:] = [(spans[-2][0], total)]
+    return spans
 
 
 def _narrow(representation: Any, dim: int, start: int, length: int) -> Any:

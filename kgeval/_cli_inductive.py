@@ -79,6 +79,8 @@ def run_inductive_evaluate(args: argparse.Namespace, dataset: InductiveDataset, 
         return 0
     print(f"== {dataset.name} {args.split} over the inference graph, filtered by {_KNOWN[args.split]} ==")
     print(results.summary())
+    if saved:
+        print(f"(the per-task ranks are in {saved})")
     return 0
 
 

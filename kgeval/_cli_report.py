@@ -56,7 +56,7 @@ def run_report(args: argparse.Namespace) -> int:
             dataset = load_dataset(args.dataset)
             extra = {"audit": audit_dataset(dataset, rule_baseline=not args.no_rule_baseline),
                      "popularity_triples": dataset.train, "relation_labels": dataset.relation_to_id}  # fmt: skip
-        path = write_report(models, output, title=args.title, ks=args.ks, n_resamples=args.resamples, **extra)
+        path = write_report(models, output, title=args.title, n_resamples=args.resamples, **extra)
     except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError) as error:
         message = " ".join(str(error).split())
         print(f"kgeval report: error: {message}", file=sys.stderr)

@@ -157,24 +157,31 @@ EQUAL_AS_PRINTED = 5e-5
 
 
 def all_or_nothing_note(row: str, mrr: float, hits: Mapping[int, float]) -> str | None:
-    """One line explaining a row whose Hits@k do not grow with k (and whose MRR then equals them): its answers are
-    either ranked first or tied with many candidates far below rank ``max(k)`` -- a model or baseline that scores
-    only some candidates and leaves the rest level (a realistic rank in the middle of the tie). None otherwise."""
+    """One line explaining a row whose Hits@k do not grow with k (and whose MRR then equals them) -- or, given one k,
+    whose MRR equals its Hits@k: its answers are either ranked first or tied with many candidates far below rank
+    ``max(k)``, as a model or baseline that scores only some candidates and leaves the rest level does (a realistic
+    rank in the middle of the tie). Values closer than :data:`EQUAL_AS_PRINTED` count as equal. None otherwise."""
     values = [hits[k] for k in sorted(hits)]
-    if len(values) < 2 or any(math.isnan(value) for value in (*values, mrr)):
+    if not values or any(math.isnan(value) for value in (*values, mrr)) or values[-1] <= 0:
         return None
-    if values[-1] <= 0 or values[-1] - values[0] >= EQUAL_AS_PRINTED:
+    if values[-1] - values[0] >= EQUAL_AS_PRINTED:
         return None
-    same = "MRR and Hits@k" if abs(mrr - values[-1]) < 10 * EQUAL_AS_PRINTED else "Hits@k"
+    mrr_equal = abs(mrr - values[-1]) < EQUAL_AS_PRINTED
+    if len(values) == 1 and not mrr_equal:
+        return None
+    k = max(hits)
+    same = (f"MRR and Hits@{k}" if len(values) == 1 else "MRR and Hits@k") if mrr_equal else "Hits@k"
     return (f"({row}: equal {same} -- each answer is either ranked first or tied with many candidates below rank "
-            f"{max(hits)}, where its realistic rank is the middle of the tie: it scores some candidates and leaves "
-            "the rest level)")  # fmt: skip
+            f"{k}, where its realistic rank is the middle of the tie: it scores some candidates and leaves the rest "
+            "level)")  # fmt: skip
 
 
 def filter_order_note(valid_mrr: float, test_mrr: float) -> str | None:
-    """One line when the test MRR exceeds the validation MRR (a reader may take it for a leak): the test filter also
-    removes the test triples' other answers, and the splits hold different triples. None otherwise."""
+    """One line when the test MRR exceeds the validation MRR (a reader may take it for a leak): a test task has the
+    validation answers filtered out too, while a validation task still competes with the test answers; and the
+    splits hold different triples. None otherwise."""
     if not test_mrr > valid_mrr:
         return None
-    return ("(test MRR above validation MRR is no leak: the test filter also removes other test answers -- train + "
-            "valid + test against train + valid --, and the two splits hold different triples)")
+    return ("(test MRR above validation MRR is no leak: a test task also has the validation triples' answers "
+            "filtered out, while a validation task still competes with the test triples' answers; and the two splits "
+            "hold different triples)")

@@ -579,6 +579,8 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         return 0
     print(title)
     _print_results(results, args.full)
+    if "ranks_file" in about:
+        print(f"(the per-task ranks are in {about['ranks_file']})")
     names = sorted({str(caught.message).split(" ", 1)[0] for caught in undefined
                     if issubclass(caught.category, UndefinedMetricWarning)})  # fmt: skip
     if names:

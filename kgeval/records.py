@@ -8,6 +8,7 @@ triples, -1 where unknown).
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval._checks import check_rank_records, plain
+from kgeval._checks import check_rank_records, check_writable_file, plain
 from kgeval.typing import ENTITY_TARGETS, TARGETS, RankType, Target
 
 __all__ = ["RANK_TABLE_COLUMNS", "RankRecords", "rank_records", "ranks_of_type", "read_ranks"]
@@ -272,8 +273,9 @@ def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
     suffixes = "".join(path.suffixes).lower()
     if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
         return pd.read_parquet(path)
-    if ".csv" in suffixes or ".tsv" in suffixes:
-        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",")
+    if ".csv" in suffixes or ".tsv" in suffixes:  # labels stay text (WN18RR's "00012345" keeps its zeros)
+        labels = {column: str for column in ("head_label", "relation_label", "tail_label")}
+        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",", dtype=labels)
     raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
 
 
@@ -282,10 +284,14 @@ def check_rank_path(path: str | os.PathLike[str]) -> Path:
     an existing folder); else a ValueError / FileNotFoundError that says why."""
     path = Path(path)
     suffixes = "".join(path.suffixes).lower()
-    if not (suffixes.endswith((".parquet", ".pq")) or ".csv" in suffixes or ".tsv" in suffixes):
+    parquet = suffixes.endswith((".parquet", ".pq"))
+    if not (parquet or ".csv" in suffixes or ".tsv" in suffixes):
         raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot write the rank table {path}: its folder {path.parent} does not exist")
+    check_writable_file(path, "the rank table")  # not a folder, and its folder takes a new file
+    if parquet and importlib.util.find_spec("pyarrow") is None and importlib.util.find_spec("fastparquet") is None:
+        raise ValueError(f"cannot write the rank table {path}: .parquet needs pyarrow (pip install pyarrow)")
     return path
 
 

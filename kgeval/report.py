@@ -13,7 +13,7 @@ import html
 import itertools
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -94,7 +94,6 @@ def report_html(
     relation_labels: Any = None,
     audit: Any = None,
     popularity_triples: Any = None,
-    ks: Sequence[int] = (1, 3, 10),
     n_resamples: int = 1000,
     seed: int | None = 0,
 ) -> str:
@@ -114,14 +113,12 @@ def report_html(
     popularity_triples : LongTensor of shape (n, 3), optional
         The training triples: adds the popularity-stratified MRR curves
         (:func:`kgeval.analysis.stratified.strat_curve`).
-    ks : sequence of int, default=(1, 3, 10)
-        The hits@k of the metrics computed from rank tables.
     n_resamples : int, default=1000
         Bootstrap resamples of the confidence intervals and the paired tests (:mod:`kgeval.analysis.stats`).
     seed : int or None, default=0
         Seed of the intervals and tests: the same seed gives the same page.
     """
-    named = _named_models(models, tuple(ks))
+    named = _named_models(models)
     labels = _relation_names(relation_labels)
     title = title or ("Evaluation report: " + ", ".join(named))
     sections = [
@@ -162,15 +159,15 @@ def write_report(
 
 
 # -- inputs -----------------------------------------------------------------------------------------------------
-def _named_models(models: Any, ks: tuple[int, ...]) -> dict[str, RankBasedMetricResults]:
+def _named_models(models: Any) -> dict[str, RankBasedMetricResults]:
     items = models.items() if isinstance(models, Mapping) else [("model", models)]
-    named = {str(name): _as_results(value, str(name), ks) for name, value in items}
+    named = {str(name): _as_results(value, str(name)) for name, value in items}
     if not named:
         raise ValueError("the report needs at least one model")
     return named
 
 
-def _as_results(value: Any, name: str, ks: tuple[int, ...]) -> RankBasedMetricResults:
+def _as_results(value: Any, name: str) -> RankBasedMetricResults:
     """``value`` if it is a results object with records. Checked by its attributes: this module does not import
     kgeval.results, whose ``to_html`` imports this one (the import graph has no cycle)."""
     if isinstance(value, pd.DataFrame):

@@ -264,6 +264,10 @@ def test_evaluate_saves_the_ranks_that_evaluate_strat_and_audit_read(
     expected_metrics = results.to_flat_dict()
     assert all(flat[key] == pytest.approx(value, rel=1e-12, nan_ok=True) for key, value in expected_metrics.items())
     assert main(["strat", "--ranks", str(path), "--dataset", "nations"]) == 0
+    capsys.readouterr()
+    argv = ["evaluate", "--dataset", "nations", "--checkpoint", str(folder / "model.pt"), "--save-ranks", str(path)]
+    assert main(argv) == 0
+    assert capsys.readouterr().out.endswith(f"(the per-task ranks are in {path})\n")  # said in text mode too
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -63,19 +63,21 @@ def test_a_note_explains_equal_hits_at_k_and_only_then() -> None:
 
     note = all_or_nothing_note("recurrency, static", 0.31, {1: 0.3012, 3: 0.3012, 10: 0.30122})
     assert note is not None and note.startswith("(recurrency, static: equal Hits@k -- ") and "below rank 10" in note
-    both = all_or_nothing_note("the rule-only baseline", 0.3012, {1: 0.3012, 10: 0.3012})
+    both = all_or_nothing_note("model", 0.3012, {1: 0.3012, 10: 0.3012})
     assert both is not None and "equal MRR and Hits@k" in both
+    rule = all_or_nothing_note("the rule-only baseline", 0.3012, {10: 0.30121})  # one k: MRR against it
+    assert rule is not None and rule.startswith("(the rule-only baseline: equal MRR and Hits@10 -- ")
+    assert all_or_nothing_note("the rule-only baseline", 0.25, {10: 0.30}) is None
     assert all_or_nothing_note("model", 0.31, {1: 0.25, 3: 0.33, 10: 0.41}) is None  # hits grow with k
     assert all_or_nothing_note("model", 0.0, {1: 0.0, 10: 0.0}) is None  # nothing found: nothing to explain
     assert all_or_nothing_note("model", float("nan"), {1: 0.2, 10: 0.2}) is None
     assert all_or_nothing_note("model", 0.2, {1: 0.2, 10: float("nan")}) is None
-    assert all_or_nothing_note("model", 0.2, {10: 0.2}) is None  # one k: no growth to speak of
 
 
 def test_a_note_explains_a_test_mrr_above_validation_and_only_then() -> None:
     from kgeval._display import filter_order_note
 
     note = filter_order_note(0.52, 0.55)
-    assert note is not None and "no leak" in note and "train + valid + test" in note
+    assert note is not None and "no leak" in note and "also has the validation triples' answers filtered out" in note
     assert filter_order_note(0.55, 0.52) is None
     assert filter_order_note(0.55, 0.55) is None

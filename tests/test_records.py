@@ -118,3 +118,37 @@ def test_a_blank_optimistic_cell_read_from_csv_is_refused(tmp_path: Path) -> Non
     path.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=r"column 'optimistic' row 1 = nan is not an integer >= 1"):
         RankRecords.from_frame(read_ranks(path))
+
+
+def test_a_rank_path_is_checked_before_anything_is_ranked(tmp_path, monkeypatch) -> None:
+    import importlib.util
+
+    from kgeval.records import check_rank_path
+
+    assert check_rank_path(tmp_path / "r.csv.gz") == tmp_path / "r.csv.gz"
+    (tmp_path / "folder.csv").mkdir()
+    with pytest.raises(ValueError, match="is a folder"):
+        check_rank_path(tmp_path / "folder.csv")
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        check_rank_path(tmp_path / "absent" / "r.csv")
+    with pytest.raises(ValueError, match="must end in .csv, .csv.gz, .tsv or .parquet"):
+        check_rank_path(tmp_path / "r.xlsx")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("pyarrow", "fastparquet") else real(name, *a))  # fmt: skip
+    with pytest.raises(ValueError, match=r"\.parquet needs pyarrow"):
+        check_rank_path(tmp_path / "r.parquet")
+
+
+def test_labels_read_back_as_text(tmp_path) -> None:
+    """Zero-padded labels (WN18RR's synset ids) keep their zeros through a CSV rank table."""
+    import pandas as pd
+
+    from kgeval.records import read_ranks, write_ranks
+
+    frame = pd.DataFrame({"head": [0], "relation": [0], "tail": [1], "side": ["tail"], "optimistic": [1],
+                          "pessimistic": [1], "num_candidates": [3], "head_label": ["00012345"],
+                          "relation_label": ["007"], "tail_label": ["01"]})  # fmt: skip
+    back = read_ranks(write_ranks(frame, tmp_path / "r.csv"))
+    assert back[["head_label", "relation_label", "tail_label"]].iloc[0].tolist() == ["00012345", "007", "01"]
+    assert back["head"].dtype.kind == "i"

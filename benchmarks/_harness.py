@@ -16,7 +16,7 @@ import resource
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -194,6 +194,39 @@ def format_table(rows: list[list[str]], header: list[str]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def run_rounds(
+    script: str, contenders: Sequence[str], argv: list[str], rounds: int
+) -> list[dict[str, dict[str, Any]]]:
+    """``rounds`` rounds, each running every contender of ``script`` once in its own subprocess, in order."""
+    return [{name: run_contender(script, name, argv) for name in contenders} for _ in range(rounds)]
+
+
+def print_rounds(
+    rounds: list[dict[str, dict[str, Any]]],
+    contenders: Sequence[str],
+    ratios: Sequence[tuple[str, str, str]],
+    mrr_digits: int = 4,
+) -> None:
+    """Print the contenders' table (each one's best round, its note: distinct query rows or MRR) and each
+    (label, numerator, denominator) ratio, taken within each round; the best round's first."""
+    rows = []
+    for name in contenders:
+        r = best_of_rounds([round_[name] for round_ in rounds])
+        if "skipped" in r:
+            rows.append([name, "-", "-", "-", r["skipped"]])
+            continue
+        note = (f"{r['rows']:,} distinct query rows" if "rows" in r
+                else f"MRR {r.get('mrr', float('nan')):.{mrr_digits}f}")  # fmt: skip
+        rows.append([name, f"{r['seconds']:.3f}", f"{r['peak_rss_mib']:.0f}", f"{r['extra_rss_mib']:.0f}", note])
+    print(format_table(rows, ["contender", "best s", "peak RSS MiB", "extra RSS MiB", "note"]))
+    print("\n## ratios (within each round; the best round's)\n")
+    for label, numerator, denominator in ratios:
+        measured = [r[numerator]["seconds"] / r[denominator]["seconds"] for r in rounds
+                    if "seconds" in r[numerator] and "seconds" in r[denominator]]  # fmt: skip
+        print(f"- {label}: " + (f"{min(measured):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in measured)})"
+                                if measured else "not measured"))  # fmt: skip
 
 
 #: ogbl-wikikg2's sizes: entities, relations, known triples (train + valid + test), test triples

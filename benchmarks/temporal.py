@@ -35,13 +35,12 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _harness import (
-    best_of_rounds,
     contender,
-    format_table,
     load_average,
     machine,
     measure,
-    run_contender,
+    print_rounds,
+    run_rounds,
     run_worker,
 )
 
@@ -171,27 +170,10 @@ def main() -> None:
     print(f"# kgeval temporal benchmark: {args.dataset}, TNTComplEx dim {args.dim}\n\nmachine: {machine()}\n"
           f"load average before: {load_average()}\n")  # fmt: skip
     started = time.time()
-    rounds: list[dict[str, dict[str, Any]]] = []
-    for _ in range(args.rounds):
-        rounds.append({name: run_contender(__file__, name, argv) for name in CONTENDERS})
-    best = {name: best_of_rounds([r[name] for r in rounds]) for name in CONTENDERS}
-    rows = []
-    for name in CONTENDERS:
-        r = best[name]
-        if "skipped" in r:
-            rows.append([name, "-", "-", "-", r["skipped"]])
-            continue
-        note = f"{r['rows']:,} distinct query rows" if "rows" in r else f"MRR {r.get('mrr', float('nan')):.4f}"
-        rows.append([name, f"{r['seconds']:.3f}", f"{r['peak_rss_mib']:.0f}", f"{r['extra_rss_mib']:.0f}", note])
-    print(format_table(rows, ["contender", "best s", "peak RSS MiB", "extra RSS MiB", "note"]))
-    print("\n## ratios (within each round; the best round's)\n")
-    for label, numerator, denominator in (("kgeval / bare GEMM of the distinct queries", "kgeval", "floor"),
-                                          ("kgeval, all three settings / time-aware alone", "kgeval-all", "kgeval"),
-                                          ("field's sort-based evaluation / kgeval", "field", "kgeval")):  # fmt: skip
-        ratios = [r[numerator]["seconds"] / r[denominator]["seconds"] for r in rounds
-                  if "seconds" in r[numerator] and "seconds" in r[denominator]]  # fmt: skip
-        print(f"- {label}: " + (f"{min(ratios):.2f}x (rounds: {', '.join(f'{x:.2f}' for x in ratios)})"
-                                if ratios else "not measured"))  # fmt: skip
+    rounds = run_rounds(__file__, CONTENDERS, argv, args.rounds)
+    print_rounds(rounds, CONTENDERS, (("kgeval / bare GEMM of the distinct queries", "kgeval", "floor"),
+                                      ("kgeval, all three settings / time-aware alone", "kgeval-all", "kgeval"),
+                                      ("field's sort-based evaluation / kgeval", "field", "kgeval")))  # fmt: skip
     print(f"\n{time.time() - started:.0f} s in all; load average after: {load_average()}")
 
 

@@ -625,19 +625,16 @@ def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
     inductive = _inductive_dataset(args.dataset, _reading(args))
-    if inductive is not None:
+    temporal = _temporal_dataset(args.dataset, _reading(args)) if inductive is None else None
+    if inductive is not None or temporal is not None:  # their own cards, of a model or of the data alone
+        kind = "inductive" if inductive is not None else "temporal"
         if args.ranks:
-            raise ValueError("a rank table is audited on triples; on inductive data pass --checkpoint (or nothing)")
+            raise ValueError(f"a rank table is audited on triples; on {kind} data pass --checkpoint (or nothing)")
         if args.checkpoint:
             model = load_model_file(args.checkpoint, trust=args.trust_checkpoint).model
-        return run_inductive_audit(args, inductive, model)
-    temporal = _temporal_dataset(args.dataset, _reading(args))
-    if temporal is not None:
-        if args.ranks:
-            raise ValueError("a rank table is audited on triples; on temporal data pass --checkpoint (or nothing)")
-        if args.checkpoint:
-            model = load_model_file(args.checkpoint, trust=args.trust_checkpoint).model
-        return run_temporal_audit(args, temporal, model)
+        if inductive is not None:
+            return run_inductive_audit(args, inductive, model)
+        return run_temporal_audit(args, cast(TemporalDataset, temporal), model)
     if args.checkpoint:
         loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model

@@ -160,3 +160,7 @@ def test_audit_command_on_temporal_data(tmp_path: Path, capsys) -> None:
     with _maybe_warns():
         assert main(["audit", "--dataset", str(tmp_path / "tkg"), "--json", "--no-baseline"]) == 0
     assert json.loads(capsys.readouterr().out)["recurrency_mrr"] is None
+    (tmp_path / "ranks.csv").write_text("head,relation,tail,side,optimistic,pessimistic\n")
+    with _maybe_warns():
+        assert main(["audit", "--dataset", str(tmp_path / "tkg"), "--ranks", str(tmp_path / "ranks.csv")]) == 2
+    assert "a rank table is audited on triples; on temporal data pass --checkpoint" in capsys.readouterr().err

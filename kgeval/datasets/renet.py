@@ -98,8 +98,8 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
         f"the positions of the distinct times (values {axis.labels[0]}..{axis.labels[-1]}, step {axis.granularity:g})"
     ))  # fmt: skip
     quadruples = {split: torch.from_numpy(np.column_stack([rows[split], time_ids(times[split])])) for split in SPLITS}
-    quadruples = handle_duplicates(quadruples, duplicates, "quadruples",
-                                   {split: str(folder / f"{split}.txt") for split in SPLITS})
+    sources = {split: str(folder / f"{split}.txt") for split in SPLITS}
+    quadruples = handle_duplicates(quadruples, duplicates, "quadruples", sources)
     return TemporalDataset(
         name=folder.name if name is None else name,
         train=quadruples["train"],
@@ -108,7 +108,7 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
         entity_to_id=vocabularies["entity"],
         relation_to_id=vocabularies["relation"],
         time_to_id={label: index for index, label in enumerate(axis.labels)},
-        sources={split: str(folder / f"{split}.txt") for split in SPLITS},
+        sources=sources,
         times=axis,
         notes=tuple(notes),
         read_with={"duplicates": duplicates},

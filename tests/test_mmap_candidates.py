@@ -84,6 +84,23 @@ def big_table(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     return path, _rank_in_subprocess(path, folder / "loaded.npz", "--loaded")
 
 
+@pytest.fixture(scope="module")
+def loaded_runs(big_table, tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, np.ndarray]]:
+    """Per model, the evaluation with the table loaded in memory: its ranks, and the anonymous memory it adds --
+    kgeval's tiles and the BLAS's own buffers, which differ between machines (an Intel and an AMD host, their BLAS
+    code paths and allocators), so the mapped runs below are held to that working set plus the budget, not to a
+    constant that one machine's libraries happen to fit."""
+    path, loaded = big_table
+    transe = _rank_in_subprocess(
+        path, tmp_path_factory.mktemp("transe") / "loaded.npz", "--loaded", "--model", "transe"
+    )
+    return {"distmult": loaded, "transe": transe}
+
+
+def _anonymous_growth_mib(run: dict[str, np.ndarray]) -> float:
+    return float(run["anonymous_peak"] - run["anonymous_before"]) / 1024
+
+
 def _assert_same_ranks(got: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
     for column in ("optimistic", "pessimistic", "num_candidates"):
         np.testing.assert_array_equal(got[column], expected[column], err_msg=column)
@@ -101,24 +118,26 @@ def test_the_pages_of_counted_slices_are_let_go(big_table, tmp_path) -> None:
     assert growth_mib < BUDGET_MIB, growth_mib
 
 
-def test_an_l2_model_never_copies_the_table(big_table, tmp_path) -> None:
+def test_an_l2_model_never_copies_the_table(big_table, loaded_runs, tmp_path) -> None:
     """TransE ("l2": scores 2 q.c - ||c||^2) over the 488 MiB table, released slice by slice, ranks as with the
-    table in memory, and neither file-backed nor anonymous memory grows by the budget: the squared norms are one
-    float per entity, and the table is not extended by a column (a copy as large as the table, before)."""
+    table in memory; file-backed memory grows by less than the budget, and anonymous memory by less than the budget
+    beyond the evaluation's working set with the table in memory: the squared norms are one float per entity, and
+    the table is not extended by a column (a copy as large as the table, before)."""
     path, _distmult_ranks = big_table
-    loaded = _rank_in_subprocess(path, tmp_path / "loaded.npz", "--loaded", "--model", "transe")
+    loaded = loaded_runs["transe"]
     mapped = _rank_in_subprocess(path, tmp_path / "mapped.npz", "--always-release", "--model", "transe")
     _assert_same_ranks(mapped, loaded)
     file_growth_mib = (mapped["file_peak"] - mapped["file_before"]) / 1024
-    anonymous_growth_mib = (mapped["anonymous_peak"] - mapped["anonymous_before"]) / 1024
     assert file_growth_mib < BUDGET_MIB, file_growth_mib
-    assert anonymous_growth_mib < BUDGET_MIB, anonymous_growth_mib
+    working_set = _anonymous_growth_mib(loaded)
+    assert _anonymous_growth_mib(mapped) - working_set < BUDGET_MIB, (_anonymous_growth_mib(mapped), working_set)
 
 
 @pytest.mark.parametrize("model", ["distmult", "transe"])
-def test_a_whitelist_is_gathered_a_slice_at_a_time(big_table, tmp_path, model: str) -> None:
+def test_a_whitelist_is_gathered_a_slice_at_a_time(big_table, loaded_runs, tmp_path, model: str) -> None:
     """Candidates restricted to half the 488 MiB table's entities, released slice by slice: the ranks are those of
-    the table in memory, and neither file-backed nor anonymous memory grows by the budget -- each slice's rows are
+    the table in memory, file-backed memory grows by less than the budget and anonymous memory by less than the
+    budget beyond the working set of the unrestricted evaluation with the table in memory -- each slice's rows are
     gathered when it is counted (before, the whitelist's rows were copied at once: 244 MiB)."""
     path, _distmult_ranks = big_table
     loaded = _rank_in_subprocess(path, tmp_path / "loaded.npz", "--loaded", "--whitelist", "--model", model)
@@ -126,9 +145,9 @@ def test_a_whitelist_is_gathered_a_slice_at_a_time(big_table, tmp_path, model: s
     _assert_same_ranks(mapped, loaded)
     assert (loaded["num_candidates"] <= BIG_ENTITIES // 2).all()
     file_growth_mib = (mapped["file_peak"] - mapped["file_before"]) / 1024
-    anonymous_growth_mib = (mapped["anonymous_peak"] - mapped["anonymous_before"]) / 1024
     assert file_growth_mib < BUDGET_MIB, file_growth_mib
-    assert anonymous_growth_mib < BUDGET_MIB, anonymous_growth_mib
+    working_set = _anonymous_growth_mib(loaded_runs[model])
+    assert _anonymous_growth_mib(mapped) - working_set < BUDGET_MIB, (_anonymous_growth_mib(mapped), working_set)
 
 
 def _memory_cgroup(limit_bytes: int) -> Path | None:

@@ -21,7 +21,7 @@ import pandas as pd
 import torch
 
 from kgeval import _display as display
-from kgeval._checks import check_ks, check_positive_int
+from kgeval._checks import check_ks, check_positive_int, check_writable_file
 from kgeval._documents import document_entries, metric_entry, null_model_entry
 from kgeval.accumulator import MetricAccumulator
 from kgeval.analysis import plot, relations
@@ -384,6 +384,8 @@ class RankBasedMetricResults:
         relation_labels, audit, popularity_triples, ks, ...); also written to ``path`` when given (docs/report.md)."""
         from kgeval.report import report_html  # kgeval.report imports this module
 
+        if path is not None:  # before the work: a folder or an unwritable place is named at once
+            path = check_writable_file(path, "the report's path")
         text = report_html(self, **options)
         if path is not None:
             Path(path).write_text(text, encoding="utf-8")

@@ -384,6 +384,20 @@ def test_results_to_html_is_the_report_of_those_results(tmp_path: Path) -> None:
     assert (tmp_path / "page.html").read_text(encoding="utf-8") == text
 
 
+def test_results_to_html_names_a_bad_destination_before_the_work(tmp_path: Path, monkeypatch) -> None:
+    results = RankBasedMetricResults.create_random(random_state=1, num_tasks=30)
+    import kgeval.report
+
+    def never(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the report was built before its destination was checked")
+
+    monkeypatch.setattr(kgeval.report, "report_html", never)
+    with pytest.raises(ValueError, match="is a folder; give a file name"):
+        results.to_html(tmp_path)
+    with pytest.raises(ValueError, match="does not exist"):
+        results.to_html(tmp_path / "missing" / "page.html")
+
+
 def test_the_command_says_what_is_missing(capsys: pytest.CaptureFixture[str]) -> None:
     from kgeval.cli import main
 

@@ -98,14 +98,16 @@ class RankRecords:
         """Records from a rank table (the layout of ``results.ranks_df()``; sides by name or code 0 / 1 / 2),
         every column checked; ValueError naming the first bad row: ids integers >= 0, 1 <= optimistic <=
         pessimistic (<= num_candidates where given), realistic (where given) their mean; an empty or NaN cell is
-        never read as a number."""
+        never read as a number. -1 stands for an unknown id or task_index, as in the tables ``ranks_df()`` writes for
+        an evaluation without triples (``evaluate_scores``, an accumulator updated without them); the analyses that
+        need ids refuse such records (:meth:`require_known`)."""
         missing = [name for name in RANK_TABLE_COLUMNS if name not in frame.columns]
         if missing:
             raise ValueError(f"a {source} needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
         optional = ("num_candidates", "task_index", "realistic")
         columns = {name: frame[name].to_numpy() for name in (*RANK_TABLE_COLUMNS, *optional) if name in frame.columns}
         columns["side"] = _side_codes(frame["side"], source)
-        return cls.from_columns(columns, source, unknown_ids=False)
+        return cls.from_columns(columns, source)
 
     @classmethod
     def from_tensors(
@@ -184,6 +186,43 @@ class RankRecords:
         present = set(np.unique(self.side).tolist())
         return tuple(target for code, target in enumerate(TARGETS) if code in present)
 
+    def require_known(self, columns: Sequence[str], what: str) -> RankRecords:
+        """These records, when no task has -1 (unknown) in ``columns`` (id columns, ``task_index``); else a ValueError
+        saying that ``what`` needs them -- never a group "-1" or an id that wraps around to the last entity."""
+        for name in columns:
+            unknown = int(np.count_nonzero(self[name] < 0))
+            if unknown:
+                raise ValueError(
+                    f"{what} needs each task's {name}, but {unknown:,} of {len(self):,} tasks have none (-1: an "
+                    "evaluation without triples, such as evaluate_scores or an accumulator updated without them)"
+                )
+        return self
+
+    def triple_keys(self) -> np.ndarray:
+        """int64 (n,): a key per task naming its evaluation triple, equal for the head and the tail task of one
+        triple -- the pairing of :meth:`paired` and the resampling unit of :mod:`kgeval.analysis.stats`.
+
+        The ``task_index`` where every task has one; else the (head, relation, tail) triple and its occurrence number
+        among the tasks of its side, where every triple is known (duplicate triples have equal ranks, so any pairing
+        of their tasks gives the same values); else, for tasks of one side only, the task's position (each task a
+        triple of its own). A ValueError where none of these tells which tasks belong to one triple.
+        """
+        if np.all(self.task_index >= 0):
+            return self.task_index
+        triples = self.triples
+        if np.all(triples >= 0):
+            frame = pd.DataFrame({"h": triples[:, 0], "r": triples[:, 1], "t": triples[:, 2], "side": self.side})
+            occurrence = frame.groupby(["h", "r", "t", "side"], sort=False).cumcount().to_numpy()
+            _, key = np.unique(np.column_stack([triples, occurrence]), axis=0, return_inverse=True)
+            return key.reshape(-1).astype(np.int64)
+        if len(self.sides()) <= 1:
+            return np.arange(len(self), dtype=np.int64)
+        raise ValueError(
+            f"the records hold {' and '.join(self.sides())} tasks without a task_index or triple (-1), so nothing "
+            "says which tasks rank the same triple: resample one side at a time (e.g. the key 'tail.mrr'), or give "
+            "task_index (and triples) to MetricAccumulator.update"
+        )
+
     def select(self, rows: np.ndarray) -> RankRecords:
         """The records of some rows (a boolean mask or integer indices), in that order."""
         columns: dict[str, Any] = {name: None if value is None else value[rows] for name, value in self._all().items()}
@@ -209,11 +248,12 @@ class RankRecords:
         """(triples (n, 3), head ranks (n,), tail ranks (n,)): the head and tail task of each triple, paired
         (relation tasks, if any, are left out).
 
-        Tasks pair by ``task_index``; when some index is unknown (-1), by (head, relation, tail) and occurrence
-        number instead (duplicate triples have equal ranks, so any pairing of their tasks gives the same values).
+        Tasks pair by :meth:`triple_keys`; every task's triple must be known (stratified metrics look its entities
+        and relation up).
         """
         if len(self) == 0:
             raise ValueError("the results hold no ranking tasks")
+        self.require_known(("head", "relation", "tail"), "pairing head and tail tasks by triple")
         entity_tasks = self.select(self.side != TARGETS.index("relation"))
         if entity_tasks.sides() != ENTITY_TARGETS:
             raise ValueError(
@@ -224,7 +264,7 @@ class RankRecords:
 
     def _paired_entity_tasks(self, rank_type: RankType) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         triples, side = self.triples, self.side
-        key = _pairing_key(triples, side, self.task_index)
+        key = self.triple_keys()
         order = np.lexsort((side, key))  # by key, head task first
         key, side, triples, ranks = key[order], side[order], triples[order], self.ranks(rank_type)[order]
         paired = (key[:-1:2] == key[1::2]) & (side[:-1:2] == 0) & (side[1::2] == 1) if len(key) % 2 == 0 else [False]
@@ -237,16 +277,6 @@ class RankRecords:
         if not np.array_equal(triples[heads], triples[tails]):
             raise ValueError("head and tail tasks with the same task_index belong to different triples")
         return triples[heads], ranks[heads], ranks[tails]
-
-
-def _pairing_key(triples: np.ndarray, side: np.ndarray, task_index: np.ndarray) -> np.ndarray:
-    """One int64 key per task, equal for the head and tail task of one triple."""
-    if np.all(task_index >= 0):
-        return task_index
-    frame = pd.DataFrame({"h": triples[:, 0], "r": triples[:, 1], "t": triples[:, 2], "side": side})
-    occurrence = frame.groupby(["h", "r", "t", "side"], sort=False).cumcount().to_numpy()
-    _, key = np.unique(np.column_stack([triples, occurrence]), axis=0, return_inverse=True)
-    return key.reshape(-1).astype(np.int64)
 
 
 def _side_codes(side: pd.Series, source: str) -> np.ndarray:

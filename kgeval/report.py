@@ -359,7 +359,19 @@ def _distribution_section(named: Mapping[str, RankBasedMetricResults]) -> str:
     )
 
 
+def _unknown_relations(results: RankBasedMetricResults) -> bool:
+    """Whether some task of ``results`` has no relation id (-1: an evaluation without triples)."""
+    return results.records is not None and bool((results.records.relation < 0).any())
+
+
 def _relation_section(named: Mapping[str, RankBasedMetricResults], labels: Mapping[int, str]) -> str:
+    unknown = [name for name, results in named.items() if _unknown_relations(results)]
+    if unknown:  # an evaluation without triples (evaluate_scores): no relation to group by
+        return (
+            '<section id="relations"><h2>Per relation</h2><p class="note">Not available: the ranks of '
+            f"{_e(', '.join(unknown))} do not say which relation each task ranks (an evaluation without triples, "
+            "such as evaluate_scores).</p></section>"
+        )
     frames = {name: results.per_relation(keys=("mrr", "hits@10")) for name, results in named.items()}
     columns = {name: [c for c in frame.columns if c != "count"] for name, frame in frames.items()}
     relations = sorted(set().union(*(frame.index.tolist() for frame in frames.values())))

@@ -85,12 +85,12 @@ def test_error_on_bad_side(side: list, bad: str) -> None:
 
 # every untrusted value the table may hold is refused, naming the column and the first bad row
 UNTRUSTED = [
-    ("tail", [2, -1, 1], "column 'tail' row 1 = -1 is not an integer >= 0"),
+    ("tail", [2, -2, 1], "column 'tail' row 1 = -2 is not an integer >= -1"),  # -1: unknown (no triples)
     ("optimistic", [1, np.nan, 5], "column 'optimistic' row 1 = nan is not an integer >= 1"),  # an empty cell
     ("optimistic", [1, 0, 5], "column 'optimistic' row 1 = 0 is not an integer >= 1"),
     ("pessimistic", [1, -1, 5], "column 'pessimistic' row 1 = -1 is not an integer >= 1"),
     ("optimistic", [1, 2.5, 5], "column 'optimistic' row 1 = 2.5 is not an integer >= 1"),
-    ("head", ["0", "x", "3"], "column 'head' row 1 = 'x' is not an integer >= 0"),
+    ("head", ["0", "x", "3"], "column 'head' row 1 = 'x' is not an integer >= -1"),
     ("num_candidates", [9, 3, 9], "row 1 {'head': 0, 'relation': 1, 'tail': 2, 'optimistic': 2, 'pessimistic': 4, "
      "'side': 1, 'num_candidates': 3}: pessimistic must be <= num_candidates"),
     ("pessimistic", [1, 1, 5], "row 1 {'head': 0, 'relation': 1, 'tail': 2, 'optimistic': 2, 'pessimistic': 1, "
@@ -152,3 +152,94 @@ def test_labels_read_back_as_text(tmp_path) -> None:
     back = read_ranks(write_ranks(frame, tmp_path / "r.csv"))
     assert back[["head_label", "relation_label", "tail_label"]].iloc[0].tolist() == ["00012345", "007", "01"]
     assert back["head"].dtype.kind == "i"
+
+
+# -- records of an evaluation without triples (-1 ids) -----------------------------------------------------------
+def _scores_results(num_tasks: int = 40, seed: int = 0):
+    """evaluate_scores over integer scores in 0..3 (heavy ties), with the rank pairs computed here by counting."""
+    import torch
+
+    from kgeval import evaluate_scores
+
+    generator = torch.Generator().manual_seed(seed)
+    negatives = torch.randint(0, 4, (num_tasks, 12), generator=generator).float()
+    true = torch.randint(0, 4, (num_tasks,), generator=generator).float()
+    optimistic = 1 + (negatives > true[:, None]).sum(dim=1)
+    pessimistic = 1 + (negatives >= true[:, None]).sum(dim=1)
+    return evaluate_scores(true, negatives, ks=(1, 3)), optimistic.numpy(), pessimistic.numpy()
+
+
+def test_the_rank_table_of_an_evaluation_without_triples_reads_back(tmp_path: Path) -> None:
+    """evaluate_scores knows no ids and writes -1 for them: its table reads back (it was refused as a bad id), with
+    the ranks counted here, and the conventions computed from the table equal those from the results."""
+    from kgeval.conventions import convention_metrics
+
+    results, optimistic, pessimistic = _scores_results()
+    path = results.save_ranks(tmp_path / "ranks.csv")
+    records = RankRecords.from_frame(read_ranks(path))
+    assert (records.head == -1).all() and (records.relation == -1).all()
+    np.testing.assert_array_equal(records.optimistic, optimistic)
+    np.testing.assert_array_equal(records.pessimistic, pessimistic)
+    for convention in ("first", "last", "expected-random", "rounded-mean"):
+        table = convention_metrics(read_ranks(path), convention, side="tail", ks=(1, 3))
+        assert table == convention_metrics(results, convention, side="tail", ks=(1, 3)), convention
+    first = convention_metrics(read_ranks(path), "first", side="tail", ks=(1,))
+    assert first["mrr"] == pytest.approx(np.mean(1.0 / optimistic), rel=1e-12, abs=0)
+
+
+def test_views_that_need_ids_refuse_unknown_ones() -> None:
+    """Per relation, per category, macro averages and stratified metrics need ids: where they are -1 each says so
+    (before, the relation "-1" was a group of its own, and -1 entities would have wrapped around to the last one)."""
+    import torch
+
+    from kgeval import MetricAccumulator, RankBasedMetricResults
+
+    results, _, _ = _scores_results()
+    with pytest.raises(ValueError, match="a per-relation table needs each task's relation, but 40 of 40 tasks"):
+        results.per_relation()
+    with pytest.raises(ValueError, match="a macro average over relations needs each task's relation"):
+        results.macro_average("mrr")
+    with pytest.raises(ValueError, match="a per-category table needs each task's relation"):
+        results.per_category(torch.tensor([[0, 0, 1]]))
+    accumulators = {side: MetricAccumulator(ks=(1,)) for side in ("head", "tail")}
+    for accumulator in accumulators.values():
+        accumulator.update(torch.tensor([1, 2]), torch.tensor([1, 3]), torch.tensor([5, 5]),
+                           task_index=torch.tensor([0, 1]))  # fmt: skip
+    paired = RankBasedMetricResults.from_accumulators(accumulators, (1,))
+    with pytest.raises(ValueError, match="pairing head and tail tasks by triple needs each task's head"):
+        paired.stratified(torch.tensor([[0, 0, 1], [1, 0, 2]]))
+
+
+def _interval_width(results, key: str) -> float:
+    from kgeval.analysis.stats import confidence_interval
+
+    interval = confidence_interval(results, key, n_resamples=300, seed=1)
+    return interval.high - interval.low
+
+
+def test_tasks_without_a_task_index_or_triple_resample_one_by_one() -> None:
+    """An accumulator fed ranks alone (no triples, no task_index): each task is its own resampling unit, so the
+    interval of a varied MRR has a width (before, every task fell into one unit "-1": a zero-width interval over
+    "1 triples"); with both sides and nothing to pair them by, resampling is refused."""
+    import torch
+
+    from kgeval import MetricAccumulator, RankBasedMetricResults
+
+    generator = torch.Generator().manual_seed(3)
+    optimistic = torch.randint(1, 20, (200,), generator=generator)
+    pessimistic = optimistic + torch.randint(0, 3, (200,), generator=generator)
+    tail = MetricAccumulator(ks=(1,))
+    tail.update(optimistic, pessimistic, torch.full((200,), 30))
+    results = RankBasedMetricResults.from_accumulators({"tail": tail}, (1,))
+    assert (results.records.task_index == -1).all()
+    assert _interval_width(results, "tail.mrr") > 0.01
+    indexed = MetricAccumulator(ks=(1,))
+    indexed.update(optimistic, pessimistic, torch.full((200,), 30), task_index=torch.arange(200))
+    with_index = RankBasedMetricResults.from_accumulators({"tail": indexed}, (1,))
+    assert _interval_width(results, "tail.mrr") == _interval_width(with_index, "tail.mrr")  # the same units
+    head = MetricAccumulator(ks=(1,))
+    head.update(optimistic, pessimistic, torch.full((200,), 30))
+    both = RankBasedMetricResults.from_accumulators({"head": head, "tail": tail}, (1,))
+    with pytest.raises(ValueError, match="nothing says which tasks rank the same triple"):
+        _interval_width(both, "both.mrr")
+    assert _interval_width(both, "tail.mrr") == _interval_width(results, "tail.mrr")

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._cli_report import add_report_arguments, run_report
@@ -403,3 +404,16 @@ def test_the_command_says_what_is_missing(capsys: pytest.CaptureFixture[str]) ->
 
     assert main(["report"]) == 2
     assert capsys.readouterr().err == "kgeval report: error: give --ranks PATH [PATH ...] and --output HTML\n"
+
+
+def test_a_report_of_an_evaluation_without_triples_says_it_has_no_relations() -> None:
+    """evaluate_scores knows no relation ids (-1): the report has its headline and no per-relation table grouped
+    under a relation "-1" (as before), but a sentence saying why there is none."""
+    from kgeval import evaluate_scores
+
+    generator = torch.Generator().manual_seed(0)
+    results = evaluate_scores(torch.rand(30, generator=generator), torch.rand(30, 8, generator=generator))
+    page = report_html({"scores": results}, n_resamples=10)
+    assert "Not available: the ranks of scores do not say which relation each task ranks" in page
+    assert 'id="relation-table"' not in page
+    assert f"{results.get_metric('tail.realistic.mrr'):.4f}" in page

@@ -234,6 +234,7 @@ def per_relation_frame(
     ``relation_label`` when labels are given, and one column per evaluated side and key, named
     ``<side>.<key as given>`` (``"both.mrr"``), or the key itself when it names its side (``"tail.hits@10"``).
     """
+    records.require_known(("relation",), "a per-relation table")
     labels, columns = group_metrics(records, records["relation"], keys, ks)
     frame = pd.DataFrame(columns, index=pd.Index(labels, name="relation"))
     if relation_labels is not None:
@@ -249,6 +250,7 @@ def macro_average(records: RankRecords, key: str, ks: Sequence[int] = ()) -> flo
     """
     parsed = parse_key(key)
     explicit = format_key(parsed)
+    records.require_known(("relation",), "a macro average over relations")
     _labels, columns = group_metrics(records, records["relation"], explicit, ks)
     values = columns[explicit].tolist()
     return math.fsum(values) / len(values)
@@ -311,6 +313,7 @@ def per_category_frame(
     DataFrame indexed by category (1-1, 1-N, N-1, N-N, unseen; those present) with ``count`` (evaluation
     triples), ``num_relations`` and the metric columns of :func:`per_relation_frame`.
     """
+    records.require_known(("relation",), "a per-category table")
     categories = relation_categories(reference_triples, threshold=threshold)["category"]
     known = categories.reindex(np.unique(records["relation"])).fillna(UNSEEN)
     order = [*CATEGORIES, UNSEEN]

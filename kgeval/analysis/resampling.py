@@ -151,7 +151,7 @@ def pair_tasks(results: Sequence[Any], names: Sequence[str], key: str) -> Paired
         _check_same_tasks(selected[0], part, names[0], name)
     ranks = np.stack([part.ranks(parsed.rank_type) for part in selected])
     num_candidates = np.stack([part["num_candidates"] for part in selected])
-    units, unit_of_task = np.unique(selected[0]["task_index"], return_inverse=True)
+    units, unit_of_task = np.unique(selected[0].triple_keys(), return_inverse=True)  # one unit per triple
     ks = (k,) if k is not None else tuple(results[0].ks)
     stats = [task_statistics(r, c, ks) for r, c in zip(ranks, num_candidates, strict=True)]
     if info.name in MEAN_TYPE:  # a ratio of two sums: resample only those two columns

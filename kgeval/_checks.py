@@ -43,14 +43,14 @@ def check_positive_int(value: Any, name: str, allow_none: bool = False) -> int |
 
 
 def check_ks(ks: Any) -> tuple[int, ...]:
-    """The hits@k cut-offs as a sorted tuple of distinct positive integers."""
-    if isinstance(ks, int | str) or not isinstance(ks, Iterable):
+    """The hits@k cut-offs as a sorted tuple of distinct positive Python ints (NumPy integers accepted)."""
+    if isinstance(ks, int | str | np.integer) or not isinstance(ks, Iterable):
         raise ValueError(f"ks must be a sequence of positive integers, got {ks!r}")
     values = list(ks)
-    bad = [k for k in values if isinstance(k, bool) or not isinstance(k, int) or k < 1]
+    bad = [k for k in values if isinstance(k, bool | np.bool_) or not isinstance(k, int | np.integer) or k < 1]
     if bad or not values:
         raise ValueError(f"ks must be a non-empty sequence of positive integers, got {ks!r}")
-    return tuple(sorted(set(values)))
+    return tuple(sorted({int(k) for k in values}))
 
 
 def check_targets(targets: Any, allowed: tuple[Target, ...] = TARGETS) -> tuple[Target, ...]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import re
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -188,26 +189,68 @@ def test_index_order_ranks_small_example() -> None:
 
 
 # -- expected-random with large ranks ----------------------------------------------------------------------------
+def _exact_mean_reciprocal(low: int, high: int) -> float:
+    """(1/low + ... + 1/high) / (high - low + 1), summed as exact fractions (fsum of rounded terms for wide blocks)."""
+    if high - low < 5000:
+        return float(sum(Fraction(1, j) for j in range(low, high + 1)) / (high - low + 1))
+    return math.fsum(1.0 / j for j in range(low, high + 1)) / (high - low + 1)
+
+
 @pytest.mark.parametrize(
     ("low", "high"),
-    [(1, 1), (3, 3), (2, 65), (2, 66), (1, 64), (1, 1_000_000), (10**8, 10**8 + 1000), (5 * 10**8, 5 * 10**8 + 70)],
-)
+    [(1, 1), (3, 3), (2, 65), (2, 66), (1, 64), (15, 80), (16, 81), (9, 400), (1, 1_000_000), (10**8, 10**8 + 1000),
+     (5 * 10**8, 5 * 10**8 + 70), (10**12, 10**12 + 100), (2**53 - 100, 2**53)],
+)  # fmt: skip
 def test_expected_reciprocal_rank_is_exact_for_wide_and_far_blocks(low: int, high: int) -> None:
+    """To a few units in the last place wherever the block lies (abs=0: the values are as small as 1e-16; a
+    difference of two digammas was 2.6e-9 off at rank 5e8 and 7e-6 at 1e12)."""
     width = high - low + 1
-    exact = math.fsum(1.0 / j for j in range(low, high + 1)) / width
     got = expected_random_metrics([low], [high], ks=(1, 10**8))
-    assert got["mrr"] == pytest.approx(exact, rel=1e-12)
+    assert got["mrr"] == pytest.approx(_exact_mean_reciprocal(low, high), rel=1e-14, abs=0)
     assert got["mr"] == (low + high) / 2
     assert got["hits@1"] == (1.0 / width if low == 1 else 0.0)
-    assert got["hits@100000000"] == pytest.approx(min(max(10**8 - low + 1, 0), width) / width, rel=1e-15)
+    assert got["hits@100000000"] == pytest.approx(min(max(10**8 - low + 1, 0), width) / width, rel=1e-15, abs=0)
+
+
+def test_expected_reciprocal_rank_is_exact_for_random_wide_blocks() -> None:
+    """Blocks of 65 to 400 ranks starting anywhere in 1..40 (the digamma's shifted and series parts both in play),
+    against sums of exact fractions."""
+    rng = np.random.default_rng(0)
+    low = rng.integers(1, 40, 60)
+    high = low + rng.integers(64, 400, 60)
+    got = expected_random_metrics(low, high, ks=(1,))
+    exact = np.mean([_exact_mean_reciprocal(int(a), int(b)) for a, b in zip(low, high, strict=True)])
+    assert got["mrr"] == pytest.approx(exact, rel=1e-14, abs=0)
 
 
 def test_expected_reciprocal_rank_for_huge_pessimistic_ranks() -> None:
     high = np.array([10**12, 10**15, 2**53])
     got = expected_random_metrics(np.ones(3, dtype=np.int64), high, ks=(1,))
-    exact = np.mean((digamma(high.astype(np.float64) + 1) - digamma(1.0)) / high)
-    assert got["mrr"] == pytest.approx(exact, rel=1e-12)
-    assert np.isfinite(got["mr"]) and got["hits@1"] == pytest.approx(np.mean(1.0 / high))
+    exact = np.mean((digamma(high.astype(np.float64) + 1) - digamma(1.0)) / high)  # no cancellation from rank 1
+    assert got["mrr"] == pytest.approx(exact, rel=1e-13, abs=0)
+    assert np.isfinite(got["mr"]) and got["hits@1"] == pytest.approx(np.mean(1.0 / high), rel=1e-14, abs=0)
+
+
+def test_ranks_that_are_no_integers_are_refused() -> None:
+    """Before, 1.9 and 3.7 were truncated to 1 and 3 without a word; NaN and inf gave NumPy's conversion errors."""
+    for bad, shown in ((1.9, "1.9"), (float("nan"), "nan"), (float("inf"), "inf")):
+        with pytest.raises(ValueError, match=rf"column 'optimistic' row 0 = {shown} is not an integer >= 1"):
+            expected_random_metrics([bad], [4], ks=(1,))
+    with pytest.raises(ValueError, match=r"column 'true_index' row 0 = 1.7 is not an integer >= 0"):
+        index_order_ranks([[1.0, 2.0]], [1.7])
+    with pytest.raises(ValueError, match="ks must be a sequence of positive integers, got 10"):
+        rank_metrics([1, 2], ks=10)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_half_precision_scores_and_ranks(dtype: torch.dtype) -> None:
+    """bfloat16 tensors (NumPy has no such dtype) are widened exactly: the ranks of the float32 copy."""
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randint(0, 3, (30, 9), generator=generator).to(dtype)
+    target = torch.randint(0, 9, (30,), generator=generator)
+    expected = index_order_ranks(scores.float(), target)
+    np.testing.assert_array_equal(index_order_ranks(scores, target), expected)
+    assert rank_metrics(torch.tensor(expected, dtype=dtype)) == rank_metrics(expected)
 
 
 # -- names and errors ----------------------------------------------------------------------------------------------
@@ -252,7 +295,7 @@ def test_bad_arguments(case) -> None:
     graph, table, results, _ = case
     with pytest.raises(ValueError, match="side must be one of"):
         convention_metrics(results, "first", side="relation")  # type: ignore[arg-type]
-    with pytest.raises(ValueError, match="ks must be positive"):
+    with pytest.raises(ValueError, match="ks must be a non-empty sequence of positive integers"):
         convention_metrics(results, "first", ks=(0,))
     with pytest.raises(TypeError, match="RankBasedMetricResults or a rank DataFrame"):
         convention_metrics([1, 2], "first")

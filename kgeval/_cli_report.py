@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 from pathlib import Path
 from typing import Any
 
 from kgeval._checks import check_writable_file
 from kgeval.audit import audit_dataset
 from kgeval.datasets import load_dataset
+from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.records import read_ranks
 from kgeval.report import labels_from_frames, write_report
 from kgeval.results import RankBasedMetricResults
@@ -49,8 +51,10 @@ def run_report(args: argparse.Namespace) -> int:
     try:
         output = check_writable_file(args.output, "--output")
         frames = {name: read_ranks(path) for name, path in zip(names, args.ranks, strict=True)}
-        models = {name: RankBasedMetricResults.from_rank_table(frame, ks=args.ks, source=f"rank table of {name}")
-                  for name, frame in frames.items()}  # fmt: skip
+        with warnings.catch_warnings():  # metrics the page does not show (adjusted hits@k of few candidates)
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            models = {name: RankBasedMetricResults.from_rank_table(frame, ks=args.ks, source=f"rank table of {name}")
+                      for name, frame in frames.items()}  # fmt: skip
         extra: dict[str, Any] = {"relation_labels": labels_from_frames(frames)}
         if args.dataset:
             dataset = load_dataset(args.dataset)

@@ -448,7 +448,8 @@ def _ties(results: RankBasedMetricResults, names: dict[int, str], top: int, marg
     tied = (records.pessimistic != records.optimistic) & entity_tasks
     mrr = {rank_type: results.get_metric(f"both.{rank_type}.mrr") for rank_type in ("optimistic", "realistic",
                                                                                     "pessimistic")}  # fmt: skip
-    frame = pd.DataFrame({"r": records.relation[entity_tasks], "tied": tied[entity_tasks]})
+    known = entity_tasks & (records.relation >= 0)  # a rank table without triples has no relation to name (-1)
+    frame = pd.DataFrame({"r": records.relation[known], "tied": tied[known]})
     shares = frame.groupby("r")["tied"].agg(["mean", "size"])
     shares = shares[shares["mean"] > 0].sort_values(["mean", "size"], ascending=[False, False]).head(top)
     top_relations = [(names.get(int(r), str(r)), float(row["mean"]), int(row["size"])) for r, row in shares.iterrows()]

@@ -642,7 +642,9 @@ def _run_audit(args: argparse.Namespace) -> int:
         dataset = load_dataset(args.dataset or DEFAULT_DATASET, **_reading(args))
     if args.ranks:
         records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
-        results = RankBasedMetricResults.from_records(records)
+        with warnings.catch_warnings():  # the card reads the MRR of each rank type, never an undefined metric
+            warnings.simplefilter("ignore", UndefinedMetricWarning)
+            results = RankBasedMetricResults.from_records(records)
     report = audit_dataset(dataset, threshold=args.threshold, rule_baseline=not args.no_baseline, model=model,
                            results=results, sampled_k=args.sampled_k)  # fmt: skip
     print(report.to_json() if args.json else report.to_markdown(), end="" if not args.json else "\n")

@@ -231,3 +231,20 @@ def test_the_command_line_with_a_checkpoint_and_ranks(tmp_path, capsys) -> None:
     assert main([*argv, "--ranks", str(tmp_path / "ranks.csv"), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     assert document["ties"]["tasks"] == 2 * len(ds.test) and document["protocol"]["sampled_mrr"] is None
+
+
+def test_ties_of_ranks_without_triples_name_no_relation() -> None:
+    """Tied ranks fed to an accumulator without triples (relation -1): the ties are counted, and no relation "-1"
+    is named among those they concentrate in."""
+    from kgeval import MetricAccumulator
+    from kgeval.datasets import load_shipped_dataset
+
+    accumulators = {side: MetricAccumulator(ks=(1,)) for side in ("head", "tail")}
+    for accumulator in accumulators.values():
+        accumulator.update(torch.tensor([1, 2, 3]), torch.tensor([4, 2, 5]), torch.tensor([9, 9, 9]),
+                           task_index=torch.arange(3))  # fmt: skip
+    results = RankBasedMetricResults.from_accumulators(accumulators, (1,))
+    report = audit_dataset(load_shipped_dataset("nations"), results=results, rule_baseline=False)
+    assert (report.ties.tasks, report.ties.tied_tasks) == (6, 4)
+    assert report.ties.top_relations == []
+    assert "Ties concentrate in" not in report.to_markdown()

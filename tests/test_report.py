@@ -12,6 +12,7 @@ import math
 import os
 import re
 import shutil
+import warnings
 from html.parser import HTMLParser
 from pathlib import Path
 
@@ -417,3 +418,19 @@ def test_a_report_of_an_evaluation_without_triples_says_it_has_no_relations() ->
     assert "Not available: the ranks of scores do not say which relation each task ranks" in page
     assert 'id="relation-table"' not in page
     assert f"{results.get_metric('tail.realistic.mrr'):.4f}" in page
+
+
+def test_the_command_reads_the_table_of_an_evaluation_without_triples(tmp_path: Path, capsys) -> None:
+    """Its -1 ids read back, and the metrics the page does not show (adjusted hits@10 of 9 candidates, undefined)
+    raise no warning per metric and call on the terminal."""
+    from kgeval import evaluate_scores
+
+    generator = torch.Generator().manual_seed(0)
+    evaluate_scores(torch.rand(30, generator=generator), torch.rand(30, 8, generator=generator)).save_ranks(
+        tmp_path / "scores.csv"
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _cli(["--ranks", str(tmp_path / "scores.csv"), "--output", str(tmp_path / "r.html")]) == 0
+    assert capsys.readouterr().err == ""
+    assert "Not available: the ranks of scores" in (tmp_path / "r.html").read_text(encoding="utf-8")

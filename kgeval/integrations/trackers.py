@@ -28,6 +28,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+import numpy as np
+
 from kgeval.keys import format_key
 
 __all__ = ["HEADLINE_KEYS", "MLFLOW_NAME_PATTERN", "log_results", "select_values"]
@@ -93,8 +95,8 @@ def log_results(
           ``save()``, as the Trainer does).
     step : int, optional
         The step (epoch, global step) the numbers belong to. None leaves it to the tracker: W&B's own step
-        counter, MLflow's step 0, TensorBoard's and Lightning's default. W&B ignores a step lower than the run's
-        current one (it warns).
+        counter, MLflow's step 0, TensorBoard's default; a Lightning logger needs one (its CSVLogger would put every
+        call on step 0). W&B ignores a step lower than the run's current one (it warns).
     prefix : str, default=""
         Put in front of every name as given, separator included: ``"validation/"`` logs
         ``validation/both.realistic.inverse_harmonic_mean_rank``.
@@ -116,9 +118,10 @@ def log_results(
     TypeError
         For a tracker of another kind, naming the supported ones; for a ``step`` that is not an int.
     ValueError
-        For an unknown ``keys`` string, a negative ``step``, a missing or unexpected ``run_id``, the ``wandb``
-        module without a current run, or (MLflow) a ``prefix`` that makes a name MLflow refuses
-        (:data:`MLFLOW_NAME_PATTERN`). Nothing is logged then.
+        For an unknown ``keys`` string, a negative ``step`` (or none, for a Lightning logger), a missing or
+        unexpected ``run_id``, the ``wandb`` module without a current run, or (MLflow, Lightning's MLFlowLogger
+        included) a ``prefix`` that makes a name MLflow refuses (:data:`MLFLOW_NAME_PATTERN`). Nothing is logged
+        then.
     KeyError
         For a requested key that the results do not hold (with close matches).
 
@@ -137,16 +140,22 @@ def log_results(
     {'validation/both.realistic.inverse_harmonic_mean_rank': 0.61, ...}
     """
     if step is not None:
-        if isinstance(step, bool) or not isinstance(step, int):
+        if isinstance(step, bool | np.bool_) or not isinstance(step, int | np.integer):
             raise TypeError(f"step must be an int or None, got {type(step).__name__}")
         if step < 0:
             raise ValueError(f"step must be >= 0, got {step}")
+        step = int(step)
     if not isinstance(prefix, str):
         raise TypeError(f"prefix must be a str, got {type(prefix).__name__}")
     log = _logger_for(tracker, run_id)
+    if isinstance(log, _LightningLogger) and step is None:
+        raise ValueError(
+            "a Lightning logger needs step= (the epoch or global step): without one, Lightning's CSVLogger numbers a "
+            "row by the rows it has not saved yet, and every call of log_results, which saves, would land on step 0"
+        )
     values = {f"{prefix}{name}": value for name, value in select_values(results, keys).items()}
-    if log is _log_mlflow_module or isinstance(log, _MlflowRunLogger):
-        _check_mlflow_names(values)
+    if log is _log_mlflow_module or isinstance(log, _MlflowRunLogger) or _is_instance(tracker, *_LIGHTNING_MLFLOW):
+        _check_mlflow_names(values)  # Lightning's MLFlowLogger would drop the refused characters without a word
     if values:
         log(values, step)
     return values
@@ -228,6 +237,11 @@ def _logger_for(tracker: Any, run_id: str | None) -> Any:
     ):
         return _LightningLogger(tracker)
     raise TypeError(f"cannot log to a {type(tracker).__module__}.{type(tracker).__qualname__}: expected {_SUPPORTED}")
+
+
+#: Lightning's MLflow loggers (which delete the characters MLflow refuses from a name instead of failing)
+_LIGHTNING_MLFLOW = (("lightning.pytorch.loggers.mlflow", "MLFlowLogger"), ("pytorch_lightning.loggers.mlflow",
+                                                                            "MLFlowLogger"))  # fmt: skip
 
 
 def _check_mlflow_names(values: Mapping[str, float]) -> None:

@@ -319,3 +319,35 @@ def test_lightning_csv_logger(results: Any, tmp_path: Path, package: str) -> Non
     assert {name: float(rows[4][name]) for name in every} == every == expected(results, "all", "validation/")
     assert {name: float(rows[9][name]) for name in headline} == headline == expected(results, "headline", "validation/")
     assert all(rows[9][name] == "" for name in every if name not in headline)
+
+
+@pytest.mark.parametrize("package", LIGHTNING_LOGGERS[:2])
+def test_a_lightning_logger_needs_a_step(results: Any, tmp_path: Path, package: str) -> None:
+    """Without one, CSVLogger numbered each row by the rows not yet saved, and log_results saves: two calls were
+    two rows at step 0. A NumPy integer step is an int."""
+    loggers = pytest.importorskip(package)
+    logger = loggers.CSVLogger(save_dir=str(tmp_path), name="kgeval")
+    with pytest.raises(ValueError, match="a Lightning logger needs step="):
+        log_results(results, logger, keys=["mrr"])
+    log_results(results, logger, step=np.int64(3), keys=["mrr"])
+    log_results(results, logger, step=np.int64(4), keys=["mrr", "hits@10"])
+    logger.finalize("success")
+    with open(Path(logger.log_dir) / "metrics.csv", newline="") as file:
+        assert [int(row["step"]) for row in csv.DictReader(file)] == [3, 4]
+
+
+@pytest.mark.parametrize("package", LIGHTNING_LOGGERS[:2])
+def test_lightning_mlflow_logger_names_are_checked_as_mlflow_checks_them(
+    results: Any, mlflow: Any, tmp_path: Path, package: str
+) -> None:
+    """Lightning's MLFlowLogger deletes the characters MLflow refuses ('val@' was stored as 'val'; 'val@' and 'val:'
+    collided): kgeval refuses such a prefix before anything is logged, as for MLflow's own interfaces, and logs the
+    names it returns."""
+    loggers = pytest.importorskip(package)
+    logger = loggers.MLFlowLogger(experiment_name="kgeval", tracking_uri=f"file:{tmp_path / 'lightning-mlruns'}")
+    for prefix in ("val@", "val:", "/val/"):
+        with pytest.raises(ValueError, match="MLflow refuses"):
+            log_results(results, logger, step=1, prefix=prefix, keys=["mrr"])
+    assert logger.experiment.get_run(logger.run_id).data.metrics == {}
+    logged = log_results(results, logger, step=2, prefix="val/", keys=["mrr", "hits@10"])
+    assert logger.experiment.get_run(logger.run_id).data.metrics == logged

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import os
+import re
 import warnings
 from collections import defaultdict
 from pathlib import Path
@@ -137,7 +138,7 @@ def test_time_order_sorts_numbers_and_iso_times_and_refuses_a_mix() -> None:
     assert time_order(["10", "9", "100"]) == ["9", "10", "100"]
     assert time_order(["2014-01-02T06:00:00", "2014-01-02", "2013-12-31"]) == [
         "2013-12-31", "2014-01-02", "2014-01-02T06:00:00"]  # fmt: skip
-    with pytest.raises(ValueError, match="not of one kind"):
+    with pytest.raises(ValueError, match="'3' is a number and '2014-01-01' a date"):
         time_order(["2014-01-01", "3"])
 
 
@@ -342,9 +343,56 @@ def test_given_time_ids_find_every_spelling_of_their_instants(tmp_path: Path) ->
     assert again.train.tolist() == first.train.tolist() and again.test.tolist() == first.test.tolist()
     assert again.time_steps.tolist() == first.time_steps.tolist() == [0, 1, 9, 39]  # the gaps, not the positions
     assert given_time_ids({"2": 1, "1": 0}, ["2.0"])[0]["2.0"] == 1
-    assert given_time_ids({"2": 0, "1": 1}, [])[1] is None  # ids out of time order: no axis
+    assert given_time_ids({"1": 0, "2": 5}, [])[1] is None  # ids with a gap: no axis (nothing measures the gap)
     with pytest.raises(ValueError, match="'1' and '1.0' name one instant but have the ids 0 and 1"):
         given_time_ids({"1": 0, "1.0": 1}, [])
+    with pytest.raises(ValueError, match="'1' and '2' name two instants but share the id 0"):
+        given_time_ids({"1": 0, "2": 0, "3": 1}, [])
+    with pytest.raises(ValueError, match="do not follow time order: '2' has the id 0 and the earlier '1' the id 1"):
+        given_time_ids({"2": 0, "1": 1}, [])
+
+
+def test_time_ids_out_of_time_order_are_refused_before_a_baseline_sees_the_future(tmp_path: Path) -> None:
+    """A hand-made time2id numbered as text ("10" before "9") was accepted, and the recurrency baseline then took
+    a fact of time 10 for the past of time 9 (0.9901 where nothing precedes: 0)."""
+    from kgeval.models import RecurrencyBaseline
+
+    rows = {"train": [("a", "r", "b", "10"), ("c", "r", "d", "9")], "valid": [("a", "r", "c", "9")],
+            "test": [("a", "r", "b", "9")]}  # fmt: skip
+    folder = write_quadruples(tmp_path / "order", rows)
+    with pytest.raises(ValueError, match="do not follow time order: '10' has the id 0 and the earlier '9' the id 1"):
+        load_temporal_tsv(folder, time_to_id={"10": 0, "9": 1})
+    dataset = load_temporal_tsv(folder)  # its own ids: 9 -> 0, 10 -> 1
+    a, b, r = dataset.entity_to_id["a"], dataset.entity_to_id["b"], dataset.relation_to_id["r"]
+    scores = RecurrencyBaseline.before(dataset, "test").score_t(torch.tensor([[a, r, dataset.time_to_id["9"]]]))
+    assert scores[0, b] == 0.0  # (a, r, b) holds at 10 only, after the query's time
+
+
+@pytest.mark.parametrize(
+    ("times", "message"),
+    [(["x", "1", "2"], "train.txt line 1: the time label 'x' is neither a number nor an ISO date"),
+     (["20140101", "2014-01-02", "abc"], "train.txt line 3: the time label 'abc' is neither"),
+     (["1", "2", "2014-01-03"], "train.txt line 3: time labels must all be numbers or all ISO dates / timestamps "
+                                "(to be put in time order): '1' is a number and '2014-01-03' a date"),
+     (["2014-01-02T00:00:00.0000001", "2014-01-02T00:00:00.0000002", "2014-01-03"],
+      "train.txt line 1: the time label '2014-01-02T00:00:00.0000001' is finer than a microsecond")],
+)  # fmt: skip
+def test_a_time_label_off_the_axis_is_named_with_its_file_and_line(tmp_path: Path, times, message) -> None:
+    """Before: "'x' and 'x' are not of one kind", the valid labels blamed instead of 'abc', no file or line, and
+    two timestamps 100 ns apart silently one instant."""
+    rows = {"train": [("a", "r", "b", time) for time in times], "valid": [("a", "r", "b", times[0])],
+            "test": [("b", "r", "a", times[0])]}  # fmt: skip
+    folder = write_quadruples(tmp_path / "odd", rows)
+    with pytest.raises(ValueError, match=re.escape(message)):
+        load_temporal_tsv(folder)
+
+
+def test_nanosecond_timestamps_with_zero_digits_read_exactly(tmp_path: Path) -> None:
+    """pandas writes nanoseconds: digits beyond the sixth that are zeros cut nothing."""
+    rows = {"train": [("a", "r", "b", "2014-01-02 00:00:00.000000000"), ("b", "r", "a", "2014-01-02T00:00:00")],
+            "valid": [("a", "r", "b", "2014-01-03 00:00:00.000001000")], "test": [("b", "r", "a", "2014-01-04")]}
+    dataset = load_temporal_tsv(write_quadruples(tmp_path / "ns", rows))  # fmt: skip
+    assert dataset.num_times == 3 and dataset.train[:, 3].tolist() == [0, 0]
 
 
 # -- RE-Net-format folders (YAGO, WIKI, ICEWS18, GDELT as the forecasting field distributes them) --------------------
@@ -428,11 +476,31 @@ def test_a_renet_folder_with_uneven_lines_and_other_ids(tmp_path: Path) -> None:
         load_any_dataset(tmp_path / "renet", entity_to_id=entities)
 
 
+def test_positions_that_happen_to_number_the_declared_times_are_called_positions(tmp_path: Path) -> None:
+    """stat.txt declares 3 times; the splits use the times 100, 200 and 300, three distinct times outside the declared
+    ids: their ids are positions, and the note says so (it said "the declared ones", as their count matched)."""
+    from kgeval.datasets import load_renet_folder
+
+    folder = tmp_path / "renet"
+    write_renet_folder(folder, 3)
+    for split, time in (("train", 100), ("valid", 200), ("test", 300)):
+        (folder / f"{split}.txt").write_text(f"0\t0\t1\t{time}\n1\t1\t2\t{time}\n")
+    data = load_renet_folder(folder)
+    assert data.time_labels == ["100", "200", "300"] and data.test[:, 3].tolist() == [2, 2]
+    assert "times: 3 ids, the positions of the distinct times (values 100..300, step 100)" in data.notes
+
+
 @pytest.mark.parametrize(
     ("change", "message"),
     [(lambda f: (f / "stat.txt").write_text("40\t4\t12"), r"entity2id\.txt: 33 entity ids .* stat\.txt declares 40"),
      (lambda f: (f / "test.txt").write_text("1\t2\tx\t3\t0\n"), r"test\.txt line 1: 'x' is not an integer id"),
      (lambda f: (f / "valid.txt").write_text("1\t9\t3\t3\t0\n"), r"valid\.txt line 1: ids \[1, 9, 3\] outside"),
+     (lambda f: (f / "test.txt").write_text("0\t0\t1\t0\n\n  \n\n0\t0\t1\tX\n"),
+      r"test\.txt line 5: 'X' is not an integer id"),  # pandas skips the blank lines: line 5 is its row 2
+     (lambda f: (f / "valid.txt").write_text("\n\n0\t0\t1\t0\n0\t0\t99\t0\n"),
+      r"valid\.txt line 4: ids \[0, 0, 99\] outside"),
+     (lambda f: (f / "test.txt").write_text("0\t0\t1\t99999999999999999999\n"),
+      r"test\.txt line 1: '99999999999999999999' is not an integer id of 64 bits"),  # was a bare OverflowError
      (lambda f: (f / "test.txt").write_text(""), r"test\.txt holds no quadruple"),
      (lambda f: (f / "stat.txt").unlink(), r"is not a RE-Net-format folder: no stat\.txt")],
 )  # fmt: skip

@@ -19,6 +19,7 @@ distinct times (ICEWS18's hours 0, 24, 48, ...), whose values and step (24) the 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,9 +93,9 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
             notes.append(f"{split}.txt: head, relation, tail, time ids" + (
                 f" ({extra} more column(s) left out)" if extra else ""))  # fmt: skip
         _check_ids(rows[split], declared, folder / f"{split}.txt")
-    axis, time_ids = _time_ids(np.concatenate([times[split] for split in SPLITS]), declared[2])
+    axis, time_ids, as_declared = _time_ids(np.concatenate([times[split] for split in SPLITS]), declared[2])
     notes.append(f"times: {len(axis.labels):,} ids, " + (
-        "the declared ones" if declared[2] and len(axis.labels) == declared[2] else
+        "the declared ones" if as_declared else
         f"the positions of the distinct times (values {axis.labels[0]}..{axis.labels[-1]}, step {axis.granularity:g})"
     ))  # fmt: skip
     quadruples = {split: torch.from_numpy(np.column_stack([rows[split], time_ids(times[split])])) for split in SPLITS}
@@ -132,15 +133,28 @@ def _fields(file: Path) -> pd.DataFrame:
     return table.apply(lambda column: column.str.strip())
 
 
+#: an integer id as the RE-Net files write it (ASCII digits, maybe negative)
+_ID = re.compile(r"-?[0-9]+")
+
+
+def _line_numbers(file: Path) -> list[int]:
+    """The 1-based line numbers of the lines :func:`_fields` reads as rows (pandas skips the blank ones: empty, or
+    spaces only), for messages that name a line."""
+    with file.open(encoding="utf-8") as lines:
+        return [number for number, line in enumerate(lines, start=1) if line.strip(" \r\n")]
+
+
 def _integers(table: pd.DataFrame, file: Path) -> np.ndarray:
-    """The table as int64, or a ValueError naming the first field that is not an integer (file and line)."""
+    """The table as int64, or a ValueError naming the first field that is not an integer id of int64's range (file
+    and line)."""
     try:
         return table.to_numpy(dtype=np.int64)
-    except ValueError:
-        for row, values in enumerate(table.itertuples(index=False), start=1):
+    except (ValueError, OverflowError):
+        for row, values in enumerate(table.itertuples(index=False)):
             for value in values:
-                if not value.lstrip("-").isdigit():
-                    raise ValueError(f"{file} line {row}: {value!r} is not an integer id") from None
+                if not _ID.fullmatch(value) or not -(2**63) <= int(value) < 2**63:
+                    line = _line_numbers(file)[row]
+                    raise ValueError(f"{file} line {line}: {value!r} is not an integer id of 64 bits") from None
         raise
 
 
@@ -189,19 +203,19 @@ def _check_ids(rows: np.ndarray, declared: tuple[int, int, int], file: Path) -> 
     bounds = np.array([declared[0], declared[1], declared[0]])
     bad = ((rows < 0) | (rows >= bounds)).any(axis=1)
     if bad.any():
-        line = int(np.argmax(bad)) + 1
-        raise ValueError(f"{file} line {line}: ids {rows[line - 1].tolist()} outside the {declared[0]:,} entities "
-                         f"and {declared[1]:,} relations stat.txt declares")  # fmt: skip
+        row = int(np.argmax(bad))
+        raise ValueError(f"{file} line {_line_numbers(file)[row]}: ids {rows[row].tolist()} outside the "
+                         f"{declared[0]:,} entities and {declared[1]:,} relations stat.txt declares")  # fmt: skip
 
 
-def _time_ids(times: np.ndarray, declared: int) -> tuple[TimeAxis, Callable[[np.ndarray], np.ndarray]]:
-    """(the time axis, a function mapping an array of time values to ids): the declared ids where every time is one
-    of them, else the positions of the distinct times."""
+def _time_ids(times: np.ndarray, declared: int) -> tuple[TimeAxis, Callable[[np.ndarray], np.ndarray], bool]:
+    """(the time axis, a function mapping an array of time values to ids, whether the ids are the declared ones):
+    the declared ids where every time is one of them, else the positions of the distinct times."""
     if declared and times.min() >= 0 and times.max() < declared:
         labels = tuple(str(i) for i in range(declared))
         axis = TimeAxis(labels, tuple(range(declared)), "number")
-        return axis, lambda values: values
+        return axis, lambda values: values, True
     axis, ids = time_axis(str(value) for value in np.unique(times).tolist())
     lookup = np.array([ids[str(value)] for value in np.unique(times).tolist()], dtype=np.int64)
     distinct = np.unique(times)
-    return axis, lambda values: lookup[np.searchsorted(distinct, values)]
+    return axis, lambda values: lookup[np.searchsorted(distinct, values)], False

@@ -55,6 +55,15 @@ _MICROSECONDS_PER_DAY = 86_400_000_000
 NUMBERS, ISO_DATES, BASIC_DATES = "numbers", "ISO dates / timestamps", "dates written YYYYMMDD"
 
 
+class TimeLabelError(ValueError):
+    """A time label that cannot be put on the dataset's time axis; ``label`` names it, so that a reader of files
+    can say where it occurs."""
+
+    def __init__(self, message: str, label: str) -> None:
+        super().__init__(message)
+        self.label = label
+
+
 @dataclass(frozen=True)
 class TimeAxis:
     """The distinct instants of a dataset's times, in time order (an id is a position on this axis).
@@ -285,10 +294,13 @@ def load_temporal_tsv(
     mapped, entity_ids, relation_ids = map_splits(splits, unseen, entity_to_id, relation_to_id)
     kept = _kept_times(splits, mapped, unseen)
     labels = (label for split in SPLITS for label in kept[split])
-    if time_to_id is not None:
-        time_ids, axis = given_time_ids(time_to_id, labels)
-    else:
-        axis, time_ids = time_axis(labels)
+    try:
+        if time_to_id is not None:
+            time_ids, axis = given_time_ids(time_to_id, labels)
+        else:
+            axis, time_ids = time_axis(labels)
+    except TimeLabelError as error:
+        raise ValueError(f"{_origin(splits, error.label)}: {error}") from None
     quadruples = {}
     for split in SPLITS:
         times = kept[split]
@@ -313,6 +325,14 @@ def load_temporal_tsv(
         notes=tuple(_column_notes(splits)),
         read_with={"unseen": unseen, "duplicates": duplicates},
     )
+
+
+def _origin(splits: Mapping[str, LabelledSplit], time: str) -> str:
+    """Where the time label ``time`` first occurs: "path line N" (or the split's name and row)."""
+    for labels in splits.values():
+        if labels.times is not None and time in labels.times:
+            return labels.origins[labels.times.index(time)]
+    return "the time_to_id given"
 
 
 def _column_notes(splits: Mapping[str, LabelledSplit]) -> list[str]:
@@ -365,21 +385,23 @@ def time_axis(labels: Iterable[str]) -> tuple[TimeAxis, dict[str, int]]:
 
 def given_time_ids(time_to_id: Mapping[str, int], labels: Iterable[str]) -> tuple[dict[str, int], TimeAxis | None]:
     """Given time ids extended to every spelling of their instants among ``labels`` (a checkpoint records one
-    spelling per time, the data may hold others), and the axis they form when the ids are ``0 .. n-1`` in time
-    order (else None: ids given without what they measure).
+    spelling per time, the data may hold others), and the axis they form when the ids are ``0 .. n-1`` (else None:
+    ids given without what they measure between them).
 
     Labels of no one kind (neither all numbers nor all dates) are matched by spelling only.
 
     Raises
     ------
     ValueError
-        When two given labels name one instant under two ids.
+        When two given labels name one instant under two ids, two instants share one id, or the ids do not follow
+        time order (a later instant with a lower id): time ids are read as positions in time (the recurrency
+        baseline's "before", the forecasting order), so such ids would let a model see the future.
     """
     ids = dict(time_to_id)
     others = [label for label in dict.fromkeys(labels) if label not in ids]
     try:
         keys, unit, reading = _instants(list(ids) + others)
-    except ValueError:
+    except TimeLabelError:
         return ids, None
     by_instant: dict[Any, int] = {}
     first: dict[int, tuple[str, Any]] = {}
@@ -388,12 +410,19 @@ def given_time_ids(time_to_id: Mapping[str, int], labels: Iterable[str]) -> tupl
             twin = next(other for other, other_key in zip(ids, keys, strict=False) if other_key == key)
             raise ValueError(f"the time labels {twin!r} and {label!r} name one instant but have the ids "
                              f"{by_instant[key]} and {index}")  # fmt: skip
-        first.setdefault(index, (label, key))
+        if first.setdefault(index, (label, key))[1] != key:
+            raise ValueError(f"the time labels {first[index][0]!r} and {label!r} name two instants but share the id "
+                             f"{index}")  # fmt: skip
     for label, key in zip(others, keys[len(ids):], strict=True):
         if key in by_instant:
             ids[label] = by_instant[key]
     ordered = sorted(first)
-    if ordered != list(range(len(ordered))) or any(first[i][1] >= first[i + 1][1] for i in ordered[:-1]):
+    late = next((i for i, j in itertools.pairwise(ordered) if first[i][1] >= first[j][1]), None)
+    if late is not None:
+        later = ordered[ordered.index(late) + 1]
+        raise ValueError(f"the given time ids do not follow time order: {first[late][0]!r} has the id {late} and "
+                         f"the earlier {first[later][0]!r} the id {later}; time ids are positions in time")  # fmt: skip
+    if ordered != list(range(len(ordered))):
         return ids, None
     return ids, TimeAxis(tuple(first[i][0] for i in ordered), tuple(first[i][1] for i in ordered), unit, reading)
 
@@ -412,16 +441,24 @@ def _instants(labels: list[str]) -> tuple[list[Instant], TimeUnit, str]:
     dates = [_as_time(label) for label in labels]
     if all(date is not None for date in dates):
         return dates, "day", ISO_DATES  # type: ignore[return-value]
-    parse = _as_number if numbers[0] is not None else _as_time
-    odd = next(label for label in labels if parse(label) is None)
-    raise ValueError(f"time labels must all be numbers or all ISO dates / timestamps (to be put in time order): "
-                     f"{labels[0]!r} and {odd!r} are not of one kind")  # fmt: skip
+    neither = next((label for label, number, date in zip(labels, numbers, dates, strict=True)
+                    if number is None and date is None), None)  # fmt: skip
+    if neither is not None:
+        raise TimeLabelError(f"the time label {neither!r} is neither a number nor an ISO date / timestamp "
+                             "(YYYY-MM-DD, YYYY-MM-DDThh:mm:ss, ...), so it cannot be put in time order", neither)
+    number = next(label for label, value in zip(labels, numbers, strict=True) if value is not None)
+    date = next(label for label, value in zip(labels, numbers, strict=True) if value is None)
+    raise TimeLabelError(f"time labels must all be numbers or all ISO dates / timestamps (to be put in time order): "
+                         f"{number!r} is a number and {date!r} a date (eight-digit numbers are read as YYYYMMDD dates "
+                         "only where every label is one)", date)  # fmt: skip
 
 
 #: an eight-digit label, which may be a date written YYYYMMDD
 _BASIC_DATE = re.compile(r"[0-9]{8}")
 #: a label that is an integer (read by int(), quickly and exactly)
 _INTEGER = re.compile(r"[+-]?[0-9]+")
+#: the fraction of a second of an ISO timestamp (its digits)
+_SECOND_FRACTION = re.compile(r"[0-9]{2}:[0-9]{2}:[0-9]{2}[.,]([0-9]+)")
 
 
 def _as_number(label: str) -> int | Fraction | None:
@@ -441,18 +478,25 @@ def _as_number(label: str) -> int | Fraction | None:
 
 
 def _as_time(label: str) -> datetime.datetime | None:
-    """The naive UTC datetime of an ISO date or timestamp (a zone converted, none read as UTC), or None."""
+    """The naive UTC datetime of an ISO date or timestamp (a zone converted, none read as UTC), or None.
+    TimeLabelError for a timestamp finer than a microsecond (Python's datetimes would cut the digits, merging two
+    instants); trailing zeros beyond the sixth digit (pandas' nanosecond output) are exact and read."""
     try:
         value = datetime.datetime.fromisoformat(label)
     except ValueError:
         return None
+    fraction = _SECOND_FRACTION.search(label)
+    if fraction is not None and fraction.group(1)[6:].strip("0"):
+        raise TimeLabelError(f"the time label {label!r} is finer than a microsecond, the finest time Python's "
+                             "datetimes hold: read as a datetime it would merge with its neighbours; round the times "
+                             "or write them as numbers", label)  # fmt: skip
     if value.tzinfo is None:
         return value
     try:
         return value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
     except OverflowError:
-        raise ValueError(f"the time label {label!r} falls outside the dates Python holds once converted to "
-                         "UTC") from None  # fmt: skip
+        raise TimeLabelError(f"the time label {label!r} falls outside the dates Python holds once converted to "
+                             "UTC", label) from None  # fmt: skip
 
 
 def instant_name(instant: Instant) -> str:

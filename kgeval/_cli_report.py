@@ -28,6 +28,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     dataset = "the evaluated dataset: adds its audit card and the popularity-stratified curves (counted on train)"
     add("--dataset", metavar="NAME_OR_FOLDER", help=dataset)
     add("--no-rule-baseline", action="store_true", help="leave the rule-only baseline out of the audit card")
+    add("--min-count", type=float, metavar="N", help="floor popularity count of the stratified curves for entities "
+        "absent from train (without it the curves are left out where some are)")  # fmt: skip
     add("--title", help="the page title")
     add("--ks", type=int, nargs="+", default=[1, 3, 10], help="k of hits@k (default: 1 3 10)")
     add("--resamples", type=int, default=1000, help="bootstrap resamples of intervals and tests (default: 1000)")
@@ -59,7 +61,8 @@ def run_report(args: argparse.Namespace) -> int:
         if args.dataset:
             dataset = load_dataset(args.dataset)
             extra = {"audit": audit_dataset(dataset, rule_baseline=not args.no_rule_baseline),
-                     "popularity_triples": dataset.train, "relation_labels": dataset.relation_to_id}  # fmt: skip
+                     "popularity_triples": dataset.train, "relation_labels": dataset.relation_to_id,
+                     "min_count": args.min_count}  # fmt: skip
         path = write_report(models, output, title=args.title, n_resamples=args.resamples, **extra)
     except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError) as error:
         message = " ".join(str(error).split())

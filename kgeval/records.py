@@ -303,9 +303,13 @@ def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
     suffixes = "".join(path.suffixes).lower()
     if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
         return pd.read_parquet(path)
-    if ".csv" in suffixes or ".tsv" in suffixes:  # labels stay text (WN18RR's "00012345" keeps its zeros)
+    if ".csv" in suffixes or ".tsv" in suffixes:
+        # labels stay text as written (WN18RR's "00012345" keeps its zeros; "NA", "null", "nan" and "" are labels,
+        # not missing values); only an empty cell of a number column is missing (then refused by from_frame)
         labels = {column: str for column in ("head_label", "relation_label", "tail_label")}
-        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",", dtype=labels)
+        numbers = (*RANK_TABLE_COLUMNS, "realistic", "num_candidates", "task_index")
+        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",", dtype=labels, keep_default_na=False,
+                           na_values={column: [""] for column in numbers})  # fmt: skip
     raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
 
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import pandas as pd
 
+from kgeval._checks import check_writable_file
 from kgeval._display import HEADLINE_SIDES, headline_rows
 from kgeval.analysis import plot, stats
 from kgeval.analysis.stratified import strat_curve
@@ -94,6 +95,7 @@ def report_html(
     relation_labels: Any = None,
     audit: Any = None,
     popularity_triples: Any = None,
+    min_count: float | None = None,
     n_resamples: int = 1000,
     seed: int | None = 0,
 ) -> str:
@@ -113,6 +115,9 @@ def report_html(
     popularity_triples : LongTensor of shape (n, 3), optional
         The training triples: adds the popularity-stratified MRR curves
         (:func:`kgeval.analysis.stratified.strat_curve`).
+    min_count : float, optional
+        The floor popularity count of the curves for entities and relations absent from ``popularity_triples``
+        (e.g. WN18RR's test entities unseen in train); without it, the section says which are absent instead.
     n_resamples : int, default=1000
         Bootstrap resamples of the confidence intervals and the paired tests (:mod:`kgeval.analysis.stats`).
     seed : int or None, default=0
@@ -132,7 +137,7 @@ def report_html(
         _relation_section(named, labels),
     ]
     if popularity_triples is not None:
-        sections.append(_strat_section(named, popularity_triples))
+        sections.append(_strat_section(named, popularity_triples, min_count))
     if len(named) > 1:
         sections.append(_compare_section(named, n_resamples, seed))
     if audit is not None:
@@ -150,10 +155,9 @@ def report_html(
 def write_report(
     models: RankBasedMetricResults | Mapping[str, RankBasedMetricResults], path: str | os.PathLike[str], **options: Any
 ) -> Path:
-    """Write :func:`report_html` (same options) to ``path`` as UTF-8; the path written."""
-    path = Path(path)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"cannot write the report {path}: its folder {path.parent} does not exist")
+    """Write :func:`report_html` (same options) to ``path`` as UTF-8; the path written. ValueError before any work
+    where no file can be written there (a folder, a missing folder)."""
+    path = Path(check_writable_file(path, "the report's path"))
     path.write_text(report_html(models, **options), encoding="utf-8")
     return path
 
@@ -411,8 +415,17 @@ def _relation_section(named: Mapping[str, RankBasedMetricResults], labels: Mappi
     )
 
 
-def _strat_section(named: Mapping[str, RankBasedMetricResults], popularity_triples: Any) -> str:
-    curve = strat_curve(dict(named), popularity_triples, vary="entity")
+def _strat_section(named: Mapping[str, RankBasedMetricResults], popularity_triples: Any, min_count: Any) -> str:
+    try:
+        curve = strat_curve(dict(named), popularity_triples, vary="entity", min_count=min_count)
+    except ValueError as error:  # entities or relations absent from the triples, and no floor count given
+        if "pass min_count" not in str(error):
+            raise
+        absent = str(error).split("; pass min_count")[0]
+        return (
+            '<section id="stratified"><h2>Popularity-stratified MRR</h2><p class="note">Not drawn: '
+            f"{_e(absent)}; give them a floor count with min_count= (kgeval report --min-count).</p></section>"
+        )
     series: list[tuple[str, np.ndarray, np.ndarray, str]] = []
     rows = []
     for index, (name, part) in enumerate(curve.groupby("model", sort=False)):
@@ -427,8 +440,9 @@ def _strat_section(named: Mapping[str, RankBasedMetricResults], popularity_tripl
     return (
         '<section id="stratified"><h2>Popularity-stratified MRR</h2>'
         f'<figure data-chart="strat-curve">{svg}<figcaption>MRR with each task weighted by the popularity of its '
-        "answer to the power \u2212\u03b2_e (Mohamed et al. 2020); \u03b2_e = 0 is the plain MRR, \u03b2_e &gt; 0 "
-        "favours rare entities.</figcaption></figure><details><summary>the numbers</summary>"
+        "answer to the power \u2212\u03b2_e (Mohamed et al. 2020), relations weighted equally (\u03b2_r = 0): at "
+        "\u03b2_e = 0 it is the MRR macro-averaged over relations, not the plain MRR; \u03b2_e &gt; 0 favours rare "
+        "entities.</figcaption></figure><details><summary>the numbers</summary>"
         '<table class="sortable"><thead><tr><th class="label">model</th><th>\u03b2_e</th><th>strat MRR</th></tr>'
         f"</thead><tbody>{''.join(rows)}</tbody></table></details></section>"
     )

@@ -154,6 +154,22 @@ def test_labels_read_back_as_text(tmp_path) -> None:
     assert back["head"].dtype.kind == "i"
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".tsv", ".csv.gz"])
+def test_labels_that_look_missing_are_labels(tmp_path, suffix: str) -> None:
+    """"NA", "None", "null", "nan" and the empty label are labels (pandas read them as missing: a report named the
+    relation "nan"), while an empty cell of a number column stays missing and is refused."""
+    from kgeval.records import write_ranks
+
+    labels = ["NA", "None", "null", "nan", ""]
+    frame = pd.DataFrame({"head": range(5), "relation": range(5), "tail": range(5), "side": ["tail"] * 5,
+                          "optimistic": [1] * 5, "pessimistic": [1] * 5, "num_candidates": [3] * 5,
+                          "head_label": labels, "relation_label": labels, "tail_label": labels[::-1]})  # fmt: skip
+    back = read_ranks(write_ranks(frame, tmp_path / f"r{suffix}"))
+    for column in ("head_label", "relation_label", "tail_label"):
+        assert back[column].tolist() == frame[column].tolist(), column
+    assert RankRecords.from_frame(back).equals(RankRecords.from_frame(frame))
+
+
 # -- records of an evaluation without triples (-1 ids) -----------------------------------------------------------
 def _scores_results(num_tasks: int = 40, seed: int = 0):
     """evaluate_scores over integer scores in 0..3 (heavy ties), with the rank pairs computed here by counting."""

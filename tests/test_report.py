@@ -221,10 +221,12 @@ def test_labels_are_escaped() -> None:
     assert sum(tag == "script" for tag, _ in page.tags) == 1
 
 
-def test_write_report_refuses_a_missing_folder_and_results_without_records(tmp_path: Path) -> None:
+def test_write_report_refuses_a_bad_path_and_results_without_records(tmp_path: Path) -> None:
     results = RankBasedMetricResults.create_random(random_state=0, num_tasks=20)
-    with pytest.raises(FileNotFoundError, match="its folder .* does not exist"):
+    with pytest.raises(ValueError, match="the folder .* does not exist"):
         write_report(results, tmp_path / "missing" / "report.html", n_resamples=10)
+    with pytest.raises(ValueError, match="is a folder; give a file name"):  # was a raw IsADirectoryError
+        write_report(results, tmp_path, n_resamples=10)
     bare = RankBasedMetricResults(data=results.data, ks=results.ks)
     with pytest.raises(ValueError, match="model 'model': the report needs the per-task rank records"):
         report_html(bare)
@@ -434,3 +436,24 @@ def test_the_command_reads_the_table_of_an_evaluation_without_triples(tmp_path: 
         assert _cli(["--ranks", str(tmp_path / "scores.csv"), "--output", str(tmp_path / "r.html")]) == 0
     assert capsys.readouterr().err == ""
     assert "Not available: the ranks of scores" in (tmp_path / "r.html").read_text(encoding="utf-8")
+
+
+def test_the_stratified_curve_is_labelled_as_what_it_is_and_absent_entities_leave_it_out() -> None:
+    """At beta_e = 0 the curve (beta_r = 0) is the relations' macro-average MRR, which the caption now says (it said
+    "the plain MRR"); entities absent from the popularity triples (WN18RR's unseen test entities) left the whole
+    report undrawable; now the section says so, and min_count draws it."""
+    from kgeval.analysis.relations import macro_average
+
+    dataset = load_shipped_dataset("nations")
+    model = DistMult(dataset.num_entities, dataset.num_relations, dim=8, seed=0)
+    results = RankBasedEvaluator().evaluate(model, use_tqdm=False, **dataset.evaluation_kwargs("test"))
+    page = _parse(report_html(results, popularity_triples=dataset.train, n_resamples=10))
+    at_zero = next(cell for cell in page.cells if cell["data-key"] == "strat.beta_e=0.0.strat_mrr")
+    assert float(at_zero["data-value"]) == pytest.approx(macro_average(results.records, "mrr"), rel=1e-12, abs=0)
+    assert "at \u03b2_e = 0 it is the MRR macro-averaged over relations, not the plain MRR" in " ".join(page.text)
+    few = dataset.train[dataset.train[:, 0] != dataset.test[0, 0]]
+    few = few[few[:, 2] != dataset.test[0, 0]]  # one test entity never in these triples
+    text = report_html(results, popularity_triples=few, n_resamples=10)
+    assert "Not drawn: 1 entity(s) of the evaluated triples do not occur in popularity_triples" in text
+    assert "kgeval report --min-count" in text and 'data-chart="strat-curve"' not in text
+    assert 'data-chart="strat-curve"' in report_html(results, popularity_triples=few, min_count=1, n_resamples=10)

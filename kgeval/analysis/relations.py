@@ -212,7 +212,10 @@ def group_metrics(
         summaries: dict[tuple[str, str], RankSummary] = {}
         for name, column, info, k in columns:
             if (column.side, column.rank_type) not in summaries:
-                chosen = rows if column.side == "both" else rows[side_of_row == TARGETS.index(column.side)]
+                if column.side == "both":  # head and tail tasks pooled (METRICS.md), never relation prediction
+                    chosen = rows[side_of_row != TARGETS.index("relation")]
+                else:
+                    chosen = rows[side_of_row == TARGETS.index(column.side)]
                 summaries[column.side, column.rank_type] = summarize(
                     ranks[column.rank_type][chosen], records["num_candidates"][chosen], ks
                 )

@@ -458,3 +458,25 @@ def test_restrict_relations_to_raises_for_float_ids():
 def test_restrict_relations_to_raises_for_a_non_iterable():
     with raises_exactly(TypeError, "restrict_relations_to must be a tensor, list or set of relation ids, got int"):
         _evaluate_restricted(3)
+
+
+def test_both_sides_per_relation_leave_relation_prediction_out() -> None:
+    """METRICS.md: "both" pools the head and tail tasks; with relation-prediction tasks in the records, the
+    per-relation "both" column and the macro average pooled them too (0.657 where 0.486)."""
+    from kgeval import RankBasedMetricResults
+    from kgeval.records import RankRecords
+
+    # relation 0: head ranks 1, 3; tail ranks 2, 4; relation-prediction ranks 1, 1 -- relation 1: one of each
+    columns = {"head": [0, 1, 0, 1, 0, 1, 2, 2, 2], "relation": [0, 0, 0, 0, 0, 0, 1, 1, 1],
+               "tail": [1, 2, 1, 2, 1, 2, 3, 3, 3], "side": [0, 0, 1, 1, 2, 2, 0, 1, 2],
+               "optimistic": [1, 3, 2, 4, 1, 1, 2, 5, 1], "pessimistic": [1, 3, 2, 4, 1, 1, 2, 5, 1],
+               "num_candidates": [9] * 9, "task_index": [0, 1, 0, 1, 0, 1, 2, 2, 2]}  # fmt: skip
+    results = RankBasedMetricResults.from_records(RankRecords.from_columns(columns), ks=(1,))
+    frame = results.per_relation(keys=("mrr",))
+    relation_0 = (1 / 1 + 1 / 3 + 1 / 2 + 1 / 4) / 4
+    relation_1 = (1 / 2 + 1 / 5) / 2
+    assert frame.loc[0, "both.mrr"] == pytest.approx(relation_0, rel=1e-12, abs=0)
+    assert frame.loc[1, "both.mrr"] == pytest.approx(relation_1, rel=1e-12, abs=0)
+    assert frame.loc[0, "relation.mrr"] == 1.0
+    assert results.macro_average("mrr") == pytest.approx((relation_0 + relation_1) / 2, rel=1e-12, abs=0)
+    assert results.get_metric("both.realistic.mrr") == pytest.approx((1 + 1 / 3 + 1 / 2 + 1 / 4 + 1 / 2 + 1 / 5) / 6)

@@ -300,27 +300,50 @@ def read_ranks(path: str | os.PathLike[str]) -> pd.DataFrame:
     """Read a rank table written with ``DataFrame.to_csv`` (``.csv``, ``.csv.gz``, ``.tsv``) or ``to_parquet``
     (``.parquet``), as stored; check it with :meth:`RankRecords.from_frame`."""
     path = Path(path)
-    suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith(".parquet") or suffixes.endswith(".pq"):
+    kind = _table_kind(path)
+    try:
+        return _read_table(path, kind)
+    except FileNotFoundError:
+        raise
+    except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"cannot read the rank table {path}: {' '.join(str(error).split())}") from error
+
+
+#: compressions pandas reads and writes by a text file's last suffix
+_COMPRESSIONS = ("", ".gz", ".bz2", ".xz", ".zst", ".zip")
+
+
+def _table_kind(path: Path) -> str:
+    """"parquet", "csv" or "tsv" by the file's last suffixes (``.csv.gz`` is csv, ``x.tsv_old.csv`` too);
+    ValueError for any other."""
+    name = path.name.lower()
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    for kind in ("csv", "tsv"):
+        if name.endswith(tuple(f".{kind}{compression}" for compression in _COMPRESSIONS)):
+            return kind
+    raise ValueError(f"rank file must end in .csv, .tsv (either maybe compressed: .csv.gz, ...) or .parquet, got "
+                     f"{path.name!r}")  # fmt: skip
+
+
+def _read_table(path: Path, kind: str) -> pd.DataFrame:
+    if kind == "parquet":
         return pd.read_parquet(path)
-    if ".csv" in suffixes or ".tsv" in suffixes:
+    if kind in ("csv", "tsv"):
         # labels stay text as written (WN18RR's "00012345" keeps its zeros; "NA", "null", "nan" and "" are labels,
         # not missing values); only an empty cell of a number column is missing (then refused by from_frame)
         labels = {column: str for column in ("head_label", "relation_label", "tail_label")}
         numbers = (*RANK_TABLE_COLUMNS, "realistic", "num_candidates", "task_index")
-        return pd.read_csv(path, sep="\t" if ".tsv" in suffixes else ",", dtype=labels, keep_default_na=False,
+        return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=labels, keep_default_na=False,
                            na_values={column: [""] for column in numbers})  # fmt: skip
-    raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
+    raise AssertionError(kind)
 
 
 def check_rank_path(path: str | os.PathLike[str]) -> Path:
     """``path`` as a :class:`~pathlib.Path` if a rank table can be written there (a suffix :func:`read_ranks` reads,
     an existing folder); else a ValueError / FileNotFoundError that says why."""
     path = Path(path)
-    suffixes = "".join(path.suffixes).lower()
-    parquet = suffixes.endswith((".parquet", ".pq"))
-    if not (parquet or ".csv" in suffixes or ".tsv" in suffixes):
-        raise ValueError(f"rank file must end in .csv, .csv.gz, .tsv or .parquet, got {path.name!r}")
+    parquet = _table_kind(path) == "parquet"
     if not path.parent.is_dir():
         raise FileNotFoundError(f"cannot write the rank table {path}: its folder {path.parent} does not exist")
     check_writable_file(path, "the rank table")  # not a folder, and its folder takes a new file
@@ -334,11 +357,11 @@ def write_ranks(frame: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     ``.tsv`` / ``.tsv.gz`` (tabs), ``.parquet`` (needs pyarrow); without the index. The folder must exist. Returns
     the path written."""
     path = check_rank_path(path)
-    suffixes = "".join(path.suffixes).lower()
-    if suffixes.endswith((".parquet", ".pq")):
+    kind = _table_kind(path)
+    if kind == "parquet":
         frame.to_parquet(path, index=False)
     else:
-        frame.to_csv(path, sep="\t" if ".tsv" in suffixes else ",", index=False)
+        frame.to_csv(path, sep="\t" if kind == "tsv" else ",", index=False)
     return path
 
 

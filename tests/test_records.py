@@ -62,9 +62,26 @@ def test_parquet_round_trip(tmp_path: Path) -> None:
 
 
 def test_error_on_unknown_suffix(tmp_path: Path) -> None:
-    message = "rank file must end in .csv, .csv.gz, .tsv or .parquet, got 'ranks.json'"
+    message = "rank file must end in .csv, .tsv (either maybe compressed: .csv.gz, ...) or .parquet, got 'ranks.json'"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         read_ranks(tmp_path / "ranks.json")
+
+
+def test_the_last_suffixes_say_the_format_and_unreadable_files_are_named(tmp_path: Path) -> None:
+    """"x.tsv_old.csv" is a CSV (it was read with tabs: one column); a truncated .csv.gz is a one-line ValueError
+    naming the file (it was an EOFError traceback)."""
+    from kgeval.records import write_ranks
+
+    path = write_ranks(_table(), tmp_path / "ranks.tsv_old.csv")
+    assert "," in path.read_text().splitlines()[0]
+    pd.testing.assert_frame_equal(read_ranks(path), _table())
+    zipped = write_ranks(_table(), tmp_path / "ranks.csv.gz")
+    zipped.write_bytes(zipped.read_bytes()[:30])
+    with pytest.raises(ValueError, match=r"^cannot read the rank table .*ranks\.csv\.gz: "):
+        read_ranks(zipped)
+    (tmp_path / "empty.csv").write_text("")
+    with pytest.raises(ValueError, match=r"^cannot read the rank table .*empty\.csv: No columns to parse"):
+        read_ranks(tmp_path / "empty.csv")
 
 
 def test_error_on_missing_columns() -> None:
@@ -131,7 +148,7 @@ def test_a_rank_path_is_checked_before_anything_is_ranked(tmp_path, monkeypatch)
         check_rank_path(tmp_path / "folder.csv")
     with pytest.raises(FileNotFoundError, match="does not exist"):
         check_rank_path(tmp_path / "absent" / "r.csv")
-    with pytest.raises(ValueError, match="must end in .csv, .csv.gz, .tsv or .parquet"):
+    with pytest.raises(ValueError, match=r"must end in .csv, .tsv \(either maybe compressed"):
         check_rank_path(tmp_path / "r.xlsx")
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

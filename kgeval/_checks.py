@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from kgeval._counts import declared_count
 from kgeval.adapters import scores_itself
 from kgeval.adapters.wrappers import delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
@@ -137,10 +138,10 @@ def model_num_relations(model: Any) -> int | None:
     """``model.num_relations`` when the model declares a positive integer count (relation ids are checked against
     it), else None (relation ids only need to be >= 0); for a module that declares none, the count of the one
     model it holds that declares one (as :func:`check_num_entities`)."""
-    count = _declared_count(getattr(model, "num_relations", None))
+    count = declared_count(getattr(model, "num_relations", None))
     if count is None and _entity_count(model) is None:
-        held = delegate_of(model, lambda child: _declared_count(getattr(child, "num_relations", None)) is not None)
-        count = None if held is None else _declared_count(held[1].num_relations)
+        held = delegate_of(model, lambda child: declared_count(getattr(child, "num_relations", None)) is not None)
+        count = None if held is None else declared_count(held[1].num_relations)
     return count if count is not None and count >= 1 else None
 
 
@@ -200,25 +201,13 @@ def check_num_entities(model: Any, num_entities: int | None, name: str | None = 
     if isinstance(num_entities, torch.Tensor):
         num_entities = int(num_entities)
     checked = check_positive_int(num_entities, "num_entities")
-    declared_count = _declared_count(declared)
-    if declared_count is not None and checked != declared_count:
+    model_count = declared_count(declared)
+    if model_count is not None and checked != model_count:
         raise ValueError(
-            f"num_entities={checked}, but the model has num_entities={declared_count}: its scores rank that many "
+            f"num_entities={checked}, but the model has num_entities={model_count}: its scores rank that many "
             "candidates (leave num_entities out, or use restrict_entities_to to rank a subset)"
         )
     return checked
-
-
-def _declared_count(value: Any) -> int | None:
-    """A model's declared count as an int (Python or numpy integer, or a one-element integer tensor), or None when
-    it declares none or something that is not a count (a float, a bool)."""
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and not value.dtype.is_floating_point:
-        value = int(value)
-    try:
-        count = operator.index(value)
-    except TypeError:
-        return None
-    return count if not isinstance(value, bool) else None
 
 
 def check_writable_file(path: str | os.PathLike[str], name: str) -> str:

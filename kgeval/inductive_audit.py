@@ -68,14 +68,15 @@ class InductiveAuditReport:
 
     def to_markdown(self) -> str:
         """The evaluation card."""
-        disjoint = ("disjoint: every validation and test entity is new to the model" if not self.shared_entities
-                    else f"{self.shared_entities:,} entities are in both graphs: a model may have trained on them")
+        graphs = ("The two graphs are disjoint: every validation and test entity is new to the model."
+                  if not self.shared_entities else
+                  f"The two graphs share {self.shared_entities:,} entities: a model may have trained on them.")
         lines = [f"## Inductive evaluation audit: {self.dataset}", "",
                  f"Training graph: {self.training_entities:,} entities, {self.sizes['train']:,} triples. Inference "
                  f"graph: {self.inference_entities:,} entities, {self.sizes['inference']:,} triples. "
                  f"{self.relations:,} relations. Validation {self.sizes['valid']:,}, test {self.sizes['test']:,} "
                  "triples, ranked against the inference graph's entities.", "",
-                 "### Graphs", "", f"The two graphs are {disjoint}.", "",
+                 "### Graphs", "", graphs, "",
                  "### Dropped triples", "", "| file | unknown relation | entity outside the inference graph |",
                  "|---|---|---|"]  # fmt: skip
         lines += [f"| {file} | {counts.get('relation', 0):,} | {counts.get('entity', 0):,} |"

@@ -40,7 +40,7 @@ def scoring_view(model: Any, mode: InductiveMode | None = None) -> Any:
         When an adapter recognises the model but kgeval cannot score it the way its library does, or a ``mode``
         is given for a model that does not score per mode.
     ValueError
-        For a mode the model does not know.
+        For a mode the model does not know, or a model of kgeval's inductive protocol without a ``mode``.
     """
     model = unwrap(model).model
     pykeen_models = sys.modules.get("pykeen.models")
@@ -50,6 +50,12 @@ def scoring_view(model: Any, mode: InductiveMode | None = None) -> Any:
         return pykeen_view(model, mode)
     if mode is not None:
         return mode_view(model, mode)
+    if callable(getattr(model, "kgeval_num_entities", None)):  # kgeval's inductive protocol: a graph per mode
+        raise ValueError(
+            f"{type(model).__name__} scores the entities of one graph per inductive mode (kgeval_num_entities(mode)): "
+            "pass mode='training', 'validation' or 'testing', the graph the evaluated triples' ids belong to "
+            "(without it, inference-graph ids would be ranked among the training graph's entities)"
+        )
     pyg_kge = sys.modules.get("torch_geometric.nn.kge")
     if pyg_kge is not None and isinstance(model, pyg_kge.KGEModel):
         from kgeval.adapters.pyg import pyg_view

@@ -24,6 +24,7 @@ from typing import Any
 
 import torch
 
+from kgeval._counts import declared_count
 from kgeval.adapters.devices import model_device
 from kgeval.adapters.signatures import candidate_argument
 from kgeval.typing import INDUCTIVE_MODES, InductiveMode
@@ -77,10 +78,11 @@ class ModeBound:
     def __init__(self, model: Any, mode: InductiveMode) -> None:
         self.model = model
         self.mode = mode
-        count = model.kgeval_num_entities(mode)
-        if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+        declared = model.kgeval_num_entities(mode)
+        count = declared_count(declared)  # a NumPy integer or a one-element integer tensor is a count too
+        if count is None or count < 1:
             raise ValueError(f"{type(model).__name__}.kgeval_num_entities({mode!r}) must be a positive int, got "
-                             f"{count!r}")  # fmt: skip
+                             f"{declared!r}")  # fmt: skip
         self.num_entities = count
         relations = getattr(model, "num_relations", None)
         if relations is not None:

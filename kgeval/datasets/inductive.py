@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import torch
 
@@ -157,6 +157,7 @@ def is_inductive_folder(folder: str | os.PathLike[str]) -> bool:
 
 
 def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None, *, sep: str = "\t",
+                           header: bool | Literal["auto"] = "auto",
                            duplicates: Duplicates = "keep") -> InductiveDataset:  # fmt: skip
     """Read an inductive dataset folder: ``train``, ``inference``, ``inference_validation`` and ``inference_test``
     files of ``head<sep>relation<sep>tail`` lines (read as :func:`kgeval.datasets.load_tsv_dataset` reads triples:
@@ -168,6 +169,11 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
     name : str, optional
         Default: the folder's name.
     sep : str, default="\\t"
+    header : bool or "auto", default="auto"
+        As for :func:`kgeval.datasets.load_tsv_dataset`: ``"auto"`` skips a known header line (``head relation
+        tail``, ...) and, with a warning, a file's first line none of whose labels occurs anywhere else -- which an
+        inference graph's first triple may be (a new relation between two entities seen once): pass ``False``
+        to read every first line as a triple.
     duplicates : {"keep", "merge"}, default="keep"
         A triple repeating an earlier one of its file: kept or merged into the first (PyKEEN's factories merge
         them); either way counted in a :class:`~kgeval.datasets.labelled.DuplicatesWarning`.
@@ -186,7 +192,7 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
-    files = read_splits(folder, str(folder), ReadOptions(sep), INDUCTIVE_FILES)
+    files = read_splits(folder, str(folder), ReadOptions(sep, header), INDUCTIVE_FILES)
     sources = {name_: labels.source for name_, labels in files.items() if labels.source}
     training, training_entities, relations = map_splits({"train": files["train"]}, "keep")
     for graph in ("train", "inference"):
@@ -198,6 +204,10 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
     kept, dropped = {}, {}
     for file in ("inference", "inference_validation", "inference_test"):
         kept[file], dropped[file] = _scorable(files[file], inference_entities, relations)
+    if not kept["inference"].heads:
+        raise ValueError(f"{sources.get('inference', 'inference')}: the inference graph holds no triple once those of "
+                         f"relations the training graph lacks are dropped ({len(files['inference'].heads):,} dropped): "
+                         "nothing relates its entities to what a model learned")  # fmt: skip
     mapped = {file: map_splits({"train": kept[file]}, "keep", inference_entities, relations)[0]["train"]
               for file in kept}  # fmt: skip
     notes.append(f"{sources['inference']}: the inference graph, {len(inference_entities):,} entities")

@@ -60,9 +60,15 @@ class SampledRankBasedEvaluator:
 
     Notes
     -----
-    A task's candidates are its true answer and its K negatives (drawn with replacement, so a negative may repeat,
-    as in PyKEEN and OGB), so its num_candidates is K + 1 and the adjusted metrics use that null model; a task
-    with no unknown entity left to draw ranks alone (num_candidates 1). The true answer and its negatives are scored
+    A task's candidates are its true answer and its K negatives: K distinct entities drawn without replacement (as
+    PyKEEN's ``random.sample`` draws them), so its num_candidates is K + 1 and the adjusted metrics use that null
+    model. Where fewer than K entities are left to draw (few entities, or many known answers), the task ranks among
+    those there are (num_candidates below K + 1; PyKEEN repeats its pool instead, whose copies tie with each other);
+    a task with none left ranks alone (num_candidates 1). The negatives are drawn once from ``evaluation_factory``'s
+    triples (or the evaluated ones) filtered by the constructor's ``additional_filter_triples``, as PyKEEN draws them;
+    the filter triples given to :meth:`evaluate` then remove the negatives that complete one of them (the task's
+    num_candidates shrinks), as PyKEEN's evaluation loop masks their scores -- so :meth:`evaluate` and PyKEEN's
+    streamed loop (:meth:`negatives_of`) rank the same candidates. The true answer and its negatives are scored
     in the same call (by the model's ``score_hrt`` / ``forward(h, r, t)``, else by its full ``score_t`` / ``score_h``
     rows), so their scores come from the same arithmetic; ranks follow METRICS.md's rule (optimistic, pessimistic,
     realistic). Sampled metrics are far more optimistic than full ranking: report which one a number is.
@@ -149,10 +155,14 @@ class SampledRankBasedEvaluator:
             reference = _checks.check_triples(factory_triples, "evaluation_factory.mapped_triples", num_entities,
                                               num_relations).to(device)  # fmt: skip
             rows = rows_of(triples, reference)
-        known = [triples]
-        for extra in (self.additional_filter_triples, additional_filter_triples):
-            known += [t.to(device) for t in _checks.check_filter_triples(extra, num_entities, num_relations)]
-        drawn = self.draw_negatives(reference, num_entities, known, sides)
+        own = [t.to(device) for t in _checks.check_filter_triples(self.additional_filter_triples, num_entities,
+                                                                  num_relations)]  # fmt: skip
+        extra = [t.to(device) for t in _checks.check_filter_triples(additional_filter_triples, num_entities,
+                                                                    num_relations)]  # fmt: skip
+        drawn = self.draw_negatives(reference, num_entities, [triples, *own], sides)
+        if self.filtered and extra:  # the call's known triples remove the negatives that complete one of them
+            index = FilterIndex(torch.cat([reference, *own, *extra]))
+            drawn = {target: _masked(index, target, reference, negatives) for target, negatives in drawn.items()}
         accumulators = {}
         with evaluation_mode(model), torch.inference_mode(), exact_arithmetic("exact"):
             for target in sides:
@@ -173,10 +183,11 @@ class SampledRankBasedEvaluator:
         known: Sequence[torch.Tensor] = (),
         targets: Sequence[EntityTarget] = ("head", "tail"),
     ) -> dict[EntityTarget, torch.Tensor]:
-        """The (n, K) negatives of each side for the tasks of ``reference``'s n rows, as :meth:`evaluate` uses them:
-        the given ones (filtered to -1 where they complete a known triple, with ``filtered=True``), or drawn with
-        this evaluator's seed, side after side in the order of ``targets``, never completing a triple of
-        ``reference`` or ``known`` (LongTensors (m, 3); with ``filtered=True``)."""
+        """The (n, K) negatives of each side for the tasks of ``reference``'s n rows: the given ones (filtered to -1
+        where they complete a known triple, with ``filtered=True``), or drawn with this evaluator's seed, side after
+        side in the order of ``targets``, never completing a triple of ``reference`` or ``known`` (LongTensors
+        (m, 3); with ``filtered=True``). :meth:`evaluate` draws with ``known`` = the constructor's
+        ``additional_filter_triples``, then removes those that complete a triple of its own call's."""
         index = FilterIndex(torch.cat([reference, *known])) if self.filtered else None
         generator = torch.Generator().manual_seed(self.seed)
         return {target: self._negatives(target, reference, num_entities, index, generator) for target in targets}
@@ -261,11 +272,14 @@ def _draw(
     index: FilterIndex | None,
     generator: torch.Generator,
 ) -> torch.Tensor:
-    """(n, K) entities drawn in proportion to ``weights`` (with replacement), never the true answer and, with an
-    index, never completing a task into a known triple; -1 where a task has no such entity left.
+    """(n, K) distinct entities per task, drawn in proportion to ``weights`` without replacement, never the true
+    answer and, with an index, never completing a task into a known triple; -1 fills a task's row where fewer than
+    K such entities exist.
 
-    Rejected draws are redrawn a few times; the tasks still short of negatives then draw from their own allowed
-    entities (weights with the known answers zeroed)."""
+    All K are drawn at once with replacement; the draws that are the answer, complete a known triple or repeat an
+    earlier draw of their row are redrawn, a few rounds; the tasks still short then draw the rest from their own
+    allowed entities without replacement. Uniform weights make every set of K allowed entities equally likely (the
+    procedure treats allowed entities alike), as PyKEEN's ``random.sample`` does."""
     triples = triples.cpu()
     n = triples.shape[0]
     answers = triples[:, ANSWER_COLUMN[target]]
@@ -273,26 +287,45 @@ def _draw(
     queries = triples[:, QUERY_COLUMNS[target]]
     side = index.sides[target] if index is not None else None
 
-    def rejected(rows: torch.Tensor) -> torch.Tensor:
-        bad = drawn[rows] == answers[rows, None]
-        return bad | _known(side, queries[rows], drawn[rows]) if side is not None else bad
+    def rejected() -> torch.Tensor:
+        bad = (drawn == answers[:, None]) | _repeats(drawn)
+        return bad | _known(side, queries, drawn) if side is not None else bad
 
-    every = torch.arange(n)
     for _ in range(REDRAWS):
-        bad = rejected(every)
+        bad = rejected()
         if not bool(bad.any()):
             return drawn
         drawn[bad] = torch.multinomial(weights, int(bad.sum()), replacement=True, generator=generator)
-    for row in rejected(every).any(dim=1).nonzero().flatten().tolist():
+    bad = rejected()
+    for row in bad.any(dim=1).nonzero().flatten().tolist():
         allowed = weights.clone()
         allowed[answers[row]] = 0
+        allowed[drawn[row][~bad[row]]] = 0  # the row's good draws stay; the rest are drawn among the others
         if side is not None:
             allowed[side.known_pairs(queries[row : row + 1, 0], queries[row : row + 1, 1])[1].cpu()] = 0
-        if bool((allowed > 0).any()):
-            drawn[row] = torch.multinomial(allowed, num_negatives, replacement=True, generator=generator)
-        else:
-            drawn[row] = -1  # nothing left to rank against: the task's only candidate is its answer
+        missing = bad[row].nonzero().flatten()
+        available = int((allowed > 0).sum())
+        fill = torch.full((len(missing),), -1, dtype=drawn.dtype)
+        if available:
+            count = min(available, len(missing))
+            fill[:count] = torch.multinomial(allowed, count, replacement=False, generator=generator)
+        drawn[row, missing] = fill  # -1: fewer allowed entities than K
     return drawn
+
+
+def _repeats(drawn: torch.Tensor) -> torch.Tensor:
+    """(n, K) bool: whether an entry repeats an earlier entry of its row."""
+    values, order = torch.sort(drawn, dim=1, stable=True)
+    repeat = torch.zeros_like(drawn, dtype=torch.bool)
+    repeat.scatter_(1, order[:, 1:], values[:, 1:] == values[:, :-1])
+    return repeat
+
+
+def _masked(index: FilterIndex, target: EntityTarget, reference: torch.Tensor, negatives: torch.Tensor) -> torch.Tensor:
+    """``negatives`` (n, K) of the tasks of ``reference``'s rows with -1 where one completes a triple of ``index``."""
+    present = negatives >= 0
+    known = _known(index.sides[target], reference[:, QUERY_COLUMNS[target]].cpu(), negatives.clamp(min=0).cpu())
+    return torch.where(known.to(negatives.device) & present, -1, negatives)
 
 
 def _known(side: Any, queries: torch.Tensor, entities: torch.Tensor) -> torch.Tensor:

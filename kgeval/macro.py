@@ -16,7 +16,7 @@ import numpy as np
 from kgeval._tasks import QUERY_COLUMNS
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.keys import MetricKey
-from kgeval.metrics.weighted import WeightedRanks, frequency_weights, weighted_metrics, weighted_null_model
+from kgeval.metrics.weighted import WeightedRanks, frequency_denominators, weighted_metrics, weighted_null_model
 from kgeval.records import RankRecords
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, Target
@@ -31,9 +31,14 @@ def query_weights(records: RankRecords, target: Target) -> np.ndarray:
 
 def _side_weights(side_records: RankRecords, target: Target) -> np.ndarray:
     """:func:`query_weights` of records that hold ``target``'s tasks only."""
+    return 1.0 / _side_denominators(side_records, target).astype(np.float64)
+
+
+def _side_denominators(side_records: RankRecords, target: Target) -> np.ndarray:
+    """The number of ``target`` tasks sharing each task's query (int64): the macro weight is its reciprocal."""
     if np.any(side_records.triples < 0):
         raise ValueError("macro weights need each task's triple; these records have unknown triples (-1)")
-    return frequency_weights(side_records.triples[:, QUERY_COLUMNS[target]])
+    return frequency_denominators(side_records.triples[:, QUERY_COLUMNS[target]])
 
 
 def macro_results(results: RankBasedMetricResults) -> RankBasedMetricResults:
@@ -57,21 +62,22 @@ def macro_results(results: RankBasedMetricResults) -> RankBasedMetricResults:
     sides: dict[str, tuple[RankRecords, np.ndarray]] = {}
     for target in records.sides():
         side_records = records.of_side(target)
-        sides[target] = (side_records, _side_weights(side_records, target))
+        sides[target] = (side_records, _side_denominators(side_records, target))
     entity_sides = [target for target in sides if target in ENTITY_TARGETS]
     if entity_sides:
         parts = [sides[target] for target in entity_sides]
         sides["both"] = (RankRecords.concat([part[0] for part in parts]), np.concatenate([part[1] for part in parts]))
     data: dict[MetricKey, float] = {}
     null_model: dict[tuple[str, str], tuple[float, float]] = {}
-    for side, (side_records, weights) in sides.items():
+    for side, (side_records, denominators) in sides.items():
         num_candidates = side_records.num_candidates
         assert num_candidates is not None
+        weights = 1.0 / denominators.astype(np.float64)
         for rank_type in RANK_TYPES:
-            ranks = WeightedRanks(side_records.ranks(rank_type), num_candidates, weights, results.ks)
+            ranks = WeightedRanks(side_records.ranks(rank_type), num_candidates, weights, results.ks, denominators)
             for key, value in weighted_metrics(ranks, rank_type).items():
                 data[MetricKey(side, rank_type, key)] = value  # type: ignore[arg-type]
-        realistic = WeightedRanks(side_records.ranks("realistic"), num_candidates, weights, results.ks)
+        realistic = WeightedRanks(side_records.ranks("realistic"), num_candidates, weights, results.ks, denominators)
         null_model.update({(side, key): moments for key, moments in weighted_null_model(realistic).items()})
     raw = macro_results(results.raw) if results.raw is not None else None
     return RankBasedMetricResults(data=data, ks=results.ks, raw=raw, null_model=null_model)  # type: ignore[arg-type]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from decimal import Decimal, localcontext
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -24,36 +25,37 @@ SIDES = {0: "head", 1: "tail"}
 QUERY = {"head": ("relation", "tail"), "tail": ("head", "relation")}
 
 
-def reference_weights(records: dict[str, np.ndarray], side: str) -> list[float]:
-    """1 / (number of tasks of the side with the same query), task by task in record order."""
+def reference_weights(records: dict[str, np.ndarray], side: str) -> list[Fraction]:
+    """1 / (number of tasks of the side with the same query), task by task in record order, as exact fractions."""
     code = {v: k for k, v in SIDES.items()}[side]
     rows = [i for i in range(len(records["side"])) if records["side"][i] == code]
     queries = [tuple(int(records[column][i]) for column in QUERY[side]) for i in rows]
     counts = Counter(queries)
-    return [1.0 / counts[query] for query in queries]
+    return [Fraction(1, counts[query]) for query in queries]
 
 
-def weighted_median(values: list[float], weights: list[float]) -> float:
-    """The smallest value whose cumulative weight share reaches 1/2 (the mean with the next at exactly 1/2)."""
+def weighted_median(values: list[float], weights: list[Fraction]) -> float:
+    """The smallest value whose cumulative weight share reaches 1/2 (the mean with the next at exactly 1/2),
+    summed in exact fractions (a float sum of 1/3 + 1/3 + 1/2 + 1/3 misses 3/2)."""
     pairs = sorted(zip(values, weights, strict=True), key=lambda pair: pair[0])
-    total = math.fsum(weights)
-    cumulative = 0.0
+    total = sum(weights, Fraction(0))
+    cumulative = Fraction(0)
     for i, (value, weight) in enumerate(pairs):
         cumulative += weight
         share = cumulative / total
-        if share == 0.5 and i + 1 < len(pairs):
+        if share == Fraction(1, 2) and i + 1 < len(pairs):
             return (value + pairs[i + 1][0]) / 2
         if share >= 0.5:
             return value
     raise AssertionError("unreachable")
 
 
-def reference_metrics(ranks: list[float], candidates: list[int], weights: list[float], ks: tuple[int, ...]) -> dict:
+def reference_metrics(ranks: list[float], candidates: list[int], weights: list[Fraction], ks: tuple[int, ...]) -> dict:
     """Weighted metrics and their adjusted forms, straight from the definitions, in 40-digit decimals."""
     with localcontext() as context:
         context.prec = 40
-        total = sum(Decimal(w) for w in weights)
-        v = [Decimal(w) / total for w in weights]
+        total = sum(Decimal(w.numerator) / Decimal(w.denominator) for w in weights)
+        v = [Decimal(w.numerator) / Decimal(w.denominator) / total for w in weights]
         r = [Decimal(x) for x in ranks]
         out: dict[str, float] = {}
 
@@ -201,3 +203,12 @@ def test_macro_evaluator_is_the_macro_of_the_evaluation() -> None:
     without = RankBasedEvaluator(keep_records=False).evaluate(model, ds.test, **kwargs)
     with pytest.raises(ValueError, match="records"):
         macro_results(without)
+
+
+def test_the_weighted_median_meets_an_exact_half() -> None:
+    """Tail ranks 1..6 of weights 1/3, 1/3, 1/2, 1/3, 1, 1/2 (queries of 3, 2 and 1 answers): the cumulative weight
+    at rank 4 is 3/2 of 3, exactly half, so the median is (4 + 5) / 2 -- a float sum (1.4999999999999998) gave 5."""
+    ranks = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 6.0])
+    denominators = np.array([3, 3, 2, 3, 1, 2])
+    weighted = WeightedRanks(ranks, np.full(6, 10), 1.0 / denominators, (1,), denominators)
+    assert weighted.median(ranks, "median_rank") == 4.5

@@ -23,6 +23,7 @@ import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from fractions import Fraction
 
 import numpy as np
 import torch
@@ -34,7 +35,7 @@ from kgeval.metrics.registry import MetricInfo, reported_keys
 from kgeval.metrics.summary import RankSummary, safe_ratio
 from kgeval.typing import RankType
 
-__all__ = ["WeightedRanks", "frequency_weights", "weighted_metrics", "weighted_null_model"]
+__all__ = ["WeightedRanks", "frequency_denominators", "frequency_weights", "weighted_metrics", "weighted_null_model"]
 
 Moments = tuple[float, float]
 
@@ -56,6 +57,9 @@ class WeightedRanks:
     num_candidates: np.ndarray
     weights: np.ndarray
     ks: tuple[int, ...]
+    #: int64 (n,) c_i with weights_i = 1 / c_i (the macro weights), or None: then the median's test for a cumulative
+    #: weight of exactly 1/2 is made in exact fractions, where float sums of 1/3's miss it
+    weight_denominators: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = self.ranks.shape[0]
@@ -88,10 +92,28 @@ class WeightedRanks:
         sorted_values = values[order]
         cumulative = np.cumsum(self.weights[order])
         cumulative /= cumulative[-1]
-        index = int(np.searchsorted(cumulative, 0.5))
-        if cumulative[index] == 0.5 and index + 1 < sorted_values.size:
+        index, half = self._crossing(order, cumulative)
+        if half and index + 1 < sorted_values.size:
             return float((sorted_values[index] + sorted_values[index + 1]) / 2.0)
         return float(sorted_values[index])
+
+    def _crossing(self, order: np.ndarray, cumulative: np.ndarray) -> tuple[int, bool]:
+        """(the first position of ``order`` whose cumulative normalised weight reaches 1/2, whether it equals 1/2
+        exactly). Float sums decide, except within :data:`_HALF_TOLERANCE` of 1/2 where the weights are known
+        reciprocals of integers: there the sums are compared as exact fractions."""
+        if self.weight_denominators is None:
+            index = int(np.searchsorted(cumulative, 0.5))
+            return index, bool(cumulative[index] == 0.5)
+        near = np.flatnonzero(np.abs(cumulative - 0.5) <= _HALF_TOLERANCE)
+        signs = np.where(cumulative < 0.5, -1, 1)  # float verdicts, sure away from 1/2
+        if near.size:
+            denominators = self.weight_denominators[order]
+            total = _reciprocal_sum(denominators)
+            for position in near.tolist():
+                prefix = _reciprocal_sum(denominators[: position + 1])
+                signs[position] = (2 * prefix > total) - (2 * prefix < total)
+        index = int(np.flatnonzero(signs >= 0)[0])
+        return index, bool(signs[index] == 0)
 
     def as_summary(self) -> RankSummary:
         """The unweighted summary of the same tasks (for the metrics that stay unweighted)."""
@@ -246,11 +268,27 @@ def weighted_null_model(data: WeightedRanks) -> dict[str, Moments]:
     return out
 
 
+#: how close to 1/2 a float cumulative weight must be for the exact test (float sums of n weights err by ~n 1e-16)
+_HALF_TOLERANCE = 1e-9
+
+
+def _reciprocal_sum(denominators: np.ndarray) -> Fraction:
+    """sum 1 / c_i exactly, grouped by the distinct c (few: the sizes of the query groups)."""
+    distinct, counts = np.unique(denominators, return_counts=True)
+    return sum((Fraction(int(n), int(c)) for c, n in zip(distinct, counts, strict=True)), Fraction(0))
+
+
+def frequency_denominators(keys: np.ndarray) -> np.ndarray:
+    """The number of rows equal to each row of an int array of shape (n, m) (int64, shape (n,)): the denominators
+    of :func:`frequency_weights`."""
+    if keys.shape[0] == 0:
+        return np.zeros(0, dtype=np.int64)
+    _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
+    return counts[inverse.reshape(-1)].astype(np.int64)
+
+
 def frequency_weights(keys: np.ndarray) -> np.ndarray:
     """1 / (number of rows equal to each row) for an int array of shape (n, m): each distinct key's rows weigh 1 in
     all (float64, shape (n,))."""
-    if keys.shape[0] == 0:
-        return np.zeros(0, dtype=np.float64)
-    _, inverse, counts = np.unique(keys, axis=0, return_inverse=True, return_counts=True)
-    return 1.0 / counts[inverse.reshape(-1)].astype(np.float64)
+    return 1.0 / frequency_denominators(keys).astype(np.float64)
 

@@ -228,3 +228,47 @@ def test_a_checkpoint_trained_with_unseen_rows_dropped_is_evaluated_so(tmp_path,
     err = capsys.readouterr().err
     assert "the checkpoint's model has 14 entities, the dataset n 15" in err  # the newcomer counted
     assert "the checkpoint's data was read with --unseen drop" in err
+
+
+@pytest.mark.parametrize("trust", [False, True])
+def test_files_that_are_no_checkpoint_are_named_in_one_line(tmp_path, capsys, trust: bool) -> None:
+    """A text file raised a KeyError traceback; a Markdown file was called "a pickled object", and with
+    --trust-checkpoint then an UnpicklingError traceback; a pickled class that cannot be imported here an
+    AttributeError traceback. Each is one line and exit 2."""
+    import subprocess
+    import sys
+
+    (tmp_path / "text.pt").write_text("hello\n")
+    (tmp_path / "notes.pt").write_text("# a heading\n\nsome *markdown*\n")
+    maker = "import torch\nclass Foo(torch.nn.Module):\n    pass\ntorch.save(Foo(), 'foo.pt')\n"
+    subprocess.run([sys.executable, "-c", maker], cwd=tmp_path, check=True)  # Foo lives in that __main__ only
+    trusted = ["--trust-checkpoint"] if trust else []
+    for name, message in (("text.pt", "it is no file torch.save wrote"), ("notes.pt", "it is no file torch.save wrote"),
+                          ("foo.pt", "cannot unpickle" if trust else "a pickled object")):  # fmt: skip
+        assert main(["evaluate", "--dataset", "nations", "--checkpoint", str(tmp_path / name), *trusted]) == 2
+        error = capsys.readouterr().err
+        assert error.startswith("kgeval evaluate: error: ") and error.count("\n") == 1 and message in error, error
+
+
+def test_a_damaged_pykeen_label_map_is_refused(tmp_path, capsys) -> None:
+    """A truncated entity_to_id.tsv.gz raised an EOFError traceback; one whose ids repeat (two labels on id 0) was
+    read, merging two entities (MRR 0.4451 where 0.4876). Both are one line; a label map given in Python that puts
+    two labels on one id is refused the same way."""
+    import gzip
+
+    from kgeval.models.checkpoint import _pykeen_ids
+
+    truncated = tmp_path / "truncated.tsv.gz"
+    truncated.write_bytes(gzip.compress(b"id\tlabel\n0\ta\n1\tb\n")[:20])
+    with pytest.raises(ValueError, match="cannot read .*truncated.tsv.gz"):
+        _pykeen_ids(truncated)
+    twice = tmp_path / "twice.tsv.gz"
+    twice.write_bytes(gzip.compress(b"id\tlabel\n0\ta\n0\tb\n2\tc\n"))
+    with pytest.raises(ValueError, match="not a one-to-one map of labels to integer ids"):
+        _pykeen_ids(twice)
+    data = load_shipped_dataset("nations")
+    merged = dict(data.entity_to_id)
+    first, second = list(merged)[:2]
+    merged[second] = merged[first]
+    with pytest.raises(ValueError, match=f"gives the id 0 to both {first!r} and {second!r}"):
+        load_shipped_dataset("nations", entity_to_id=merged)

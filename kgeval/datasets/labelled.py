@@ -5,6 +5,7 @@ kept silently, or dropped as PyKEEN does (``unseen``).
 
 from __future__ import annotations
 
+import operator
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -280,10 +281,30 @@ def map_splits(
                 )
     entities = {label for split in kept.values() for label in (*split.heads, *split.tails)}
     relations = {label for split in kept.values() for label in split.relations}
-    entity_ids = dict(entity_to_id) if entity_to_id is not None else _sorted_ids(entities)
-    relation_ids = dict(relation_to_id) if relation_to_id is not None else _sorted_ids(relations)
+    entity_ids = check_one_to_one(entity_to_id, "entity_to_id") if entity_to_id is not None else _sorted_ids(entities)
+    relation_ids = (check_one_to_one(relation_to_id, "relation_to_id") if relation_to_id is not None
+                    else _sorted_ids(relations))  # fmt: skip
     mapped = {name: _ids(split, entity_ids, relation_ids) for name, split in kept.items()}
     return mapped, entity_ids, relation_ids
+
+
+def check_one_to_one(mapping: Mapping[str, int], name: str) -> dict[str, int]:
+    """``mapping`` as a dict once every id is a non-negative int given to one label only; a ValueError naming the
+    first id given twice (two labels on one id would merge two entities without a word)."""
+    ids: dict[str, int] = {}
+    owner: dict[int, str] = {}
+    for label, given in mapping.items():
+        try:
+            index = operator.index(given)  # Python and NumPy ints
+        except TypeError:
+            index = -1
+        if isinstance(given, bool) or index < 0:
+            raise ValueError(f"{name}[{label!r}] = {given!r} is not an id (an int >= 0)")
+        ids[label] = index
+        if owner.setdefault(index, label) != label:
+            raise ValueError(f"{name} gives the id {index} to both {owner[index]!r} and {label!r}: a label map must "
+                             "be one-to-one")  # fmt: skip
+    return ids
 
 
 def _sorted_ids(labels: set[str]) -> dict[str, int]:

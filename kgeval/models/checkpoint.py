@@ -173,10 +173,11 @@ def _read_checkpoint(
         with warnings.catch_warnings():  # a pickled model file (read only with trust, below) is not its concern
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
             document = torch.load(path, map_location="cpu", weights_only=True)
-    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError) as error:
+    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, KeyError) as error:
         if isinstance(error, FileNotFoundError):
             raise
-        raise ValueError(f"{where} is not a kgeval checkpoint: {_load_failure(error)}. {_READS}") from error
+        reason = _load_failure(error) if _saved_by_torch(path) else _NOT_SAVED
+        raise ValueError(f"{where} is not a kgeval checkpoint: {reason}. {_READS}") from error
     if not isinstance(document, dict) or document.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{where} is not a kgeval checkpoint (no format {CHECKPOINT_FORMAT!r} entry). {_READS}")
     model_class = BUILTIN_MODELS.get(str(document.get("model")))
@@ -251,6 +252,21 @@ _READS = ("kgeval reads the files of kgeval.models.checkpoint.save_checkpoint (e
           "from the file")  # fmt: skip
 #: terminal escape sequences (PyTorch's messages bold some words)
 _ESCAPES = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+#: why a file that torch.save did not write cannot be read
+_NOT_SAVED = "it is no file torch.save wrote (neither a checkpoint nor a pickled model)"
+
+
+def _saved_by_torch(path: str | os.PathLike[str]) -> bool:
+    """Whether the file looks like torch.save's output: a zip archive (its format since torch 1.6) or a pickle
+    stream of protocol 2 or later (the legacy format); a text or other file is neither."""
+    try:
+        with open(path, "rb") as file:
+            start = file.read(4)
+    except OSError:
+        return False
+    return start.startswith(b"PK\x03\x04") or start[:1] == b"\x80"
 
 
 def _load_failure(error: Exception) -> str:
@@ -382,7 +398,15 @@ def load_model_file(path: str | os.PathLike[str], *, trust: bool = False) -> Loa
             raise ValueError(f"{str(location)!r} is not a kgeval checkpoint but a pickled object; loading it runs "
                              "code from the file. If you made it or trust its source, pass --trust-checkpoint "
                              "(trust=True in Python)") from error  # fmt: skip
-    model = torch.load(location, map_location="cpu", weights_only=False)
+    try:
+        model = torch.load(location, map_location="cpu", weights_only=False)
+    except (RuntimeError, pickle.UnpicklingError, EOFError, OSError, KeyError, AttributeError, ImportError) as error:
+        if isinstance(error, FileNotFoundError):
+            raise
+        reason = " ".join(_ESCAPES.sub("", str(error)).split()) or type(error).__name__
+        missing_class = isinstance(error, AttributeError | ImportError)
+        hint = " (a class the file names must be importable here)" if missing_class else ""
+        raise ValueError(f"cannot unpickle {str(location)!r}: {reason}{hint}") from error
     if not isinstance(model, nn.Module):
         raise ValueError(f"{str(location)!r} holds a {type(model).__name__}, not a model (an nn.Module)")
     return LoadedModel(model.eval(), entity_to_id, relation_to_id)
@@ -434,8 +458,15 @@ def _pykeen_ids(path: Path) -> dict[str, int] | None:
         return None
     import pandas as pd
 
-    table = pd.read_csv(path, sep="\t", dtype={"label": str}, keep_default_na=False)
+    try:
+        table = pd.read_csv(path, sep="\t", dtype={"label": str}, keep_default_na=False)
+    except (OSError, EOFError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as error:
+        raise ValueError(f"cannot read {path}: {' '.join(str(error).split())}") from error
     if list(table.columns) != ["id", "label"]:
         raise ValueError(f"{path}: expected the columns id and label (PyKEEN's to_path_binary), "
                          f"got {list(table.columns)}")  # fmt: skip
-    return dict(zip(table["label"], table["id"].astype(int), strict=True))
+    ids = pd.to_numeric(table["id"], errors="coerce")
+    if ids.isna().any() or (ids != ids.round()).any() or ids.duplicated().any() or table["label"].duplicated().any():
+        raise ValueError(f"{path}: not a one-to-one map of labels to integer ids (an id or a label appears twice, or "
+                         "an id is no integer): the file is damaged")  # fmt: skip
+    return dict(zip(table["label"], ids.astype(int), strict=True))

@@ -466,6 +466,43 @@ def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
     add("--no-progress", action="store_true", help="hide the progress bar")
 
 
+def _dataset_of_ranks(args: argparse.Namespace, command: str) -> Any:
+    """The dataset a rank table is read with: --dataset, which a rank table needs (it does not name its dataset;
+    the default one would silently give other popularity counts and another audit)."""
+    if not args.dataset:
+        raise ValueError(f"a rank table does not say which dataset it ranks: give --dataset with --ranks "
+                         f"(kgeval {command} --ranks {args.ranks} --dataset NAME_OR_FOLDER)")  # fmt: skip
+    return load_dataset(args.dataset) if command == "strat" else args.dataset
+
+
+def _check_ranks_fit(records: RankRecords, frame: pd.DataFrame, dataset: Any, path: str) -> RankRecords:
+    """``records`` when they can be a ranking of ``dataset``: ids inside its counts, candidates no more than its
+    entities, and labels (where the table has them) those of the dataset's ids; a ValueError naming the first
+    mismatch otherwise."""
+    bounds = {"head": dataset.num_entities, "tail": dataset.num_entities, "relation": dataset.num_relations}
+    for column, bound in bounds.items():
+        if len(records) and int(records[column].max()) >= bound:
+            raise ValueError(f"rank table {path}: {column} ids up to {int(records[column].max())}, but "
+                             f"{dataset.name} has {bound:,} {'relations' if column == 'relation' else 'entities'}: "
+                             "the table ranks another dataset")  # fmt: skip
+    if records.num_candidates is not None and len(records) and int(records.num_candidates.max()) > dataset.num_entities:
+        raise ValueError(f"rank table {path}: up to {int(records.num_candidates.max()):,} candidates per task, but "
+                         f"{dataset.name} has {dataset.num_entities:,} entities: the table ranks another dataset")
+    for column, ids_column, mapping in (("head_label", "head", dataset.entity_to_id),
+                                        ("tail_label", "tail", dataset.entity_to_id),
+                                        ("relation_label", "relation", dataset.relation_to_id)):  # fmt: skip
+        if column not in frame.columns:
+            continue
+        expected = frame[column].map(mapping)
+        wrong = (expected != frame[ids_column]) & (frame[ids_column] >= 0)
+        if bool(wrong.any()):
+            row = int(wrong.to_numpy().nonzero()[0][0])
+            raise ValueError(f"rank table {path} row {row}: {ids_column} {frame[ids_column].iloc[row]} is labelled "
+                             f"{frame[column].iloc[row]!r}, which {dataset.name} numbers otherwise or not at all: "
+                             "the table ranks another dataset (or other ids)")  # fmt: skip
+    return records
+
+
 def _run_strat(args: argparse.Namespace) -> int:
     """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
@@ -474,9 +511,9 @@ def _run_strat(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.ranks:
-            dataset = load_dataset(args.dataset or DEFAULT_DATASET)
+            dataset = _dataset_of_ranks(args, "strat")
             ranks = read_ranks(args.ranks)
-            RankRecords.from_frame(ranks, f"rank table {args.ranks}")  # every column checked, the file named
+            _check_ranks_fit(RankRecords.from_frame(ranks, f"rank table {args.ranks}"), ranks, dataset, args.ranks)
         else:
             ranks, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress)
         splits = _POPULARITY[args.popularity]
@@ -639,9 +676,12 @@ def _run_audit(args: argparse.Namespace) -> int:
         loaded, dataset = _checkpoint_and_dataset(args)
         model = loaded.model
     else:
-        dataset = load_dataset(args.dataset or DEFAULT_DATASET, **_reading(args))
+        dataset = load_dataset(_dataset_of_ranks(args, "audit") if args.ranks else args.dataset or DEFAULT_DATASET,
+                               **_reading(args))  # fmt: skip
     if args.ranks:
-        records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
+        frame = read_ranks(args.ranks)
+        records = _check_ranks_fit(RankRecords.from_frame(frame, f"rank table {args.ranks}"), frame, dataset,
+                                   args.ranks)  # fmt: skip
         with warnings.catch_warnings():  # the card reads the MRR of each rank type, never an undefined metric
             warnings.simplefilter("ignore", UndefinedMetricWarning)
             results = RankBasedMetricResults.from_records(records)

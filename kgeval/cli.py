@@ -173,6 +173,24 @@ def _temporal_dataset(name: str | None, reading: Reading, **ids: Any) -> Tempora
     return load_any_dataset(folder, **reading, **ids)
 
 
+def _special_datasets(
+    args: argparse.Namespace, loaded: LoadedModel | None
+) -> tuple[InductiveDataset | None, TemporalDataset | None]:
+    """(the inductive dataset, the temporal dataset) that --dataset -- else the checkpoint's recorded dataset --
+    names, at most one of them: a temporal one read with the checkpoint's label maps and checked against its
+    fingerprint, so ``evaluate`` and ``audit`` rank a checkpoint's model with the ids it was trained on."""
+    name = args.dataset or (loaded.dataset if loaded is not None else None)
+    inductive = _inductive_dataset(name, _reading(args, loaded))
+    if inductive is not None:
+        return inductive, None
+    ids = {"entity_to_id": loaded.entity_to_id, "relation_to_id": loaded.relation_to_id,
+           "time_to_id": loaded.time_to_id} if loaded is not None and loaded.time_to_id is not None else {}  # fmt: skip
+    temporal = _temporal_dataset(name, _reading(args, loaded), **ids)
+    if temporal is not None and loaded is not None:
+        _check_fingerprint(loaded, temporal, args.dataset is not None)
+    return None, temporal
+
+
 def _inductive_dataset(name: str | None, reading: Reading) -> InductiveDataset | None:
     """The inductive dataset ``name`` names (:func:`kgeval.datasets.inductive_folder`), read as ``reading`` says
     (its duplicates; an inductive folder drops unscoreable rows itself), else None."""
@@ -323,13 +341,16 @@ def _evaluate_checkpoint(
     return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
 
 
-def _checkpoint_and_dataset(args: argparse.Namespace) -> tuple[LoadedModel, TriplesDataset]:
+def _checkpoint_and_dataset(
+    args: argparse.Namespace, loaded: LoadedModel | None = None
+) -> tuple[LoadedModel, TriplesDataset]:
     """The checkpoint's model and the dataset with its ids: ``--dataset``, else the dataset the checkpoint names (a
     kgeval checkpoint's data description, a dicee experiment's ``dataset_dir``), else the dataset whose labels a
     PyKEEN results folder's label maps hold, else :data:`DEFAULT_DATASET`. A dataset the user did not name that the
     model does not fit, or that differs from the one the checkpoint recorded, is an error that says how it was
-    chosen and what to pass."""
-    loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
+    chosen and what to pass. ``loaded``: the checkpoint, where the caller has read it already."""
+    if loaded is None:
+        loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
     name, chosen = _dataset_of(args, loaded)
     reading = _reading(args, loaded)
     if not args.dataset and loaded.dataset == name and Path(name).is_absolute() and not Path(name).is_dir():
@@ -576,17 +597,12 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             raise ValueError("--save-ranks writes the ranks of a --checkpoint's evaluation (a rank table is one "
                              "already)")
         check_rank_path(args.save_ranks)  # before the evaluation, not after it
-    temporal = None
     if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
-        inductive = _inductive_dataset(args.dataset or loaded.dataset, _reading(args, loaded))
+        inductive, temporal = _special_datasets(args, loaded)
         if inductive is not None:
             return run_inductive_evaluate(args, inductive, loaded.model)
-        ids = {"entity_to_id": loaded.entity_to_id, "relation_to_id": loaded.relation_to_id,
-               "time_to_id": loaded.time_to_id} if loaded.time_to_id is not None else {}  # fmt: skip
-        temporal = _temporal_dataset(args.dataset or loaded.dataset, _reading(args, loaded), **ids)
         if temporal is not None:
-            _check_fingerprint(loaded, temporal, args.dataset is not None)
             return run_temporal_evaluate(args, temporal, loaded.model)
     about: dict[str, Any] = {"kgeval_version": _version()}
     with warnings.catch_warnings(record=True) as undefined:
@@ -661,19 +677,18 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
 def _run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
-    inductive = _inductive_dataset(args.dataset, _reading(args))
-    temporal = _temporal_dataset(args.dataset, _reading(args)) if inductive is None else None
+    loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint) if args.checkpoint else None
+    inductive, temporal = _special_datasets(args, loaded)
     if inductive is not None or temporal is not None:  # their own cards, of a model or of the data alone
         kind = "inductive" if inductive is not None else "temporal"
         if args.ranks:
             raise ValueError(f"a rank table is audited on triples; on {kind} data pass --checkpoint (or nothing)")
-        if args.checkpoint:
-            model = load_model_file(args.checkpoint, trust=args.trust_checkpoint).model
+        model = loaded.model if loaded is not None else None
         if inductive is not None:
             return run_inductive_audit(args, inductive, model)
         return run_temporal_audit(args, cast(TemporalDataset, temporal), model)
-    if args.checkpoint:
-        loaded, dataset = _checkpoint_and_dataset(args)
+    if loaded is not None:
+        loaded, dataset = _checkpoint_and_dataset(args, loaded)
         model = loaded.model
     else:
         dataset = load_dataset(_dataset_of_ranks(args, "audit") if args.ranks else args.dataset or DEFAULT_DATASET,

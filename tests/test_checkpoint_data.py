@@ -272,3 +272,57 @@ def test_a_damaged_pykeen_label_map_is_refused(tmp_path, capsys) -> None:
     merged[second] = merged[first]
     with pytest.raises(ValueError, match=f"gives the id 0 to both {first!r} and {second!r}"):
         load_shipped_dataset("nations", entity_to_id=merged)
+
+
+def test_a_temporal_audit_ranks_with_the_checkpoints_ids(tmp_path, capsys) -> None:
+    """A TNTComplEx trained with its own entity ids (reversed): `kgeval audit --checkpoint` read the folder with
+    the default ids and reported the MRR of misaligned ids (0.1917 where 0.1817), and a checkpoint of other data
+    passed without a word; now it reads the checkpoint's label maps, as evaluate does, and checks its fingerprint."""
+    from kgeval._cli_temporal import temporal_evaluation
+    from kgeval.datasets import load_any_dataset
+    from kgeval.models.temporal import TNTComplEx
+    from kgeval.models.training import train_model
+
+    folder = tmp_path / "tkg"
+    folder.mkdir()
+    generator = np.random.default_rng(5)
+    for split, (first, last, count) in {"train": (1, 8, 150), "valid": (8, 9, 30), "test": (9, 10, 30)}.items():
+        rows = [(f"e{generator.integers(12)}", f"r{generator.integers(3)}", f"e{generator.integers(12)}",
+                 f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
+        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    base = load_any_dataset(folder, unseen="keep")
+    reversed_ids = {label: i for i, label in enumerate(sorted(base.entity_to_id, reverse=True))}
+    data = load_any_dataset(folder, unseen="keep", entity_to_id=reversed_ids, relation_to_id=base.relation_to_id,
+                            time_to_id=base.time_to_id)  # fmt: skip
+    model = TNTComplEx(data.num_entities, data.num_relations, data.num_times, dim=8, seed=0)
+    train_model(model, data.train, num_epochs=5, batch_size=64, lr=0.05, seed=0, use_tqdm=False)
+    model.eval()
+    save_checkpoint(model, tmp_path / "t.pt", data)
+    aligned = temporal_evaluation(model, data, "test", False).get_metric("both.realistic.mrr")
+    misaligned = temporal_evaluation(model, base, "test", False).get_metric("both.realistic.mrr")
+    assert aligned != misaligned
+    assert main(["audit", "--checkpoint", str(tmp_path / "t.pt"), "--dataset", str(folder), "--no-baseline",
+                 "--unseen", "keep"]) == 0  # fmt: skip
+    assert f"time-aware MRR {aligned:.4f}" in capsys.readouterr().out
+    lines = (folder / "test.txt").read_text().splitlines()
+    (folder / "test.txt").write_text("\n".join(lines[:-1]) + "\n")  # other data than the checkpoint's
+    with pytest.warns(UserWarning, match="is not the data the checkpoint's model was trained on"):
+        main(["audit", "--checkpoint", str(tmp_path / "t.pt"), "--dataset", str(folder), "--no-baseline",
+              "--unseen", "keep"])  # fmt: skip
+
+
+def test_a_shipped_datasets_checkpoint_from_another_install_finds_the_shipped_copy(tmp_path, monkeypatch) -> None:
+    """Its recorded folder (another install's package) is not here and no shared folder holds the dataset: it was
+    refused as "no shipped dataset"; the shipped copy of its name is used, its fingerprint still checked."""
+    import kgeval.models.checkpoint as checkpoint
+
+    data = load_shipped_dataset("nations")
+    from kgeval.models import DistMult
+
+    save_checkpoint(DistMult(data.num_entities, data.num_relations, dim=4, seed=0), tmp_path / "m.pt", data)
+    document = torch.load(tmp_path / "m.pt", weights_only=True)
+    document["data"]["folder"] = str(tmp_path / "elsewhere" / "site-packages" / "kgeval" / "datasets" / "data" /
+                                     "nations")  # fmt: skip
+    torch.save(document, tmp_path / "other.pt")
+    monkeypatch.setattr(checkpoint, "shared_data_dir", lambda: None)
+    assert load_model_file(tmp_path / "other.pt").dataset == "nations"

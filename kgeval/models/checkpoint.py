@@ -424,14 +424,17 @@ def _described(model: nn.Module, data: dict[str, Any] | None, entity_to_id: Any,
 
 def _recorded_dataset(data: dict[str, Any]) -> str:
     """Where the dataset a checkpoint recorded is here: the folder it was read from while that exists (a shipped
-    dataset by its name), else a shipped or shared dataset of its name, else the recorded folder or name (which
-    then finds nothing, and the error names it). A folder of the current directory never stands in for it."""
+    dataset by its name, whichever install's copy it was read from), else a shipped or shared dataset of its name,
+    else the recorded folder or name (which then finds nothing, and the error names it). A folder of the current
+    directory never stands in for it."""
     name, folder = data["name"], data.get("folder")
     package = Path(__file__).resolve().parents[1]
     if name.lower() in SHIPPED_DATASETS and (folder is None or Path(folder).resolve().is_relative_to(package)):
         return name
     if folder is not None and Path(folder).is_dir():
         return folder
+    if name.lower() in SHIPPED_DATASETS:  # the recorded folder is not here (another install's copy, say): the
+        return name  # shipped dataset of that name -- its fingerprint is still checked against the checkpoint's
     shared = shared_data_dir()
     if shared is not None and Path(name).name == name and (shared / name).is_dir():
         return str(shared / name)

@@ -11,6 +11,7 @@ import json
 import time
 from typing import Any
 
+from kgeval._cli_common import json_header, refuse_options
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.inductive_audit import audit_inductive_dataset
@@ -62,23 +63,27 @@ def run_inductive_demo(args: argparse.Namespace, dataset: InductiveDataset) -> i
 
 def run_inductive_evaluate(args: argparse.Namespace, dataset: InductiveDataset, model: Any) -> int:
     """Print an inductive model's metrics on a split, ranked over the inference graph (a table, or JSON)."""
+    refuse_options(args, "inductive", {"progress_file": None, "unseen": None})  # the folder drops rows itself
     use_tqdm = not args.no_progress and not args.json
+    targets = tuple(getattr(args, "targets", ("head", "tail")))
     results = RankBasedEvaluator(ks=tuple(args.ks)).evaluate(model, **dataset.evaluation_kwargs(args.split),
-                                                             use_tqdm=use_tqdm)  # fmt: skip
+                                                             targets=targets, use_tqdm=use_tqdm)  # fmt: skip
     saved = None
     if getattr(args, "save_ranks", None):  # ids and labels of the inference graph
         saved = str(results.save_ranks(args.save_ranks, dataset.inference_entity_to_id, dataset.relation_to_id))
     if args.json:
-        document = {"source": {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
-                               "split": args.split, "filtered_by": _KNOWN[args.split].split(" + "),
-                               "mode": dataset.evaluation_kwargs(args.split)["mode"]},
-                    **({"ranks_file": saved} if saved else {}),
+        source = {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
+                  "split": args.split, "filtered_by": _KNOWN[args.split].split(" + "),
+                  "mode": dataset.evaluation_kwargs(args.split)["mode"], "targets": list(targets)}  # fmt: skip
+        document = {**json_header(source, "filtered", args.ks), **({"ranks_file": saved} if saved else {}),
                     "metrics": {key: (None if value != value else value)
                                 for key, value in results.to_flat_dict().items()}}  # fmt: skip
         print(json.dumps(document, allow_nan=False))
         return 0
     print(f"== {dataset.name} {args.split} over the inference graph, filtered by {_KNOWN[args.split]} ==")
     print(results.summary())
+    if getattr(args, "full", False):
+        print(results.full_table())
     if saved:
         print(f"(the per-task ranks are in {saved})")
     return 0

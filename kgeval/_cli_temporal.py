@@ -11,6 +11,7 @@ from typing import Any
 
 import pandas as pd
 
+from kgeval._cli_common import json_header, refuse_options
 from kgeval._display import all_or_nothing_note
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
@@ -36,9 +37,13 @@ def _print_frame(frame: pd.DataFrame) -> None:
     print(frame.to_string(float_format=lambda value: f"{value:.4f}"))
 
 
+#: the hits@k of the command line's temporal evaluations (their table's columns)
+TEMPORAL_KS = (1, 3, 10)
+
+
 def temporal_evaluation(model: Any, dataset: TemporalDataset, split: str, use_tqdm: bool) -> Any:
     """``model`` ranked on ``split`` under the three filter settings (known: train + valid, + test for test)."""
-    evaluator = TemporalRankBasedEvaluator(filtered="all", ks=(1, 3, 10))
+    evaluator = TemporalRankBasedEvaluator(filtered="all", ks=TEMPORAL_KS)
     return evaluator.evaluate(model, **dataset.evaluation_kwargs(split), use_tqdm=use_tqdm)
 
 
@@ -99,12 +104,15 @@ def run_temporal_evaluate(args: argparse.Namespace, dataset: TemporalDataset, mo
     if getattr(args, "save_ranks", None):
         raise ValueError("--save-ranks is not available for temporal data yet: the rank table has no time column "
                          "(save results.ranks_df() of TemporalRankBasedEvaluator's results from Python)")  # fmt: skip
+    refuse_options(args, "temporal", {"ks": [1, 3, 5, 10], "targets": ["head", "tail"], "full": False,
+                                      "progress_file": None})  # fmt: skip
     results = temporal_evaluation(model, dataset, args.split, not args.no_progress and not args.json)
     known = "train + valid" if args.split == "valid" else "train + valid + test"
     if args.json:
         settings = {"time-aware": results, "static": results.static, "raw": results.raw}
-        document = {"source": {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
-                               "split": args.split, "filtered_by": known.split(" + ")},
+        source = {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
+                  "split": args.split, "filtered_by": known.split(" + "), "targets": ["head", "tail"]}  # fmt: skip
+        document = {**json_header(source, [name for name, got in settings.items() if got is not None], TEMPORAL_KS),
                     "metrics": {name: {key: (None if value != value else value)
                                        for key, value in got.to_flat_dict().items()}
                                 for name, got in settings.items() if got is not None}}  # fmt: skip

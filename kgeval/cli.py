@@ -20,6 +20,7 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
+from kgeval._cli_common import json_header, version
 from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
 from kgeval._cli_report import add_report_arguments, run_report
 from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
@@ -604,7 +605,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             return run_inductive_evaluate(args, inductive, loaded.model)
         if temporal is not None:
             return run_temporal_evaluate(args, temporal, loaded.model)
-    about: dict[str, Any] = {"kgeval_version": _version()}
+    about: dict[str, Any] = {}
     with warnings.catch_warnings(record=True) as undefined:
         warnings.simplefilter("always", UndefinedMetricWarning)  # collected: one line (text) or nulls (JSON)
         if args.ranks:
@@ -645,14 +646,10 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> dict[str, Any]:
     """One strict JSON object: how the numbers were made (kgeval version, source, protocol) and every
     metric as ``"side.rank_type.metric"``, undefined ones as null."""
-    protocol = {
-        "setting": "filtered" if "checkpoint" in about["source"] else "as in the rank table",
-        "rank_types": {"optimistic": "1 + #(score > true)", "pessimistic": "1 + #(score >= true)",
-                       "realistic": "(optimistic + pessimistic) / 2"},
-        "ks": list(ks),
-    }  # fmt: skip
+    setting = "filtered" if "checkpoint" in about["source"] else "as in the rank table"
+    extra = {key: value for key, value in about.items() if key not in ("kgeval_version", "source")}
     metrics = {key: (None if value != value else value) for key, value in results.to_flat_dict().items()}
-    return {**about, "protocol": protocol, "metrics": metrics}
+    return {**json_header(about["source"], setting, ks), **extra, "metrics": metrics}
 
 
 # -- audit -----------------------------------------------------------------------------------------------------
@@ -746,23 +743,13 @@ def _one_line(error: Exception) -> str:
     return " ".join(str(error).split())
 
 
-def _version() -> str:
-    """The installed kgeval version (read without importing the package, so --help and --version stay fast)."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("kgeval")
-    except PackageNotFoundError:  # a source checkout that is not installed
-        return "(not installed)"
-
-
 def build_parser() -> argparse.ArgumentParser:
     """The ``kgeval`` argument parser with one sub-parser per entry of :data:`COMMANDS`."""
     parser = argparse.ArgumentParser(
         prog="kgeval",
         description="Rank-based link-prediction evaluation of knowledge-graph-embedding models.",
     )
-    parser.add_argument("--version", action="version", version=f"kgeval {_version()}")
+    parser.add_argument("--version", action="version", version=f"kgeval {version()}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)

@@ -326,3 +326,28 @@ def test_a_shipped_datasets_checkpoint_from_another_install_finds_the_shipped_co
     torch.save(document, tmp_path / "other.pt")
     monkeypatch.setattr(checkpoint, "shared_data_dir", lambda: None)
     assert load_model_file(tmp_path / "other.pt").dataset == "nations"
+
+
+def test_temporal_evaluate_refuses_what_it_does_not_honour_and_its_json_has_the_readme_keys(tmp_path, capsys) -> None:
+    """--ks, --targets, --full and --progress-file were ignored on temporal data (always hits@1/3/10, both sides),
+    and the --json document had no kgeval_version or protocol."""
+    folder = tmp_path / "tkg"
+    folder.mkdir()
+    generator = np.random.default_rng(3)
+    for split, (first, last, count) in {"train": (1, 8, 150), "valid": (8, 9, 30), "test": (9, 10, 30)}.items():
+        rows = [(f"e{generator.integers(12)}", f"r{generator.integers(3)}", f"e{generator.integers(12)}",
+                 f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
+        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    path = tmp_path / "t.pt"
+    assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--dim", "4", "--no-progress", "--unseen", "keep",
+                 "--save-checkpoint", str(path)]) == 0  # fmt: skip
+    capsys.readouterr()
+    common = ["evaluate", "--checkpoint", str(path), "--unseen", "keep"]
+    for option in (["--ks", "1", "5"], ["--targets", "tail"], ["--full"], ["--progress-file", str(tmp_path / "p")]):
+        assert main([*common, *option]) == 2
+        assert f"{option[0]} is not available for temporal data yet" in capsys.readouterr().err
+    assert main([*common, "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {"kgeval_version", "source", "protocol", "metrics"} <= set(document)
+    assert document["protocol"]["setting"] == ["time-aware", "static", "raw"] == list(document["metrics"])
+    assert document["protocol"]["ks"] == [1, 3, 10] and document["source"]["targets"] == ["head", "tail"]

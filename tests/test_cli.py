@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import torch
 
+import kgeval._cli_common
 import kgeval.cli
 from kgeval import RankBasedEvaluator
 from kgeval.cli import COMMANDS, build_parser, main
@@ -348,7 +349,7 @@ def test_evaluate_json_is_strict_and_says_how_the_numbers_were_made(
     captured = capsys.readouterr()
     document = _strict(captured.out)
     assert captured.err == ""
-    assert document["kgeval_version"] == kgeval.cli._version()
+    assert document["kgeval_version"] == kgeval._cli_common.version()
     assert document["source"] == {"checkpoint": str(checkpoint), "model": "TransE", "dataset": folder.name,
                                   "split": "valid", "filtered_by": ["train", "valid"],
                                   "targets": ["head", "tail"]}  # fmt: skip

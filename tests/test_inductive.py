@@ -370,3 +370,32 @@ def test_an_inductive_protocol_model_without_a_mode_is_refused() -> None:
 
     expected = RankBasedEvaluator().evaluate(TwoGraphs(), triples, mode="testing", use_tqdm=False)
     assert RankBasedEvaluator().evaluate(NumpyCount(), triples, mode="testing", use_tqdm=False) == expected
+
+
+def test_the_command_line_honours_or_refuses_each_option_on_inductive_data(tmp_path: Path, capsys) -> None:
+    """--targets was ignored (both sides ranked), --full printed nothing more, --progress-file and --unseen were
+    ignored without a word, and the --json document lacked kgeval_version and protocol: now --targets and --full
+    are honoured, the others refused in one line, and the document has the keys the README promises."""
+    import json
+
+    from kgeval.cli import main
+    from kgeval.models import RelationContextDistMult
+
+    folder = tiny_inductive(tmp_path / "tiny")
+    data = load_inductive_dataset(folder)
+    model = RelationContextDistMult.for_dataset(data, dim=4, seed=0)
+    torch.save(model, tmp_path / "m.pt")
+    common = ["evaluate", "--checkpoint", str(tmp_path / "m.pt"), "--trust-checkpoint", "--dataset", str(folder)]
+    assert main([*common, "--json", "--targets", "tail"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert {"kgeval_version", "source", "protocol", "metrics"} <= set(document)
+    assert document["source"]["targets"] == ["tail"] and document["protocol"]["setting"] == "filtered"
+    assert not any(key.startswith("head.") for key in document["metrics"])
+    expected = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), targets=("tail",),
+                                             use_tqdm=False)  # fmt: skip
+    assert document["metrics"]["tail.realistic.inverse_harmonic_mean_rank"] == expected.get_metric("tail.mrr")
+    assert main([*common, "--full", "--no-progress"]) == 0
+    assert "inverse_harmonic_mean_rank" in capsys.readouterr().out
+    for option in (["--progress-file", str(tmp_path / "p.pt")], ["--unseen", "drop"]):
+        assert main([*common, *option]) == 2
+        assert f"{option[0]} is not available for inductive data yet" in capsys.readouterr().err

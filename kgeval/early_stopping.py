@@ -161,8 +161,9 @@ class EarlyStopper:
         epoch : int
             The epoch just finished; must increase from call to call.
         """
-        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
-            raise ValueError(f"epoch must be a non-negative int, got {epoch!r}")
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+            raise ValueError(f"epoch must be an int >= 1 (epochs are counted from 1, as in PyKEEN: in a loop over "
+                             f"range(n), pass epoch + 1), got {epoch!r}")  # fmt: skip
         if self._last_epoch is not None and epoch <= self._last_epoch:
             raise ValueError(f"epoch must increase from call to call: got {epoch} after {self._last_epoch}")
         self._last_epoch = epoch

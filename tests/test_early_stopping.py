@@ -338,9 +338,14 @@ def test_epochs_must_increase(problem):
         stopper.should_stop(2)
 
 
-def test_epoch_must_be_a_non_negative_int(problem):
-    with raises_exactly(ValueError, "epoch must be a non-negative int, got -1"):
-        _stopper(problem)[1].should_stop(-1)
+@pytest.mark.parametrize("epoch", [-1, 0])
+def test_epochs_count_from_one(problem, epoch: int):
+    """Epoch 0 was accepted and evaluated (0 is a multiple of every frequency): a 0-based loop then evaluated once
+    more than PyKEEN's stopper (epoch > 0), and its patience ran out an evaluation earlier."""
+    message = ("epoch must be an int >= 1 (epochs are counted from 1, as in PyKEEN: in a loop over range(n), pass "
+               f"epoch + 1), got {epoch}")  # fmt: skip
+    with raises_exactly(ValueError, message):
+        _stopper(problem)[1].should_stop(epoch)
 
 
 def test_restore_before_any_improvement(problem):

@@ -28,6 +28,18 @@ def metrics(capsys: pytest.CaptureFixture[str]) -> dict:
     return json.loads(capsys.readouterr().out)["metrics"]
 
 
+
+def daily_quadruples(folder: Path, seed: int) -> Path:
+    """A folder of random quadruples over 12 entities, 3 relations and the days of early January 2014: train on days
+    1-7, valid on day 8, test on day 9."""
+    folder.mkdir()
+    generator = np.random.default_rng(seed)
+    for split, (first, last, count) in {"train": (1, 8, 150), "valid": (8, 9, 30), "test": (9, 10, 30)}.items():
+        rows = [(f"e{generator.integers(12)}", f"r{generator.integers(3)}", f"e{generator.integers(12)}",
+                 f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
+        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    return folder
+
 def test_a_demo_checkpoint_is_evaluated_on_its_own_dataset_without_being_told(tmp_path, capsys) -> None:
     """The issue's case: a nations checkpoint was evaluated on UMLS (the default) and failed on its labels."""
     path = tmp_path / "m.pt"
@@ -79,13 +91,7 @@ def test_a_dataset_read_from_a_folder_is_found_by_that_folder_and_checked(tmp_pa
 
 
 def test_a_temporal_checkpoint_finds_its_dataset(tmp_path, capsys) -> None:
-    folder = tmp_path / "tkg"
-    folder.mkdir()
-    generator = np.random.default_rng(3)
-    for split, (first, last, count) in {"train": (1, 8, 150), "valid": (8, 9, 30), "test": (9, 10, 30)}.items():
-        rows = [(f"e{generator.integers(12)}", f"r{generator.integers(3)}", f"e{generator.integers(12)}",
-                 f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
-        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    folder = daily_quadruples(tmp_path / "tkg", seed=3)
     path = tmp_path / "t.pt"
     assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--dim", "4", "--no-progress", "--unseen", "keep",
                  "--save-checkpoint", str(path)]) == 0  # fmt: skip
@@ -283,13 +289,7 @@ def test_a_temporal_audit_ranks_with_the_checkpoints_ids(tmp_path, capsys) -> No
     from kgeval.models.temporal import TNTComplEx
     from kgeval.models.training import train_model
 
-    folder = tmp_path / "tkg"
-    folder.mkdir()
-    generator = np.random.default_rng(5)
-    for split, (first, last, count) in {"train": (1, 8, 150), "valid": (8, 9, 30), "test": (9, 10, 30)}.items():
-        rows = [(f"e{generator.integers(12)}", f"r{generator.integers(3)}", f"e{generator.integers(12)}",
-                 f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
-        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    folder = daily_quadruples(tmp_path / "tkg", seed=5)
     base = load_any_dataset(folder, unseen="keep")
     reversed_ids = {label: i for i, label in enumerate(sorted(base.entity_to_id, reverse=True))}
     data = load_any_dataset(folder, unseen="keep", entity_to_id=reversed_ids, relation_to_id=base.relation_to_id,
@@ -331,13 +331,7 @@ def test_a_shipped_datasets_checkpoint_from_another_install_finds_the_shipped_co
 def test_temporal_evaluate_refuses_what_it_does_not_honour_and_its_json_has_the_readme_keys(tmp_path, capsys) -> None:
     """--ks, --targets, --full and --progress-file were ignored on temporal data (always hits@1/3/10, both sides),
     and the --json document had no kgeval_version or protocol."""
-    folder = tmp_path / "tkg"
-    folder.mkdir()
-    generator = np.random.default_rng(3)
-    for split, (first, last, count) in {"train": (1, 8, 150), "valid": (8, 9, 30), "test": (9, 10, 30)}.items():
-        rows = [(f"e{generator.integers(12)}", f"r{generator.integers(3)}", f"e{generator.integers(12)}",
-                 f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
-        (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
+    folder = daily_quadruples(tmp_path / "tkg", seed=3)
     path = tmp_path / "t.pt"
     assert main(["demo", "--dataset", str(folder), "--epochs", "1", "--dim", "4", "--no-progress", "--unseen", "keep",
                  "--save-checkpoint", str(path)]) == 0  # fmt: skip

@@ -12,6 +12,7 @@ from typing import Any
 import torch
 
 from kgeval import _checks
+from kgeval._fingerprints import callable_fingerprint
 from kgeval._tasks import tasks_inside_constraints, tasks_inside_restriction
 from kgeval.adapters import held_form, model_device, query_candidate_form, refuse_exported_program, scoring_view
 from kgeval.adapters.triples import triple_function
@@ -160,7 +161,7 @@ class CheckedInputs:
                 sorted((r, tuple(ids.tolist())) for r, ids in constraints.heads.items()),
                 sorted((r, tuple(ids.tolist())) for r, ids in constraints.tails.items()),
             ),
-            "score_fn": None if self.score_fn is None else getattr(self.score_fn, "__qualname__", "a function"),
+            "score_fn": None if self.score_fn is None else callable_fingerprint(self.score_fn),
         }  # fmt: skip
 
 

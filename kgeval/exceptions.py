@@ -14,6 +14,7 @@ __all__ = [
     "IgnoredCandidatesWarning",
     "ModelChangedWarning",
     "PrecisionWarning",
+    "ResumeWarning",
     "UndefinedMetricWarning",
     "UnseenLabelsWarning",
     "warn_caller",
@@ -73,3 +74,8 @@ class ModelChangedWarning(UserWarning):
 
 class DistributedEvaluationError(RuntimeError):
     """Raised on every other rank when distributed evaluation failed on some rank (which raises its own error)."""
+
+
+class ResumeWarning(UserWarning):
+    """A resumed evaluation found the model's plain attributes (numbers, strings) changed since its progress was
+    saved: a setting would change the scores, a counter would not; kgeval cannot tell which, so it says so."""

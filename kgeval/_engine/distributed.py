@@ -13,12 +13,10 @@ from typing import Any, Literal
 import torch
 from torch import distributed as dist
 
+from kgeval._engine.filter_index import content_fingerprint
 from kgeval.accumulator import MetricAccumulator
 from kgeval.exceptions import DistributedEvaluationError
 from kgeval.typing import Target
-
-#: modulus of the position-weighted checksum (a Mersenne prime: products of two residues fit in int64)
-_MODULUS = 2**31 - 1
 
 
 def resolve_group(distributed: bool | None, process_group: Any = None) -> Any | None:
@@ -61,10 +59,12 @@ def shard(task_index: torch.Tensor, group: Any | None) -> torch.Tensor:
 
 
 def checksum(tensor: torch.Tensor) -> int:
-    """A position-weighted checksum of an integer tensor, computed where it lives (one scalar to the host)."""
-    flat = tensor.reshape(-1).to(torch.int64)
-    weights = (torch.arange(flat.numel(), device=flat.device) * 40503 + 12345) % _MODULUS
-    return int(((flat % _MODULUS) * weights % _MODULUS).sum())
+    """A checksum of an integer tensor's values in order, computed where it lives (two scalars to the host): the two
+    random-weighted sums of :func:`kgeval._engine.filter_index.content_fingerprint` as one 128-bit number. (A
+    position-weighted sum with weights in arithmetic progression, before, summed few-entry edits such as +1, -1, -1,
+    +1 to zero: another model's triples passed for the saved ones.)"""
+    _shape, _dtype, first, second = content_fingerprint([tensor])[0]
+    return (first % 2**64) << 64 | (second % 2**64)
 
 
 def fingerprint(**inputs: Any) -> dict[str, Any]:

@@ -23,11 +23,12 @@ from kgeval._engine.form_check import FormChecks
 from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
 from kgeval._engine.precision import MatmulPrecision, exact_arithmetic
-from kgeval._engine.resume import EvaluationProgress, model_fingerprint, rank_file
+from kgeval._engine.resume import EvaluationProgress, rank_file
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
 from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
 from kgeval._engine.sizes import choose_sizes
+from kgeval._fingerprints import model_fingerprint, model_settings, view_settings
 from kgeval._inputs import CheckedInputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS, candidate_groups
@@ -203,8 +204,9 @@ def _progress(
         evaluated_rows=task_index,
         model=model_fingerprint(inputs.model.model),
         mode=getattr(inputs.model.view, "mode", None),  # an inductive model's graph
+        view=view_settings(inputs.model.view, inputs.model.model),  # a temporal view's inverse relations, ...
         evaluator_options=(options.filtered, options.ks, options.keep_records, options.fast_path,
-                           options.matmul_precision),
+                           options.matmul_precision, options.filter_relation_stride),
     )  # fmt: skip
     path = run.progress_path
     assert path is not None
@@ -212,7 +214,7 @@ def _progress(
         rank, world_size = dist.get_rank(group), dist.get_world_size(group)
         identity["rank"] = (rank, world_size)
         path = rank_file(path, rank, world_size)
-    return EvaluationProgress(path, identity, run.save_every)
+    return EvaluationProgress(path, identity, run.save_every, model_settings(inputs.model.model))
 
 
 def _synchronized(ranked: dict[Target, SideRanks], group: Any) -> dict[Target, SideRanks]:

@@ -135,7 +135,7 @@ def rank_side(
     # every model call and GEMM has its full size however many tasks share a query
     by_queries = kernel.reads_rows_in_place
 
-    done = resume.start(checksum(plan.order)) if resume is not None else 0
+    done = resume.start(checksum(plan.order), device) if resume is not None else 0
     if progress is not None and done:
         progress.update(done)  # type: ignore[attr-defined]
 

@@ -13,9 +13,11 @@ by the inputs and the world size.
 
 from __future__ import annotations
 
-import hashlib
+import math
 import os
+import threading
 import time
+import warnings
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -24,37 +26,10 @@ from typing import Any
 import torch
 
 from kgeval._engine.counting import BatchCounts, SideCounts
+from kgeval.exceptions import ResumeWarning
 
 #: the progress file format this module writes and reads
 FORMAT = "kgeval-progress-1"
-#: bytes hashed per step when fingerprinting a tensor
-HASH_CHUNK = 2**26
-
-
-def model_fingerprint(model: Any) -> dict[str, Any]:
-    """The class of ``model`` and a hash of every tensor of its ``state_dict`` (name, dtype, shape, bytes); a model
-    without a ``state_dict`` is described by its class only."""
-    description: dict[str, Any] = {"class": f"{type(model).__module__}.{type(model).__qualname__}"}
-    state_dict = getattr(model, "state_dict", None)
-    if callable(state_dict):
-        digest = hashlib.blake2b(digest_size=16)
-        for name, tensor in state_dict().items():
-            if isinstance(tensor, torch.Tensor):
-                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
-                _hash_tensor(digest, tensor)
-        description["weights"] = digest.hexdigest()
-    return description
-
-
-def _hash_tensor(digest: Any, tensor: torch.Tensor) -> None:
-    data = tensor.detach().contiguous().reshape(-1)
-    if data.numel() == 0:
-        return
-    raw = data.view(torch.uint8) if data.dtype != torch.bool else data.to(torch.uint8)
-    for start in range(0, raw.numel(), HASH_CHUNK):
-        digest.update(raw[start : start + HASH_CHUNK].cpu().numpy().tobytes())
-
-
 @dataclass
 class SideProgress:
     """The tasks of one side's loop done so far: the first ``done`` tasks of its plan order and their counts, the
@@ -65,15 +40,22 @@ class SideProgress:
     plan: int | None = None  #: checksum of the plan order the prefix refers to
     owner: EvaluationProgress | None = field(default=None, repr=False)
 
-    def start(self, plan: int) -> int:
+    def start(self, plan: int, device: torch.device | None = None) -> int:
         """The first task of the plan order left to do, for a loop whose order has checksum ``plan``; a saved prefix
-        of another order (other sizes chose other slices) is dropped and the side starts over."""
+        of another order (other sizes chose other slices) is dropped and the side starts over. The counts read back
+        (on the CPU) are moved to ``device``, where the loop counts."""
         if self.plan != plan:
             self.done, self.parts, self.plan = 0, [], plan
+        if device is not None:
+            self.parts = [_moved(part, device) for part in self.parts]
         return self.done
 
     def record(self, end: int, counts: SideCounts) -> None:
-        """Tasks up to ``end`` of the plan order are done, the last batch's counts being ``counts``."""
+        """Tasks up to ``end`` of the plan order are done, the last batch's counts being ``counts``. A batch that
+        ends where a recorded one did or before is not recorded again: an out-of-memory retry re-runs the halves of
+        a batch whose save (after its counts were recorded) ran out of memory."""
+        if end <= self.done:
+            return
         self.parts.append(counts)
         self.done = end
         if self.owner is not None:
@@ -99,13 +81,18 @@ class EvaluationProgress:
         progress file.
     """
 
-    def __init__(self, path: str | os.PathLike[str], fingerprint: Mapping[str, Any], save_every: float) -> None:
-        if not isinstance(save_every, int | float) or isinstance(save_every, bool) or save_every < 0:
-            raise ValueError(f"save_every must be a number of seconds >= 0, got {save_every!r}")
+    def __init__(
+        self, path: str | os.PathLike[str], fingerprint: Mapping[str, Any], save_every: float,
+        settings: Mapping[str, str] | None = None,
+    ) -> None:  # fmt: skip
+        if (not isinstance(save_every, int | float) or isinstance(save_every, bool) or not math.isfinite(save_every)
+                or save_every < 0):  # fmt: skip
+            raise ValueError(f"save_every must be a finite number of seconds >= 0, got {save_every!r}")
         self.path = Path(path)
         if not self.path.parent.is_dir():
             raise ValueError(f"the progress file's folder {str(self.path.parent)!r} does not exist")
         self.fingerprint = dict(fingerprint)
+        self.settings = dict(settings or {})
         self.save_every = float(save_every)
         self.sides: dict[Hashable, SideProgress] = {}
         self.resumed_tasks = 0  #: tasks read back from the file (done by an earlier call)
@@ -131,9 +118,11 @@ class EvaluationProgress:
         state = {
             "format": FORMAT,
             "fingerprint": self.fingerprint,
+            "settings": self.settings,
             "sides": {key: _side_state(progress) for key, progress in self.sides.items()},
         }
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.tmp")
+        # one temporary file per process and thread: two evaluations saving to one path never share one
+        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
             torch.save(state, temporary)
             os.replace(temporary, self.path)
@@ -154,7 +143,10 @@ class EvaluationProgress:
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise ValueError(f"{str(self.path)!r} is not a kgeval progress file ({FORMAT}); remove it or pass "
                              "another progress path")  # fmt: skip
-        saved = state["fingerprint"]
+        saved = state.get("fingerprint")
+        if not isinstance(saved, dict) or not isinstance(state.get("sides"), dict):
+            raise ValueError(f"{str(self.path)!r} is not a kgeval progress file (no fingerprint or sides); remove it "
+                             "or pass another progress path")  # fmt: skip
         names = {*saved, *self.fingerprint}
         differing = sorted(name for name in names if saved.get(name) != self.fingerprint.get(name))
         if differing:
@@ -163,10 +155,28 @@ class EvaluationProgress:
                 "differ(s) from this call's; resume with the same model, triples, filter and options, or remove the "
                 "file to start over"
             )
+        self._compare_settings(state.get("settings", {}))
         for key, side_state in state["sides"].items():
             progress = _side_progress(side_state)
             self.sides[key] = progress
             self.resumed_tasks += progress.done
+
+
+    def _compare_settings(self, saved: Mapping[str, str]) -> None:
+        """Warn, naming them, about plain model attributes that differ from the saved progress's: a setting (TransE's
+        ``p``) changes the scores and would mix two models' counts, while a counter the model keeps changes on every
+        call -- kgeval cannot tell one from the other, so it resumes and says so."""
+        differing = [name for name in sorted({*saved, *self.settings}) if saved.get(name) != self.settings.get(name)]
+        if differing:
+            shown = "; ".join(f"{name}: {saved.get(name, '(none)')} then, {self.settings.get(name, '(none)')} now"
+                              for name in differing[:5])  # fmt: skip
+            warnings.warn(
+                f"resuming {str(self.path)!r} although the model's plain attributes differ from the saved progress's "
+                f"({shown}{' ...' if len(differing) > 5 else ''}): if one is a setting that changes the scores, the "
+                "results would mix two models -- remove the file to start over",
+                ResumeWarning,
+                stacklevel=2,
+            )
 
 
 def _counts_state(counts: BatchCounts | None) -> dict[str, torch.Tensor] | None:
@@ -184,6 +194,17 @@ def _side_state(progress: SideProgress) -> dict[str, Any]:
         return {"done": progress.done, "plan": progress.plan, "counts": _counts_state(merged.counts),
                 "raw": _counts_state(merged.raw), "fine": _counts_state(merged.fine)}  # fmt: skip
     return {"done": 0, "plan": progress.plan, "counts": None, "raw": None, "fine": None}
+
+
+def _moved(part: SideCounts, device: torch.device) -> SideCounts:
+    """``part`` with every tensor on ``device``."""
+    def move(counts: BatchCounts | None) -> BatchCounts | None:
+        if counts is None:
+            return None
+        return BatchCounts(**{f.name: getattr(counts, f.name).to(device) for f in fields(BatchCounts)})
+
+    true_scores = None if part.true_scores is None else part.true_scores.to(device)
+    return SideCounts(move(part.counts), move(part.raw), true_scores, move(part.fine))  # type: ignore[arg-type]
 
 
 def _side_progress(state: Mapping[str, Any]) -> SideProgress:

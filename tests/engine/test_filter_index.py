@@ -113,3 +113,18 @@ def test_excluded_pairs_equal_dense_brute_force(triples, queries, target) -> Non
     pairs = list(zip(rows.tolist(), entities.tolist(), strict=True))
     assert len(pairs) == len(set(pairs))  # duplicates in the triples collapse
     assert set(pairs) == dense_pairs(triples, queries, target)
+
+
+def test_changes_in_two_blocks_that_cancel_in_weights_alone_change_the_key() -> None:
+    """Blocks were weighted 1, 3, 5, ...: a change at one offset of block 0 and of block 1 in the ratio -3 : 1 left
+    the key as it was, and a reused evaluator ranked with the stale index (a known triple left unfiltered)."""
+    import torch
+
+    from kgeval._engine.filter_index import FINGERPRINT_CHUNK, content_fingerprint
+
+    first = torch.tensor([[5, 0, 5]]).repeat(FINGERPRINT_CHUNK // 3 + 2, 1)
+    second = first.clone()
+    second[0, 2] = 2  # -3 at offset 2 of block 0
+    offset = FINGERPRINT_CHUNK + 2  # offset 2 of block 1
+    second.view(-1)[offset] += 1
+    assert content_fingerprint([first]) != content_fingerprint([second])

@@ -1,0 +1,137 @@
+"""Content fingerprints of what an evaluation's numbers depend on -- a model (its tensors and its plain settings),
+a function given as ``score_fn`` (its code and what its closure holds) -- for the resumable progress files
+(kgeval._engine.resume) and the agreement of a distributed evaluation's ranks (kgeval._inputs). A leaf module
+(torch and the standard library only), read by kgeval._inputs and by the engine, which imports kgeval._inputs."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import inspect
+from typing import Any
+
+import torch
+
+__all__ = ["callable_fingerprint", "model_fingerprint", "model_settings", "settings_fingerprint", "view_settings"]
+
+#: bytes hashed per step when fingerprinting a tensor
+HASH_CHUNK = 2**26
+
+
+def model_fingerprint(model: Any) -> dict[str, Any]:
+    """The class of ``model`` and a hash of every tensor of its ``state_dict`` and of its non-persistent buffers
+    (name, dtype, shape, bytes); an object without a ``state_dict`` is described by its class only. Its plain
+    settings are :func:`model_settings`."""
+    description: dict[str, Any] = {"class": f"{type(model).__module__}.{type(model).__qualname__}"}
+    state_dict = getattr(model, "state_dict", None)
+    if callable(state_dict):
+        digest = hashlib.blake2b(digest_size=16)
+        tensors = dict(state_dict())
+        if isinstance(model, torch.nn.Module):  # a non-persistent buffer (an inference graph's profile) counts too
+            tensors.update((f"{name}[buffer]", buffer) for name, buffer in model.named_buffers() if name not in tensors)
+        for name, tensor in tensors.items():
+            if isinstance(tensor, torch.Tensor):
+                digest.update(f"{name}:{tensor.dtype}:{tuple(tensor.shape)};".encode())
+                _hash_tensor(digest, tensor)
+        description["weights"] = digest.hexdigest()
+    return description
+
+
+def model_settings(model: Any) -> dict[str, str]:
+    """The plain attributes (numbers, strings, booleans, None and tuples / lists of them; names not starting with
+    "_") of ``model`` and of each of its submodules, by path (``"p"``, ``"encoder.depth"``) -> repr: the settings
+    that change a model's scores as much as its weights do (TransE's ``p``, a baseline's ``decay``) -- and, alike to
+    Python, counters a model keeps."""
+    if isinstance(model, torch.nn.Module):
+        objects = list(model.named_modules())
+    else:  # an object holding modules (a wrapper of a training loop): itself, then the modules it holds
+        held = [(name, value) for name, value in sorted(getattr(model, "__dict__", {}).items())
+                if not name.startswith("_") and isinstance(value, torch.nn.Module)]  # fmt: skip
+        objects = [("", model)] + [(f"{name}.{path}" if path else name, part)
+                                   for name, module in held for path, part in module.named_modules()]  # fmt: skip
+    return {f"{path}.{name}" if path else name: repr(value)
+            for path, part in objects for name, value in sorted(getattr(part, "__dict__", {}).items())
+            if not name.startswith("_") and name != "training" and _plain(value)}  # fmt: skip
+
+
+def settings_fingerprint(obj: Any) -> str:
+    """A hash of :func:`model_settings` of ``obj``."""
+    digest = hashlib.blake2b(digest_size=16)
+    for name, value in model_settings(obj).items():
+        digest.update(f"{name}={value};".encode())
+    return digest.hexdigest()
+
+
+def view_settings(view: Any, model: Any) -> str | None:
+    """A hash of the plain attributes of the object kgeval scores ``model`` through, where that is one of kgeval's
+    adapters (a temporal model's view, with its inverse relations; an inductive mode's binding), not the model's
+    own: they are kgeval's settings, fixed for the call. None where the model is scored as it is."""
+    if view is model or not type(view).__module__.startswith("kgeval."):
+        return None
+    digest = hashlib.blake2b(digest_size=16)
+    for name, value in sorted(getattr(view, "__dict__", {}).items()):
+        if not name.startswith("_") and _plain(value):
+            digest.update(f"{name}={value!r};".encode())
+    return f"{type(view).__module__}.{type(view).__qualname__}:{digest.hexdigest()}"
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, tuple | list):
+        return all(_plain(item) for item in value)
+    return value is None or isinstance(value, bool | int | float | str)
+
+
+def callable_fingerprint(function: Any, depth: int = 0) -> str:
+    """A hash of what a function computes as far as Python shows it: its module, name and bytecode (with constants and
+    names), its defaults, and the values its closure holds (tensors by content, models by :func:`model_fingerprint`,
+    other functions recursively); a ``functools.partial`` by its function and arguments, a bound method by its
+    function and object, another callable by its class and settings. Two closures of one factory that hold other
+    values (a sign, a scale) differ; one name alone would not tell them apart."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(_describe(function, depth).encode())
+    return digest.hexdigest()
+
+
+def _describe(value: Any, depth: int) -> str:
+    """A text that changes with what ``value`` computes or holds (see :func:`callable_fingerprint`)."""
+    if depth > 4:
+        return type(value).__qualname__
+    if isinstance(value, torch.Tensor):
+        digest = hashlib.blake2b(digest_size=16)
+        _hash_tensor(digest, value)
+        return f"tensor({value.dtype},{tuple(value.shape)},{digest.hexdigest()})"
+    if isinstance(value, torch.nn.Module):
+        return repr(model_fingerprint(value))
+    if _plain(value):
+        return repr(value)
+    if isinstance(value, functools.partial):
+        arguments = [_describe(item, depth + 1) for item in value.args]
+        keywords = [f"{key}={_describe(item, depth + 1)}" for key, item in sorted(value.keywords.items())]
+        return f"partial({_describe(value.func, depth + 1)},{arguments},{keywords})"
+    if inspect.ismethod(value):
+        return f"method({_describe(value.__func__, depth + 1)},{_describe(value.__self__, depth + 1)})"
+    code = getattr(value, "__code__", None)
+    if code is not None:
+        cells = [_describe(cell.cell_contents, depth + 1) for cell in (value.__closure__ or ())
+                 if _has_contents(cell)]  # fmt: skip
+        defaults = [_describe(item, depth + 1) for item in (value.__defaults__ or ())]
+        return (f"function({value.__module__}.{value.__qualname__},{code.co_code.hex()},{code.co_consts!r},"
+                f"{code.co_names!r},{defaults},{cells})")  # fmt: skip
+    return f"{type(value).__module__}.{type(value).__qualname__}({settings_fingerprint(value)})"
+
+
+def _has_contents(cell: Any) -> bool:
+    try:
+        cell.cell_contents  # noqa: B018 - an empty cell raises
+    except ValueError:
+        return False
+    return True
+
+
+def _hash_tensor(digest: Any, tensor: torch.Tensor) -> None:
+    data = tensor.detach().contiguous().reshape(-1)
+    if data.numel() == 0:
+        return
+    raw = data.view(torch.uint8) if data.dtype != torch.bool else data.to(torch.uint8)
+    for start in range(0, raw.numel(), HASH_CHUNK):
+        digest.update(raw[start : start + HASH_CHUNK].cpu().numpy().tobytes())

@@ -50,6 +50,12 @@ def probe_disagreement(
             row, column = (int(v) for v in np.argwhere(nan_mismatch)[0])
             return (f"for query {queries[row].tolist()} and candidate {_id(form_scorer, start + column)}, one of the "
                     f"fast path and {method} gives NaN and the other does not")  # fmt: skip
+        lost = _cancellation_bits(form_scorer, form, bound)
+        if lost is not None:
+            row, bits = lost
+            return (f"for query {queries[row].tolist()} its expansion 2 q.c - ||c||^2 loses about {bits:.0f} bits to "
+                    f"cancellation (vectors far from the origin next to their distances; more than the "
+                    f"{MAX_CANCELLATION_BITS} it may), so its ranks could differ from {method}'s")  # fmt: skip
         pair = _inverted_pair(form, bound, own, form_scorer.probe_dims, tile.dtype)
         if pair is not None:
             row, first, second = pair
@@ -57,6 +63,29 @@ def probe_disagreement(
                     f"{_id(form_scorer, start + first)} above {_id(form_scorer, start + second)}, while {method} "
                     f"gives them {own[row, first]:.6g} and {own[row, second]:.6g}")  # fmt: skip
     return None
+
+
+#: bits an "l2" form's expansion 2 q.c - ||c||^2 may lose to cancellation next to computing ||q - c||^2 directly
+#: (its rounding bound over the direct one's, at a query's median distance) before the fast path is refused: the
+#: expansion's error grows with ||q||^2 + ||c||^2, the direct one with ||q - c||^2, so vectors far from the origin
+#: next to their distances (embeddings offset by 1,000 with spreads of 0.1: 27 bits) rank otherwise than the model
+MAX_CANCELLATION_BITS = 8
+
+
+def _cancellation_bits(scorer: Any, form: np.ndarray, bound: np.ndarray) -> tuple[int, float] | None:
+    """(row, bits) of the first probe query whose "l2" expansion loses more than :data:`MAX_CANCELLATION_BITS`
+    bits: log2 of its largest rounding bound over the rounding bound of its median squared distance computed
+    directly (``form`` is -||q - c||^2 in float64, ``bound`` the expansion's bound); None for other forms or when
+    none does."""
+    if getattr(scorer, "similarity", None) != "l2" or form.size == 0:
+        return None
+    info = torch.finfo(scorer.vector_dtype)
+    scale, underflow = 2 * (scorer.probe_dims + 2) * info.eps, 2 * (scorer.probe_dims + 2) * info.tiny
+    with np.errstate(invalid="ignore", divide="ignore"):
+        direct = scale * np.nanmedian(np.abs(form), axis=1) + underflow  # the direct computation's bound
+        bits = np.log2(np.nanmax(bound, axis=1) / direct)
+    over = np.flatnonzero(bits > MAX_CANCELLATION_BITS)
+    return (int(over[0]), float(bits[over[0]])) if over.size else None
 
 
 def _inverted_pair(

@@ -212,7 +212,8 @@ class GemmScorer(CandidateScorer):
             queries = queries / 2  # the GEMM form holds 2q
             terms = (queries * queries).sum(dim=1, keepdim=True) + 2 * queries.abs() @ candidates.abs().T
             terms = terms + (candidates * candidates).sum(dim=1)
-            return -torch.cdist(queries, candidates, p=2.0).square(), scale * terms + underflow
+            distances = torch.cdist(queries, candidates, p=2.0, compute_mode="donot_use_mm_for_euclid_dist")
+            return -distances.square(), scale * terms + underflow
         terms = queries.abs().sum(dim=1, keepdim=True) + candidates.abs().sum(dim=1)
         return -torch.cdist(queries, candidates, p=1.0), scale * terms + underflow
 

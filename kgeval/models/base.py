@@ -182,7 +182,10 @@ class QueryCandidateModule(nn.Module):
             candidates = matrix if ids is None else functional.embedding(ids, matrix)
             if self.kgeval_similarity == "dot":
                 return query @ candidates.T
-            return -torch.cdist(query, candidates, p=1.0 if self.kgeval_similarity == "l1" else 2.0)
+            # computed directly, never through torch's matmul expansion (its default beyond 25 rows), so that a
+            # score does not depend on how many rows are scored at once, nor cancel for vectors far from the origin
+            return -torch.cdist(query, candidates, p=1.0 if self.kgeval_similarity == "l1" else 2.0,
+                                compute_mode="donot_use_mm_for_euclid_dist")  # fmt: skip
         if ids.ndim == 2 and ids.shape[0] == query.shape[0]:
             return self._rowwise(query.unsqueeze(1), functional.embedding(ids, matrix))
         raise ValueError(f"candidate ids must have shape (k,) or ({query.shape[0]}, k), got {tuple(ids.shape)}")

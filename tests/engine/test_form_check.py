@@ -236,3 +236,79 @@ def test_the_probe_reads_the_last_candidates_too(monkeypatch) -> None:
 
     assert E > 2 * form_check.PROBE_WINDOW or E > form_check.PROBE_WINDOW
     assert "candidate" in _probe(instance_of(LastWrong, "DistMult"))
+
+
+def _offset_transe(offset: float, entities: int = 20, seed: int = 0):
+    """TransE (p = 2) whose entity vectors are ``offset`` plus a spread of 0.1, relations of 0.1."""
+    from kgeval.models import TransE
+
+    model = TransE(entities, 1, dim=16, p=2, seed=0)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        model.entity_embeddings.weight.copy_(offset + 0.1 * torch.randn(entities, 16, generator=generator))
+        model.relation_embeddings.weight.copy_(0.1 * torch.randn(1, 16, generator=generator))
+    return model
+
+
+def _brute_tail_ranks(model, triples: torch.Tensor) -> list[tuple[int, int]]:
+    """(optimistic, pessimistic) of each tail task from the model's own score_t, one row at a time (unfiltered but
+    for the evaluated triples themselves)."""
+    known = {tuple(row) for row in triples.tolist()}
+    ranks = []
+    for h, r, t in triples.tolist():
+        scores = model.score_t(torch.tensor([[h, r]]))[0]
+        others = [e for e in range(scores.numel()) if e != t and (h, r, e) not in known]
+        kept = scores[others]
+        ranks.append((1 + int((kept > scores[t]).sum()), 1 + int((kept >= scores[t]).sum())))
+    return ranks
+
+
+@pytest.mark.parametrize("offset", [100.0, 1000.0])
+def test_an_l2_expansion_that_cancels_is_not_used(offset: float) -> None:
+    """Vectors far from the origin next to their distances: 2 q.c - ||c||^2 in float32 lost the distances (every
+    one of 20 tasks ranked otherwise than the model's score_t at offset 300, MRR 0.379 where 0.139) with no
+    warning; the probe now measures the cancellation, warns, and the model's own methods rank."""
+    from kgeval.exceptions import FastPathWarning
+
+    model = _offset_transe(offset)
+    generator = torch.Generator().manual_seed(3)
+    triples = torch.stack([torch.arange(20), torch.zeros(20, dtype=torch.long),
+                           torch.randint(0, 20, (20,), generator=generator)], dim=1)  # fmt: skip
+    with pytest.warns(FastPathWarning, match="loses about .* bits to cancellation"):
+        results = RankBasedEvaluator().evaluate(model, triples, targets=("tail",), use_tqdm=False)
+    got = list(zip(results.records.optimistic.tolist(), results.records.pessimistic.tolist(), strict=True))
+    assert got == _brute_tail_ranks(model, triples)
+
+
+def test_an_l2_expansion_that_would_overflow_is_not_used() -> None:
+    """float32 vectors of 2e19: ||c||^2 and 2 q.c overflow to inf and inf - inf is NaN, which kgeval blamed on the
+    model ("the model produced NaN scores") although its own scores are finite."""
+    from kgeval.exceptions import FastPathWarning, UndefinedMetricWarning
+    from kgeval.models import TransE
+
+    model = TransE(5, 1, dim=1, p=2, seed=0)
+    with torch.no_grad():
+        model.entity_embeddings.weight.copy_(2e19 + 1e13 * torch.arange(5.0).unsqueeze(1))
+        model.relation_embeddings.weight.zero_()
+    triples = torch.tensor([[0, 0, 2]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)  # 5 candidates: no adjusted hits@10
+        with pytest.warns(FastPathWarning, match="bits to cancellation"):
+            results = RankBasedEvaluator().evaluate(model, triples, targets=("tail",), use_tqdm=False)
+    got = list(zip(results.records.optimistic.tolist(), results.records.pessimistic.tolist(), strict=True))
+    assert got == _brute_tail_ranks(model, triples)
+
+
+def test_transe_scores_do_not_depend_on_how_many_rows_are_scored_at_once() -> None:
+    """torch.cdist's default expands ||q - c||^2 through a matmul beyond 25 rows: TransE's own scores, and so its
+    ranks without the fast path, changed with batch and slice sizes (MRR 0.0345 or 0.0359)."""
+    model = _offset_transe(100.0, entities=200, seed=1)
+    generator = torch.Generator().manual_seed(2)
+    triples = torch.stack([torch.arange(200), torch.zeros(200, dtype=torch.long),
+                           torch.randint(0, 200, (200,), generator=generator)], dim=1)  # fmt: skip
+    whole = RankBasedEvaluator(fast_path=False).evaluate(model, triples, targets=("tail",), use_tqdm=False)
+    piecewise = RankBasedEvaluator(fast_path=False, batch_size=1, slice_size=10).evaluate(
+        model, triples, targets=("tail",), use_tqdm=False
+    )
+    assert whole == piecewise
+    assert torch.equal(model.score_t(triples[:40, :2])[:3], model.score_t(triples[:3, :2]))

@@ -25,7 +25,7 @@ import torch
 
 from kgeval import _checks
 from kgeval import _display as display
-from kgeval._engine import RunSettings, rank
+from kgeval._engine import RunSettings, rank, together
 from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
 from kgeval.adapters.wrappers import delegate_of, find_protocol_method
@@ -250,8 +250,9 @@ class TemporalRankBasedEvaluator(RankingSettings):
             if self.filtered == "all":
                 _merge_into(ranked, "raw", {target: side.raw for target, side in step.items()})
                 _merge_into(ranked, "static", {target: side.coarse for target, side in step.items()})
-            if revealed is not None:
-                hook(revealed.to(device_of))
+            if revealed is not None:  # under torch.distributed every rank raises together if a rank's hook fails
+                with together(run):
+                    hook(revealed.to(device_of))
         results = {setting: self._results(parts, setting, times, quadruple_times) for setting, parts in ranked.items()}
         if self.filtered != "all":
             return results[self.filtered]

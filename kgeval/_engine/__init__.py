@@ -1,7 +1,8 @@
 """The private engine. Its front doors are all that the entry points use (docs/design.md):
 
 - :func:`rank` (:mod:`kgeval._engine.front`): rank every side of an evaluation -- the evaluator's door, with
-  :class:`RankOptions`, :class:`RunSettings`, :class:`SideRanks` and :func:`new_state`;
+  :class:`RankOptions`, :class:`RunSettings`, :class:`SideRanks`, :func:`new_state` and :func:`together` (a step
+  between two calls that every rank of a distributed evaluation fails together);
 - :func:`top_k` (:mod:`kgeval._engine.predictions`): filtered top-k predictions, with :class:`TopKOptions`;
 - :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_arithmetic`: the pieces the sampled
   evaluator ranks its negatives with.
@@ -10,7 +11,7 @@ Nothing here is public API.
 """
 
 from kgeval._engine.filter_index import FilterIndex, pack_pairs
-from kgeval._engine.front import RankOptions, RunSettings, SideRanks, new_state, rank
+from kgeval._engine.front import RankOptions, RunSettings, SideRanks, new_state, rank, together
 from kgeval._engine.own_candidates import candidate_scorer
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.predictions import TopKOptions, top_k
@@ -26,5 +27,6 @@ __all__ = [
     "new_state",
     "pack_pairs",
     "rank",
+    "together",
     "top_k",
 ]

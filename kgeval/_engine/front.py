@@ -176,6 +176,13 @@ def _declared_shards(inputs: CheckedInputs) -> dict[Target, tuple[int, int] | No
     }
 
 
+def together(run: RunSettings) -> CollectiveCheck:
+    """A block an entry point runs between two calls of :func:`rank` (a forecasting model's hook revealing a time):
+    under torch.distributed every rank raises together when one fails inside it, none waits in the next collective
+    for a rank that left."""
+    return CollectiveCheck(resolve_group(run.distributed, run.process_group))
+
+
 def _check_sharded(
     shards: dict[Target, CandidateShard], inputs: CheckedInputs, options: RankOptions, progress_path: Any
 ) -> None:

@@ -22,7 +22,8 @@ from tests.support.distributed import SCENARIOS, assert_same_results, ok_values,
 pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
               pytest.mark.slow]  # process groups of several ranks  # fmt: skip
 
-TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "relations", "opt_out", "ddp_transe", "ddp_pykeen_inverse"]
+TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "relations", "opt_out", "ddp_transe", "ddp_pykeen_inverse",
+             "observe_fails_on_one_rank"]
 THREE_RANKS = [
     "ties",
     "few_triples",
@@ -46,7 +47,8 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
 
 @pytest.mark.parametrize(
     ("world_size", "name"),
-    [(2, name) for name in TWO_RANKS] + [(3, "ties"), (3, "few_triples"), (3, "after_errors")],
+    [(2, name) for name in TWO_RANKS if name != "observe_fails_on_one_rank"]
+    + [(3, "ties"), (3, "few_triples"), (3, "after_errors")],
 )
 def test_every_rank_returns_the_single_process_results(outcomes, world_size: int, name: str) -> None:
     if name == "ddp_pykeen_inverse":
@@ -194,6 +196,18 @@ def test_an_interrupted_rank_makes_the_others_fail_at_once(outcomes) -> None:
         assert (status, kind) == ("error", "DistributedEvaluationError")
         assert message == "distributed evaluation failed on another rank (rank 1: KeyboardInterrupt: )"
         assert seconds < 20
+
+
+def test_a_forecasting_hook_failing_on_one_rank_makes_the_other_fail_at_once(outcomes) -> None:
+    """The hook ran between time steps outside every collective check: the other rank waited in the next step
+    until the process group timed out (30 minutes by default)."""
+    ranks = [value for _status, value in (outcome["observe_fails_on_one_rank"] for outcome in outcomes[2])]
+    assert ranks[1][:3] == ("error", "RuntimeError", "the forecasting hook failed")
+    status, kind, message, seconds = ranks[0]
+    assert (status, kind) == ("error", "DistributedEvaluationError")
+    assert message == ("distributed evaluation failed on another rank (rank 1: RuntimeError: the forecasting hook "
+                       "failed)")
+    assert seconds < 20
 
 
 @pytest.mark.cuda

@@ -185,6 +185,26 @@ def interrupted_on_one_rank(rank: int | None) -> Any:
     return (*outcome, time.monotonic() - started)
 
 
+def observe_fails_on_one_rank(rank: int | None) -> Any:
+    """A forecasting model's kgeval_observe raises on rank 1 only, between two time steps, and that rank's training
+    loop stays alive: the other rank must fail at once, not wait in the next step's collective until the process
+    group times out (the hook ran outside every collective check)."""
+    from kgeval import TemporalRankBasedEvaluator
+    from tests.test_temporal import Forecaster, random_quadruples, tie_heavy_table
+
+    class FailingForecaster(Forecaster):
+        def kgeval_observe(self, quadruples: torch.Tensor) -> None:
+            if rank == 1:
+                raise RuntimeError("the forecasting hook failed")
+            super().kgeval_observe(quadruples)
+
+    model, quadruples = FailingForecaster(tie_heavy_table(28)), random_quadruples(26, 60)
+    started = time.monotonic()
+    outcome = _outcome(lambda: TemporalRankBasedEvaluator().evaluate(model, quadruples, observe="single-step",
+                                                                      use_tqdm=False))  # fmt: skip
+    return (*outcome, time.monotonic() - started)
+
+
 def nan_in_one_share(rank: int | None) -> Any:
     triples, table = nan_case()
     return _evaluate(rank, RankBasedEvaluator(), TableModel(table), triples)
@@ -291,6 +311,7 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
         few_triples,
         disagree,
         invalid_on_one_rank,
+        observe_fails_on_one_rank,
         nan_in_one_share,
         interrupted_on_one_rank,
         opt_out,

@@ -190,8 +190,10 @@ class RankBasedEvaluator(RankingSettings):
         ----------
         model : object
             Has ``score_t(hr_batch)`` / ``score_h(rt_batch)`` returning (B, num_entities) scores (optionally
-            accepting ``tails=`` / ``heads=`` candidate ids), or the query/candidate form (the protocols of
-            :mod:`kgeval.protocol`). A PyKEEN model is scored as PyKEEN predicts (inverse relations included; see
+            accepting ``tails=`` / ``heads=`` candidate ids) or scores whole triples (``score_hrt``, ``forward(h, r,
+            t)``, ``score_fn=``); a query/candidate form beside them is its fast path (the protocols of
+            :mod:`kgeval.protocol`), checked against those methods -- a form alone ranks a sharded table only.
+            A PyKEEN model is scored as PyKEEN predicts (inverse relations included; see
             :mod:`kgeval.adapters.pykeen`). A model inside ``torch.compile``,
             ``DataParallel``, ``DistributedDataParallel``, an ``AveragedModel`` or Lightning Fabric is scored as the
             model inside (:mod:`kgeval.adapters.wrappers`). It is evaluated where it lives and never moved; the

@@ -182,10 +182,7 @@ class QueryCandidateModule(nn.Module):
             candidates = matrix if ids is None else functional.embedding(ids, matrix)
             if self.kgeval_similarity == "dot":
                 return query @ candidates.T
-            # computed directly, never through torch's matmul expansion (its default beyond 25 rows), so that a
-            # score does not depend on how many rows are scored at once, nor cancel for vectors far from the origin
-            return -torch.cdist(query, candidates, p=1.0 if self.kgeval_similarity == "l1" else 2.0,
-                                compute_mode="donot_use_mm_for_euclid_dist")  # fmt: skip
+            return -_distances(query, candidates, 1.0 if self.kgeval_similarity == "l1" else 2.0)
         if ids.ndim == 2 and ids.shape[0] == query.shape[0]:
             return self._rowwise(query.unsqueeze(1), functional.embedding(ids, matrix))
         raise ValueError(f"candidate ids must have shape (k,) or ({query.shape[0]}, k), got {tuple(ids.shape)}")
@@ -230,3 +227,14 @@ def _check_batch(batch: torch.Tensor, width: int, name: str) -> None:
 def _check_target(target: str, served: tuple[str, ...] = ("head", "tail")) -> None:
     if target not in served:
         raise ValueError(f"target must be one of {served}, got {target!r}")
+
+
+def _distances(query: torch.Tensor, candidates: torch.Tensor, p: float) -> torch.Tensor:
+    """(B, E) p-norm distances of (B, d) queries to (E, d) candidates, computed directly -- never through torch's
+    matmul expansion of ||q - c||^2 (torch.cdist's default beyond 25 rows), so that a score depends neither on how
+    many rows are scored at once nor cancels for vectors far from the origin. Euclidean distances of half-precision
+    vectors, which torch's direct kernel does not take on the CPU, are computed in float32 and rounded back."""
+    dtype = query.dtype
+    if p == 2.0 and dtype in (torch.float16, torch.bfloat16):
+        return _distances(query.float(), candidates.float(), p).to(dtype)
+    return torch.cdist(query, candidates, p=p, compute_mode="donot_use_mm_for_euclid_dist")

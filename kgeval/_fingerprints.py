@@ -49,9 +49,8 @@ def model_settings(model: Any) -> dict[str, str]:
                 if not name.startswith("_") and isinstance(value, torch.nn.Module)]  # fmt: skip
         objects = [("", model)] + [(f"{name}.{path}" if path else name, part)
                                    for name, module in held for path, part in module.named_modules()]  # fmt: skip
-    return {f"{path}.{name}" if path else name: repr(value)
-            for path, part in objects for name, value in sorted(getattr(part, "__dict__", {}).items())
-            if not name.startswith("_") and name != "training" and _plain(value)}  # fmt: skip
+    return {f"{path}.{name}" if path else name: value for path, part in objects
+            for name, value in _plain_attributes(part).items() if name != "training"}  # fmt: skip
 
 
 def settings_fingerprint(obj: Any) -> str:
@@ -69,10 +68,16 @@ def view_settings(view: Any, model: Any) -> str | None:
     if view is model or not type(view).__module__.startswith("kgeval."):
         return None
     digest = hashlib.blake2b(digest_size=16)
-    for name, value in sorted(getattr(view, "__dict__", {}).items()):
-        if not name.startswith("_") and _plain(value):
-            digest.update(f"{name}={value!r};".encode())
+    for name, value in _plain_attributes(view).items():
+        digest.update(f"{name}={value};".encode())
     return f"{type(view).__module__}.{type(view).__qualname__}:{digest.hexdigest()}"
+
+
+def _plain_attributes(obj: Any) -> dict[str, str]:
+    """name -> repr of the attributes of ``obj`` itself (not of what it holds) that are plain values
+    (:func:`_plain`) and whose names do not start with "_", by name."""
+    return {name: repr(value) for name, value in sorted(getattr(obj, "__dict__", {}).items())
+            if not name.startswith("_") and _plain(value)}  # fmt: skip
 
 
 def _plain(value: Any) -> bool:

@@ -488,13 +488,13 @@ def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
     add("--no-progress", action="store_true", help="hide the progress bar")
 
 
-def _dataset_of_ranks(args: argparse.Namespace, command: str) -> Any:
+def _dataset_of_ranks(args: argparse.Namespace, command: str) -> str:
     """The dataset a rank table is read with: --dataset, which a rank table needs (it does not name its dataset;
     the default one would silently give other popularity counts and another audit)."""
     if not args.dataset:
         raise ValueError(f"a rank table does not say which dataset it ranks: give --dataset with --ranks "
                          f"(kgeval {command} --ranks {args.ranks} --dataset NAME_OR_FOLDER)")  # fmt: skip
-    return load_dataset(args.dataset) if command == "strat" else args.dataset
+    return str(args.dataset)
 
 
 def _check_ranks_fit(records: RankRecords, frame: pd.DataFrame, dataset: Any, path: str) -> RankRecords:
@@ -533,7 +533,7 @@ def _run_strat(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.ranks:
-            dataset = _dataset_of_ranks(args, "strat")
+            dataset = load_dataset(_dataset_of_ranks(args, "strat"))
             ranks = read_ranks(args.ranks)
             _check_ranks_fit(RankRecords.from_frame(ranks, f"rank table {args.ranks}"), ranks, dataset, args.ranks)
         else:
@@ -647,7 +647,7 @@ def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> di
     """One strict JSON object: how the numbers were made (kgeval version, source, protocol) and every
     metric as ``"side.rank_type.metric"``, undefined ones as null."""
     setting = "filtered" if "checkpoint" in about["source"] else "as in the rank table"
-    extra = {key: value for key, value in about.items() if key not in ("kgeval_version", "source")}
+    extra = {key: value for key, value in about.items() if key != "source"}
     metrics = {key: (None if value != value else value) for key, value in results.to_flat_dict().items()}
     return {**json_header(about["source"], setting, ks), **extra, "metrics": metrics}
 

@@ -72,12 +72,13 @@ def macro_results(results: RankBasedMetricResults) -> RankBasedMetricResults:
     for side, (side_records, denominators) in sides.items():
         num_candidates = side_records.num_candidates
         assert num_candidates is not None
-        weights = 1.0 / denominators.astype(np.float64)
         for rank_type in RANK_TYPES:
-            ranks = WeightedRanks(side_records.ranks(rank_type), num_candidates, weights, results.ks, denominators)
+            ranks = WeightedRanks.of_reciprocals(side_records.ranks(rank_type), num_candidates, denominators,
+                                                 results.ks)  # fmt: skip
             for key, value in weighted_metrics(ranks, rank_type).items():
                 data[MetricKey(side, rank_type, key)] = value  # type: ignore[arg-type]
-        realistic = WeightedRanks(side_records.ranks("realistic"), num_candidates, weights, results.ks, denominators)
+        realistic = WeightedRanks.of_reciprocals(side_records.ranks("realistic"), num_candidates, denominators,
+                                                 results.ks)  # fmt: skip
         null_model.update({(side, key): moments for key, moments in weighted_null_model(realistic).items()})
     raw = macro_results(results.raw) if results.raw is not None else None
     return RankBasedMetricResults(data=data, ks=results.ks, raw=raw, null_model=null_model)  # type: ignore[arg-type]

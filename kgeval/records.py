@@ -327,16 +327,15 @@ def _table_kind(path: Path) -> str:
 
 
 def _read_table(path: Path, kind: str) -> pd.DataFrame:
+    """The table at ``path`` of :func:`_table_kind` ``kind``."""
     if kind == "parquet":
         return pd.read_parquet(path)
-    if kind in ("csv", "tsv"):
-        # labels stay text as written (WN18RR's "00012345" keeps its zeros; "NA", "null", "nan" and "" are labels,
-        # not missing values); only an empty cell of a number column is missing (then refused by from_frame)
-        labels = {column: str for column in ("head_label", "relation_label", "tail_label")}
-        numbers = (*RANK_TABLE_COLUMNS, "realistic", "num_candidates", "task_index")
-        return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=labels, keep_default_na=False,
-                           na_values={column: [""] for column in numbers})  # fmt: skip
-    raise AssertionError(kind)
+    # csv or tsv: labels stay text as written (WN18RR's "00012345" keeps its zeros; "NA", "null", "nan" and "" are
+    # labels, not missing values); only an empty cell of a number column is missing (then refused by from_frame)
+    labels = {column: str for column in ("head_label", "relation_label", "tail_label")}
+    numbers = (*RANK_TABLE_COLUMNS, "realistic", "num_candidates", "task_index")
+    return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=labels, keep_default_na=False,
+                       na_values={column: [""] for column in numbers})  # fmt: skip
 
 
 def check_rank_path(path: str | os.PathLike[str]) -> Path:

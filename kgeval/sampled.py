@@ -159,9 +159,9 @@ class SampledRankBasedEvaluator:
                                                                   num_relations)]  # fmt: skip
         extra = [t.to(device) for t in _checks.check_filter_triples(additional_filter_triples, num_entities,
                                                                     num_relations)]  # fmt: skip
-        drawn = self.draw_negatives(reference, num_entities, [triples, *own], sides)
-        if self.filtered and extra:  # the call's known triples remove the negatives that complete one of them
-            index = FilterIndex(torch.cat([reference, *own, *extra]))
+        drawn = self.draw_negatives(reference, num_entities, own, sides)  # the reference holds the evaluated triples
+        if self.filtered and extra:  # the call's known triples remove the negatives that complete one of them (the
+            index = FilterIndex(torch.cat(extra))  # negatives complete none of the reference's or the constructor's)
             drawn = {target: _masked(index, target, reference, negatives) for target, negatives in drawn.items()}
         accumulators = {}
         with evaluation_mode(model), torch.inference_mode(), exact_arithmetic("exact"):

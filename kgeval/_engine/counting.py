@@ -46,6 +46,10 @@ class BatchCounts:
     num_candidates: torch.Tensor  #: C = 1 + #{candidates e != true}
     has_nan: torch.Tensor  #: bool: a NaN among the task's scores
 
+    def to(self, device: torch.device | str) -> BatchCounts:
+        """These counts with every tensor on ``device``."""
+        return BatchCounts(*(getattr(self, f.name).to(device) for f in fields(self)))
+
     def ranks(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(optimistic, pessimistic, num_candidates) per task, by the rule of this module."""
         optimistic = 1 + self.greater
@@ -112,6 +116,12 @@ class SideCounts:
     #: FloatTensor (n,): each task's true score as counting read it (None where not kept, e.g. resumed parts)
     true_scores: torch.Tensor | None = None
     fine: BatchCounts | None = None  #: the counts under the finer filter, from the same codes
+
+    def to(self, device: torch.device | str) -> SideCounts:
+        """These counts with every tensor on ``device``."""
+        raw, fine = (None if part is None else part.to(device) for part in (self.raw, self.fine))
+        true_scores = None if self.true_scores is None else self.true_scores.to(device)
+        return SideCounts(self.counts.to(device), raw, true_scores, fine)
 
     @classmethod
     def scatter(cls, parts: Sequence[tuple[torch.Tensor, SideCounts]], size: int) -> SideCounts:

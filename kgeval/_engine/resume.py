@@ -47,7 +47,7 @@ class SideProgress:
         if self.plan != plan:
             self.done, self.parts, self.plan = 0, [], plan
         if device is not None:
-            self.parts = [_moved(part, device) for part in self.parts]
+            self.parts = [part.to(device) for part in self.parts]
         return self.done
 
     def record(self, end: int, counts: SideCounts) -> None:
@@ -161,7 +161,6 @@ class EvaluationProgress:
             self.sides[key] = progress
             self.resumed_tasks += progress.done
 
-
     def _compare_settings(self, saved: Mapping[str, str]) -> None:
         """Warn, naming them, about plain model attributes that differ from the saved progress's: a setting (TransE's
         ``p``) changes the scores and would mix two models' counts, while a counter the model keeps changes on every
@@ -182,7 +181,8 @@ class EvaluationProgress:
 def _counts_state(counts: BatchCounts | None) -> dict[str, torch.Tensor] | None:
     if counts is None:
         return None
-    return {f.name: getattr(counts, f.name).cpu() for f in fields(BatchCounts)}
+    cpu = counts.to("cpu")
+    return {f.name: getattr(cpu, f.name) for f in fields(BatchCounts)}
 
 
 def _side_state(progress: SideProgress) -> dict[str, Any]:
@@ -194,17 +194,6 @@ def _side_state(progress: SideProgress) -> dict[str, Any]:
         return {"done": progress.done, "plan": progress.plan, "counts": _counts_state(merged.counts),
                 "raw": _counts_state(merged.raw), "fine": _counts_state(merged.fine)}  # fmt: skip
     return {"done": 0, "plan": progress.plan, "counts": None, "raw": None, "fine": None}
-
-
-def _moved(part: SideCounts, device: torch.device) -> SideCounts:
-    """``part`` with every tensor on ``device``."""
-    def move(counts: BatchCounts | None) -> BatchCounts | None:
-        if counts is None:
-            return None
-        return BatchCounts(**{f.name: getattr(counts, f.name).to(device) for f in fields(BatchCounts)})
-
-    true_scores = None if part.true_scores is None else part.true_scores.to(device)
-    return SideCounts(move(part.counts), move(part.raw), true_scores, move(part.fine))  # type: ignore[arg-type]
 
 
 def _side_progress(state: Mapping[str, Any]) -> SideProgress:

@@ -61,6 +61,13 @@ class WeightedRanks:
     #: weight of exactly 1/2 is made in exact fractions, where float sums of 1/3's miss it
     weight_denominators: np.ndarray | None = None
 
+    @classmethod
+    def of_reciprocals(
+        cls, ranks: np.ndarray, num_candidates: np.ndarray, denominators: np.ndarray, ks: tuple[int, ...]
+    ) -> WeightedRanks:
+        """Tasks weighing 1 / ``denominators`` (int64 (n,): the macro weights), kept exact for the median."""
+        return cls(ranks, num_candidates, 1.0 / denominators.astype(np.float64), ks, denominators)
+
     def __post_init__(self) -> None:
         n = self.ranks.shape[0]
         if self.num_candidates.shape != (n,) or self.weights.shape != (n,):

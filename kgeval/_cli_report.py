@@ -59,7 +59,7 @@ def run_report(args: argparse.Namespace) -> int:
                       for name, frame in frames.items()}  # fmt: skip
         extra: dict[str, Any] = {"relation_labels": labels_from_frames(frames)}
         if args.dataset:
-            dataset = load_dataset(args.dataset)
+            dataset = load_dataset(args.dataset, kind="triples")
             extra = {"audit": audit_dataset(dataset, rule_baseline=not args.no_rule_baseline),
                      "popularity_triples": dataset.train, "relation_labels": dataset.relation_to_id,
                      "min_count": args.min_count}  # fmt: skip

@@ -30,6 +30,7 @@ from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
 from kgeval.datasets import (
     SHIPPED_DATASETS,
+    AnyDataset,
     InductiveDataset,
     TemporalDataset,
     TriplesDataset,
@@ -156,7 +157,7 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     _add_unseen_argument(parser)
 
 
-def _check_splits_hold_triples(dataset: TriplesDataset, splits: tuple[str, ...], why: str) -> None:
+def _check_splits_hold_triples(dataset: AnyDataset, splits: tuple[str, ...], why: str) -> None:
     """A ValueError naming the file of the first of ``splits`` that holds no triple (before any work is done)."""
     for split in splits:
         if len(getattr(dataset, split)) == 0:
@@ -362,10 +363,11 @@ def _checkpoint_and_dataset(
                                 "data the checkpoint was trained on")  # fmt: skip
     try:
         try:
-            dataset = load_dataset(name, entity_to_id=loaded.entity_to_id, relation_to_id=loaded.relation_to_id,
-                                   **reading)  # fmt: skip
+            dataset = load_dataset(name, kind="triples", entity_to_id=loaded.entity_to_id,
+                                   relation_to_id=loaded.relation_to_id, **reading)  # fmt: skip
         except LabelNotInIdsError:  # the model's sizes, where they differ, say so more plainly
-            _check_model_fits(loaded.model, load_dataset(name, unseen="keep", duplicates=reading["duplicates"]))
+            _check_model_fits(loaded.model, load_dataset(name, kind="triples", unseen="keep",
+                                                         duplicates=reading["duplicates"]))
             raise
         _check_model_fits(loaded.model, dataset)
         _check_fingerprint(loaded, dataset, args.dataset is not None)
@@ -415,7 +417,7 @@ def _dataset_with_labels(loaded: LoadedModel) -> str | None:
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
-                candidate = load_dataset(name, unseen="keep")
+                candidate = load_dataset(name, kind="triples", unseen="keep")
         except (OSError, ValueError):
             continue
         if set(candidate.relation_to_id) == relations and set(candidate.entity_to_id) == entities:
@@ -533,7 +535,7 @@ def _run_strat(args: argparse.Namespace) -> int:
         return 2
     try:
         if args.ranks:
-            dataset = load_dataset(_dataset_of_ranks(args, "strat"))
+            dataset = load_dataset(_dataset_of_ranks(args, "strat"), kind="triples")
             ranks = read_ranks(args.ranks)
             _check_ranks_fit(RankRecords.from_frame(ranks, f"rank table {args.ranks}"), ranks, dataset, args.ranks)
         else:
@@ -689,7 +691,7 @@ def _run_audit(args: argparse.Namespace) -> int:
         model = loaded.model
     else:
         dataset = load_dataset(_dataset_of_ranks(args, "audit") if args.ranks else args.dataset or DEFAULT_DATASET,
-                               **_reading(args))  # fmt: skip
+                               kind="triples", **_reading(args))  # fmt: skip
     if args.ranks:
         frame = read_ranks(args.ranks)
         records = _check_ranks_fit(RankRecords.from_frame(frame, f"rank table {args.ranks}"), frame, dataset,

@@ -502,7 +502,9 @@ def test_positions_that_happen_to_number_the_declared_times_are_called_positions
      (lambda f: (f / "test.txt").write_text("0\t0\t1\t99999999999999999999\n"),
       r"test\.txt line 1: '99999999999999999999' is not an integer id of 64 bits"),  # was a bare OverflowError
      (lambda f: (f / "test.txt").write_text(""), r"test\.txt holds no quadruple"),
-     (lambda f: (f / "stat.txt").unlink(), r"is not a RE-Net-format folder: no stat\.txt")],
+     (lambda f: (f / "relation2id.txt").unlink(), r"is not a RE-Net-format folder: no relation2id\.txt"),
+     (lambda f: ((f / "stat.txt").unlink(), (f / "relation2id.txt").write_text("a\t0\nb\t2\n")),
+      r"relation2id\.txt: 2 relation ids \(2 distinct\), but 2 lines: each id 0\.\.1 must appear once")],
 )  # fmt: skip
 def test_a_broken_renet_folder_is_refused_naming_the_file(tmp_path: Path, change, message) -> None:
     from kgeval.datasets import load_renet_folder

@@ -1,6 +1,11 @@
 """Link-prediction datasets: ``train`` / ``valid`` / ``test`` label files (or tables) mapped to integer ids,
 the three shipped datasets (UMLS, Kinship, Nations) and the shared benchmark folder. Ids come by sorted label unless
 a vocabulary is given (:mod:`kgeval.datasets.labelled` holds the rules).
+
+:func:`load_dataset` is the front door: it reads every kind of data kgeval evaluates -- a shipped or shared name,
+labelled triples, labelled quadruples, RE-Net-format folders of ids, inductive folders -- and returns the matching
+dataset (:mod:`kgeval.datasets.formats` tells the kinds apart). The format-specific readers stay for their options
+and refuse a folder of another format, naming the call that reads it.
 """
 
 from __future__ import annotations
@@ -12,12 +17,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias, overload
 
 import torch
 
 from kgeval.datasets import scenarios
-from kgeval.datasets.inductive import InductiveDataset, is_inductive_folder, load_inductive_dataset
+from kgeval.datasets.formats import folder_format, refuse_other_format
+from kgeval.datasets.inductive import InductiveDataset, load_inductive_dataset
 from kgeval.datasets.labelled import (
     Duplicates,
     LabelledSplit,
@@ -27,13 +33,15 @@ from kgeval.datasets.labelled import (
     map_splits,
     split_from_table,
 )
-from kgeval.datasets.reading import SPLITS, ReadOptions, holds_quadruples, read_splits
-from kgeval.datasets.renet import is_renet_folder, load_renet_folder
+from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
+from kgeval.datasets.renet import load_renet_folder
 from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv, time_keys
 
 __all__ = [
     "SHIPPED_DATASETS",
     "SPLITS",
+    "AnyDataset",
+    "DatasetKind",
     "InductiveDataset",
     "TemporalDataset",
     "TriplesDataset",
@@ -219,9 +227,11 @@ def load_tsv_dataset(
         If the folder does not exist or a split file is missing (the message names the folder and the file
         names tried).
     ValueError
-        If a split has more than one candidate file, a line does not have exactly 3 tab-separated non-empty
-        fields or is not UTF-8, or gzip data is corrupt or truncated (the message names the file and the 1-based
-        line number). A leading UTF-8 byte-order mark is dropped, never read as part of the first label.
+        If the folder holds another format (RE-Net's integer ids beside ``entity2id.txt`` / ``relation2id.txt``,
+        never read as labels; an inductive dataset; ...: the message names the call that reads it), a split has
+        more than one candidate file, a line does not have exactly 3 tab-separated non-empty fields or is not
+        UTF-8, or gzip data is corrupt or truncated (the message names the file and the 1-based line number). A
+        leading UTF-8 byte-order mark is dropped, never read as part of the first label.
 
     Examples
     --------
@@ -232,6 +242,7 @@ def load_tsv_dataset(
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
+    refuse_other_format(folder, ("triples", "quadruples"), "kgeval.datasets.load_tsv_dataset")
     splits = read_splits(folder, str(folder), ReadOptions(sep, header))
     return _dataset(splits, folder.name if name is None else name, unseen, entity_to_id, relation_to_id, duplicates)
 
@@ -357,39 +368,148 @@ def dataset_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
 
 def inductive_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
     """The folder :func:`dataset_folder` finds for ``name_or_path`` when it holds an inductive dataset (a train and
-    an inference file, :func:`kgeval.datasets.inductive.is_inductive_folder`), else None."""
+    an inference file, :func:`kgeval.datasets.formats.folder_format`), else None."""
     folder = dataset_folder(name_or_path)
-    return folder if folder is not None and is_inductive_folder(folder) else None
+    return folder if folder is not None and folder_format(folder).kind == "inductive" else None
 
 
 def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
-    """The folder :func:`dataset_folder` finds for ``name_or_path`` when it holds quadruples -- labelled ones
-    (:func:`kgeval.datasets.reading.holds_quadruples`) or a RE-Net-format folder of ids
-    (:func:`kgeval.datasets.renet.is_renet_folder`) --, else None."""
+    """The folder :func:`dataset_folder` finds for ``name_or_path`` when it holds quadruples -- labelled ones or a
+    RE-Net-format folder of ids (:func:`kgeval.datasets.formats.folder_format`) --, else None."""
     folder = dataset_folder(name_or_path)
-    return folder if folder is not None and (is_renet_folder(folder) or holds_quadruples(folder)) else None
+    return folder if folder is not None and folder_format(folder).kind in _KIND_FORMATS["temporal"] else None
 
 
-def load_any_dataset(name_or_path: str | os.PathLike[str], unseen: Unseen = "warn", duplicates: Duplicates = "keep",
-                     **ids: Any) -> Any:  # fmt: skip
-    """:func:`load_inductive_dataset` for an inductive folder (:func:`inductive_folder`), :func:`load_renet_folder`
-    for a RE-Net-format folder, :func:`load_temporal_tsv` for another folder of quadruples (:func:`temporal_folder`),
-    else :func:`load_dataset`: an InductiveDataset, a TemporalDataset or a TriplesDataset. ``ids``:
-    ``entity_to_id`` / ``relation_to_id`` (and ``time_to_id`` for labelled quadruples) to read it with (an
-    inductive folder numbers its two graphs itself: ids given for one are refused)."""
-    inductive = inductive_folder(name_or_path)
-    if inductive is not None:
-        if any(value is not None for value in ids.values()):
-            raise ValueError(f"{inductive} is an inductive dataset: its ids are those of its two graphs (sorted "
+#: any dataset :func:`load_dataset` returns
+AnyDataset: TypeAlias = TriplesDataset | TemporalDataset | InductiveDataset
+#: the kinds of dataset :func:`load_dataset` may be asked for (``kind=``)
+DatasetKind = Literal["triples", "temporal", "inductive"]
+#: the folder formats (:func:`kgeval.datasets.formats.folder_format`) of each kind
+_KIND_FORMATS: dict[str, tuple[str, ...]] = {"triples": ("triples",), "temporal": ("quadruples", "renet"),
+                                             "inductive": ("inductive",)}  # fmt: skip
+
+
+@overload
+def load_dataset(name_or_path: str | os.PathLike[str], *, kind: Literal["triples"],
+                 entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
+                 time_to_id: Mapping[str, int] | None = None, unseen: Unseen = "warn",
+                 duplicates: Duplicates = "keep") -> TriplesDataset: ...  # fmt: skip
+@overload
+def load_dataset(name_or_path: str | os.PathLike[str], *, kind: Literal["temporal"],
+                 entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
+                 time_to_id: Mapping[str, int] | None = None, unseen: Unseen = "warn",
+                 duplicates: Duplicates = "keep") -> TemporalDataset: ...  # fmt: skip
+@overload
+def load_dataset(name_or_path: str | os.PathLike[str], *, kind: Literal["inductive"],
+                 entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
+                 time_to_id: Mapping[str, int] | None = None, unseen: Unseen = "warn",
+                 duplicates: Duplicates = "keep") -> InductiveDataset: ...  # fmt: skip
+@overload
+def load_dataset(name_or_path: str | os.PathLike[str], *, kind: None = None,
+                 entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
+                 time_to_id: Mapping[str, int] | None = None, unseen: Unseen = "warn",
+                 duplicates: Duplicates = "keep") -> AnyDataset: ...  # fmt: skip
+def load_dataset(
+    name_or_path: str | os.PathLike[str],
+    *,
+    kind: DatasetKind | None = None,
+    entity_to_id: Mapping[str, int] | None = None,
+    relation_to_id: Mapping[str, int] | None = None,
+    time_to_id: Mapping[str, int] | None = None,
+    unseen: Unseen = "warn",
+    duplicates: Duplicates = "keep",
+) -> AnyDataset:
+    """Load any dataset kgeval evaluates, by shipped name, by name in the shared data folder, or by folder.
+
+    ``name_or_path`` is resolved in this order: a shipped dataset name (:data:`SHIPPED_DATASETS`,
+    case-insensitive); an existing folder; a sub-folder of :func:`shared_data_dir` (``"FB15k-237"``,
+    ``"ICEWS14"``, ``"ILPC2022-small"``). A folder is read by what it holds
+    (:func:`kgeval.datasets.formats.folder_format`):
+
+    - a train and an inference file: an inductive dataset (:func:`load_inductive_dataset`);
+    - ``train.txt`` of integer ids beside ``entity2id.txt`` and ``relation2id.txt`` (four columns, or five as
+      RE-Net / RE-GCN / xERTE write them; with ``stat.txt``, or without where the id files give the counts):
+      RE-Net's format, read with the id files' ids (:func:`load_renet_folder`) -- never as labels;
+    - a train file whose first data line has four fields: labelled quadruples (:func:`load_temporal_tsv`);
+    - else labelled triples (:func:`load_tsv_dataset`).
+
+    A fully inductive folder (InGram's ``train`` / ``msg`` / ``valid`` / ``test``) and integer ids of triples beside
+    id files are refused: kgeval does not read them.
+
+    Parameters
+    ----------
+    name_or_path : str or path-like
+    kind : {"triples", "temporal", "inductive"}, optional
+        The kind the caller needs: a dataset of another kind is a ValueError naming what was found (and the
+        returned type is that kind's, for type checkers). None: whatever the folder holds.
+    entity_to_id, relation_to_id : mapping of str to int, optional
+        Use these ids (as :func:`load_tsv_dataset`), e.g. those a model was trained with. A RE-Net folder's ids
+        are its id files' own: given ones must equal them (else a ValueError says how many differ); an inductive
+        folder numbers its two graphs itself and refuses given ids.
+    time_to_id : mapping of str to int, optional
+        Time ids of a temporal dataset (as :func:`load_temporal_tsv`); refused for a dataset of triples.
+    unseen : {"warn", "keep", "drop"}, default="warn"
+        Valid / test rows with labels never seen in train (as :func:`load_tsv_dataset`; a shipped dataset, a
+        RE-Net folder and an inductive folder -- which drops what its graphs cannot score -- have none).
+    duplicates : {"keep", "merge"}, default="keep"
+        Rows repeating an earlier one of their split (as :func:`load_tsv_dataset`).
+
+    Returns
+    -------
+    TriplesDataset, TemporalDataset or InductiveDataset
+
+    Raises
+    ------
+    FileNotFoundError
+        If nothing resolves, naming the paths looked at and the variable that names the shared folder.
+    ValueError
+        For a layout kgeval does not read, a dataset of another ``kind`` than asked, ids given that the data
+        cannot take, or what the format-specific reader refuses.
+
+    Examples
+    --------
+    >>> load_dataset("nations")
+    TriplesDataset(name='nations', num_entities=14, num_relations=55, train=1592, valid=199, test=201)
+    """
+    text = os.fspath(name_or_path)
+    ids: dict[str, Any] = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
+    if text.lower() in SHIPPED_DATASETS:
+        _check_kind(text, "triples", "labelled triples (a shipped dataset)", kind, time_to_id)
+        return load_shipped_dataset(text, **ids)
+    folder = dataset_folder(text)
+    if folder is None:
+        raise FileNotFoundError(not_found_message(text))
+    found = folder_format(folder)
+    if found.reader is None:
+        raise found.refuse(folder)
+    own_kind = next(name for name, formats in _KIND_FORMATS.items() if found.kind in formats)
+    _check_kind(str(folder), own_kind, found.description, kind, time_to_id)
+    if found.kind == "inductive":
+        if entity_to_id is not None or relation_to_id is not None:
+            raise ValueError(f"{folder} is an inductive dataset: its ids are those of its two graphs (sorted "
                              "labels, as PyKEEN numbers them), not given ones")  # fmt: skip
-        return load_inductive_dataset(inductive, duplicates=duplicates)
-    folder = temporal_folder(name_or_path)
-    if folder is not None and is_renet_folder(folder):
-        return _same_ids(load_renet_folder(folder, duplicates=duplicates), ids)
-    if folder is not None:
-        return load_temporal_tsv(folder, unseen=unseen, duplicates=duplicates, **ids)
-    ids.pop("time_to_id", None)
-    return load_dataset(name_or_path, unseen=unseen, duplicates=duplicates, **ids)
+        return load_inductive_dataset(folder, duplicates=duplicates)
+    if found.kind == "renet":
+        return _same_ids(load_renet_folder(folder, duplicates=duplicates), {**ids, "time_to_id": time_to_id})
+    if found.kind == "quadruples":
+        return load_temporal_tsv(folder, unseen=unseen, duplicates=duplicates, time_to_id=time_to_id, **ids)
+    return load_tsv_dataset(folder, unseen=unseen, duplicates=duplicates, **ids)
+
+
+def _check_kind(where: str, own: str, description: str, wanted: str | None,
+                time_to_id: Mapping[str, int] | None) -> None:  # fmt: skip
+    """A ValueError where the dataset at ``where`` (of kind ``own``, ``description`` in words) is not of the kind
+    ``wanted``, or is no temporal dataset but was given time ids."""
+    if wanted is not None and wanted not in _KIND_FORMATS:
+        raise ValueError(f"kind must be one of {', '.join(_KIND_FORMATS)} or None, got {wanted!r}")
+    if wanted is not None and own != wanted:
+        raise ValueError(f"{where} holds {description}, a {own} dataset, but a {wanted} dataset was asked for")
+    if time_to_id is not None and own != "temporal":
+        raise ValueError(f"time_to_id was given, but {where} holds {description}, which has no times")
+
+
+#: the front door's former name, kept working: :func:`load_dataset`
+load_any_dataset = load_dataset
 
 
 def _same_ids(dataset: TemporalDataset, ids: Mapping[str, Any]) -> TemporalDataset:
@@ -404,48 +524,6 @@ def _same_ids(dataset: TemporalDataset, ids: Mapping[str, Any]) -> TemporalDatas
             raise ValueError(f"{dataset.name} is a RE-Net folder whose ids are its id files' own; the given {kind} "
                              f"differs from them ({differing:,} of {len(own):,} labels have another id or none)")
     return dataset
-
-
-def load_dataset(
-    name_or_path: str | os.PathLike[str],
-    *,
-    entity_to_id: Mapping[str, int] | None = None,
-    relation_to_id: Mapping[str, int] | None = None,
-    unseen: Unseen = "warn",
-    duplicates: Duplicates = "keep",
-) -> TriplesDataset:
-    """Load a dataset by shipped name, by path, or by name in the shared data folder.
-
-    Parameters
-    ----------
-    name_or_path : str or path-like
-        Resolved in this order: a shipped dataset name (:data:`SHIPPED_DATASETS`, case-insensitive); an
-        existing folder of TSV files; a sub-folder of :func:`shared_data_dir` (e.g. ``"FB15k-237"``).
-    entity_to_id, relation_to_id : mapping of str to int, optional
-        Use these ids (as :func:`load_tsv_dataset`), e.g. those a PyKEEN model was trained with.
-    unseen : {"warn", "keep", "drop"}, default="warn"
-        Valid / test triples with labels never seen in train (as :func:`load_tsv_dataset`; a shipped dataset has
-        none).
-    duplicates : {"keep", "merge"}, default="keep"
-        As :func:`load_tsv_dataset` (a shipped dataset has none).
-
-    Returns
-    -------
-    TriplesDataset
-
-    Raises
-    ------
-    FileNotFoundError
-        If none of the three resolves, naming the paths looked at and the variable that names the shared folder.
-    """
-    text = os.fspath(name_or_path)
-    ids: dict[str, Any] = {"entity_to_id": entity_to_id, "relation_to_id": relation_to_id}
-    if text.lower() in SHIPPED_DATASETS:
-        return load_shipped_dataset(text, **ids)
-    folder = dataset_folder(text)
-    if folder is not None:
-        return load_tsv_dataset(folder, unseen=unseen, duplicates=duplicates, **ids)
-    raise FileNotFoundError(not_found_message(text))
 
 
 def not_found_message(name: str) -> str:

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import torch
 
+from kgeval.datasets.formats import folder_format, is_inductive_folder
 from kgeval.datasets.labelled import Duplicates, LabelledSplit, check_id_table, handle_duplicates, map_splits
 from kgeval.datasets.reading import FILE_PATTERNS, ReadOptions, read_splits
 from kgeval.exceptions import UnseenLabelsWarning
@@ -148,14 +149,6 @@ class InductiveDataset:
                 f"test={len(self.test)})")  # fmt: skip
 
 
-def is_inductive_folder(folder: str | os.PathLike[str]) -> bool:
-    """Whether ``folder`` holds an inductive dataset: a train file and an inference file (any of
-    :data:`kgeval.datasets.reading.FILE_PATTERNS`)."""
-    path = Path(folder)
-    return all(any((path / pattern.format(split=name)).is_file() for pattern in FILE_PATTERNS)
-               for name in ("train", "inference"))  # fmt: skip
-
-
 def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None, *, sep: str = "\t",
                            header: bool | Literal["auto"] = "auto",
                            duplicates: Duplicates = "keep") -> InductiveDataset:  # fmt: skip
@@ -185,13 +178,15 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
     Raises
     ------
     FileNotFoundError
-        For a missing folder or file (naming the files tried).
+        For a missing folder or file (naming the files tried, and the reader of a train / valid / test folder).
     ValueError
-        For malformed lines (naming the file and line), or an empty training or inference graph.
+        For a folder of another format (naming it and its reader), malformed lines (naming the file and line), or
+        an empty training or inference graph.
     """
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
+    _refuse_other_format(folder)
     files = read_splits(folder, str(folder), ReadOptions(sep, header), INDUCTIVE_FILES)
     sources = {name_: labels.source for name_, labels in files.items() if labels.source}
     training, training_entities, relations = map_splits({"train": files["train"]}, "keep")
@@ -234,6 +229,23 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
                  for file, counts in dropped.items()},
         shared_entities=len(shared),
     )
+
+
+def _refuse_other_format(folder: Path) -> None:
+    """Nothing for an inductive folder (a train and an inference file); else the error naming what the folder
+    holds and its reader, or the files an inductive folder holds."""
+    found = folder_format(folder)
+    if found.kind == "inductive":
+        return
+    if found.kind != "triples":
+        raise found.refuse(folder, "kgeval.datasets.load_inductive_dataset")
+    tried = ", ".join(pattern.format(split="inference") for pattern in FILE_PATTERNS)
+    plain = all(any((folder / pattern.format(split=split)).is_file() for pattern in FILE_PATTERNS)
+                for split in ("train", "valid", "test"))  # fmt: skip
+    other = (": it holds train, valid and test triples, read by kgeval.datasets.load_dataset or "
+             "kgeval.datasets.load_tsv_dataset" if plain else "")  # fmt: skip
+    raise FileNotFoundError(f"no inference file in {str(folder)!r} (tried {tried}; an inductive dataset holds train, "
+                            f"inference, inference_validation and inference_test files){other}")  # fmt: skip
 
 
 def _sorted_ids(labels: set[str]) -> dict[str, int]:

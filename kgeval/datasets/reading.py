@@ -16,7 +16,7 @@ from typing import Literal
 
 from kgeval.datasets.labelled import LabelledSplit, column_order, drop_unmatched_first_rows, is_header
 
-__all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "holds_quadruples", "read_splits"]
+__all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "holds_quadruples", "iter_data_lines", "read_splits"]
 
 #: The three splits every dataset folder holds, in this order.
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -51,7 +51,7 @@ def holds_quadruples(folder: Path, sep: str = "\t") -> bool:
     _, found = _split_files(folder, "train")
     if not found:
         return False
-    for _, line in _data_lines(folder, found[0], f"{folder}/{found[0]}"):
+    for _, line in iter_data_lines(folder, found[0], f"{folder}/{found[0]}"):
         return len(line.split(sep)) == len(_FIELDS[True])
     return False
 
@@ -62,7 +62,7 @@ def train_relations(folder: Path, sep: str = "\t") -> set[str]:
     names, found = _split_files(folder, "train")
     if not found:
         raise FileNotFoundError(f"no train file in {str(folder)!r}; tried {', '.join(names)}")
-    fields = (line.split(sep, 2) for _, line in _data_lines(folder, found[0], f"{folder}/{found[0]}"))
+    fields = (line.split(sep, 2) for _, line in iter_data_lines(folder, found[0], f"{folder}/{found[0]}"))
     return {parts[1].strip() for parts in fields if len(parts) > 1}
 
 
@@ -72,7 +72,7 @@ def _split_files(folder: Path | Traversable, split: str) -> tuple[list[str], lis
     return names, [file_name for file_name in names if folder.joinpath(file_name).is_file()]
 
 
-def _data_lines(folder: Path | Traversable, file_name: str, where: str) -> Iterator[tuple[int, str]]:
+def iter_data_lines(folder: Path | Traversable, file_name: str, where: str) -> Iterator[tuple[int, str]]:
     """(1-based line number, line) of the file's data lines: blank lines and ``#`` comments skipped, spaces and
     carriage returns stripped from the ends (they are no part of a label; tabs may be fields)."""
     for line_number, line in _iter_lines(folder.joinpath(file_name), file_name.endswith(".gz"), where):
@@ -93,7 +93,7 @@ def _read_split(folder: Path | Traversable, split: str, display: str, options: R
     labels = LabelledSplit([], [], [], [], source=where, times=[] if options.temporal else None)
     field_names = _FIELDS[options.temporal]
     first, order = True, None
-    for line_number, line in _data_lines(folder, file_name, where):
+    for line_number, line in iter_data_lines(folder, file_name, where):
         fields = [field.strip() for field in line.split(options.sep)]
         if order is not None:
             fields = [fields[index] for index in order] if len(fields) == len(order) else fields

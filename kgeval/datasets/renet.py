@@ -4,8 +4,9 @@ and others read (YAGO, WIKI, ICEWS18, GDELT, ...) -- :func:`load_renet_folder`.
 A folder holds ``train.txt`` / ``valid.txt`` / ``test.txt`` of tab-separated integer ids, ``head relation tail
 time`` and often a fifth column (0 on every line: RE-Net's unused "label"); ``entity2id.txt`` and
 ``relation2id.txt`` of ``label<TAB>id`` lines, sometimes with more columns (YAGO's entities carry two dates); and
-``stat.txt``: the number of entities, of relations and, where it is not 0, of times. Fields may be padded with
-spaces (ICEWS18's are).
+usually ``stat.txt``: the number of entities, of relations and, where it is not 0, of times. Fields may be padded
+with spaces (ICEWS18's are). Without ``stat.txt`` (xERTE's folders: ICEWS14_forecasting, YAGO1830) the id files
+give the counts, and the times are read as undeclared.
 
 The counts are the ones the dataset declares, not those its splits happen to use: YAGO declares 10,623 entities,
 of which 38 occur in no split -- candidates all the same, as in the field's own ranking code, so pessimistic ranks
@@ -27,22 +28,15 @@ import numpy as np
 import pandas as pd
 import torch
 
+from kgeval.datasets.formats import ID_FILES, folder_format, is_renet_folder
 from kgeval.datasets.labelled import Duplicates, handle_duplicates
 from kgeval.datasets.reading import SPLITS
 from kgeval.datasets.temporal import TemporalDataset, TimeAxis, time_axis
 
 __all__ = ["ID_FILES", "is_renet_folder", "load_renet_folder"]
 
-#: the id files of a RE-Net folder, by kind
-ID_FILES = {"entity": "entity2id.txt", "relation": "relation2id.txt"}
 #: the fields of a split line kgeval reads (any more are left out, and said so)
 QUADRUPLE_FIELDS = ("head", "relation", "tail", "time")
-
-
-def is_renet_folder(folder: str | os.PathLike[str]) -> bool:
-    """Whether ``folder`` holds a RE-Net-format dataset: its two id files, ``stat.txt`` and ``train.txt``."""
-    path = Path(folder)
-    return all((path / name).is_file() for name in (*ID_FILES.values(), "stat.txt", "train.txt"))
 
 
 def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
@@ -67,24 +61,22 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
     Raises
     ------
     FileNotFoundError
-        For a missing file (naming the files a RE-Net folder holds).
+        For a missing file (naming the files a RE-Net folder holds, and what the folder holds instead).
     ValueError
-        For a field that is not an integer, an id outside the declared counts, id files that disagree with
-        ``stat.txt``, or an empty split -- each naming the file (and line).
+        For a folder of another format (naming it and its reader), a field that is not an integer, an id outside
+        the declared counts, id files that disagree with ``stat.txt`` or do not number 0..n-1, or an empty split --
+        each naming the file (and line).
     """
     folder = Path(path)
     if not is_renet_folder(folder):
-        missing = [file for file in (*ID_FILES.values(), "stat.txt", "train.txt") if not (folder / file).is_file()]
-        raise FileNotFoundError(f"{str(folder)!r} is not a RE-Net-format folder: no {', '.join(missing)} (it holds "
-                                "train.txt, valid.txt, test.txt, entity2id.txt, relation2id.txt and stat.txt)")
-    declared = _declared_counts(folder / "stat.txt")
-    notes = [f"stat.txt: {declared[0]:,} entities, {declared[1]:,} relations"
-             + (f", {declared[2]:,} times" if declared[2] else " (no time count: 0)")]  # fmt: skip
+        _refuse(folder)
+    declared, notes = _counts(folder)
     vocabularies = {}
     for kind, file in ID_FILES.items():
         vocabulary, extra = _id_file(folder / file, kind, declared[0 if kind == "entity" else 1])
         vocabularies[kind] = vocabulary
         notes.append(f"{file}: label, id" + (f" ({extra} more column(s) left out)" if extra else ""))
+    counts = (len(vocabularies["entity"]), len(vocabularies["relation"]), declared[2])
     rows, times = {}, {}
     for split in SPLITS:
         table, extra = _split_file(folder / f"{split}.txt")
@@ -92,8 +84,8 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
         if split == "train":
             notes.append(f"{split}.txt: head, relation, tail, time ids" + (
                 f" ({extra} more column(s) left out)" if extra else ""))  # fmt: skip
-        _check_ids(rows[split], declared, folder / f"{split}.txt")
-    axis, time_ids, as_declared = _time_ids(np.concatenate([times[split] for split in SPLITS]), declared[2])
+        _check_ids(rows[split], counts, folder / f"{split}.txt")
+    axis, time_ids, as_declared = _time_ids(np.concatenate([times[split] for split in SPLITS]), counts[2])
     notes.append(f"times: {len(axis.labels):,} ids, " + (
         "the declared ones" if as_declared else
         f"the positions of the distinct times (values {axis.labels[0]}..{axis.labels[-1]}, step {axis.granularity:g})"
@@ -114,6 +106,34 @@ def load_renet_folder(path: str | os.PathLike[str], name: str | None = None, *,
         notes=tuple(notes),
         read_with={"duplicates": duplicates},
     )
+
+
+def _refuse(folder: Path) -> None:
+    """The error of a folder that is no RE-Net folder: the files it lacks, and the format it holds where it holds
+    another (no file of a RE-Net folder beside its splits)."""
+    if not folder.is_dir():
+        raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
+    missing = [file for file in (*ID_FILES.values(), "train.txt") if not (folder / file).is_file()]
+    found = folder_format(folder)
+    if not missing:  # the files are there, but train.txt holds no quadruple of ids
+        raise found.refuse(folder, "kgeval.datasets.load_renet_folder")
+    own = any((folder / file).is_file() for file in (*ID_FILES.values(), "stat.txt"))
+    other = "" if own else f"; it holds {found.description}" + (
+        f": read it with kgeval.datasets.load_dataset or {found.reader}" if found.reader else f" ({found.refusal})")
+    raise FileNotFoundError(f"{str(folder)!r} is not a RE-Net-format folder: no {', '.join(missing)} (it holds "
+                            "train.txt, valid.txt, test.txt of integer ids, entity2id.txt, relation2id.txt and "
+                            f"usually stat.txt){other}")  # fmt: skip
+
+
+def _counts(folder: Path) -> tuple[tuple[int | None, int | None, int], list[str]]:
+    """((entities, relations, times) declared by ``stat.txt``, the note saying so); without ``stat.txt``, (None,
+    None, 0): the id files give the counts, no time count is declared."""
+    if not (folder / "stat.txt").is_file():
+        return (None, None, 0), ["no stat.txt: the counts are those of entity2id.txt and relation2id.txt, no time "
+                                 "count"]  # fmt: skip
+    declared = _declared_counts(folder / "stat.txt")
+    return declared, [f"stat.txt: {declared[0]:,} entities, {declared[1]:,} relations"
+                      + (f", {declared[2]:,} times" if declared[2] else " (no time count: 0)")]  # fmt: skip
 
 
 def _fields(file: Path) -> pd.DataFrame:
@@ -167,17 +187,20 @@ def _declared_counts(file: Path) -> tuple[int, int, int]:
     return counts[0], counts[1], counts[2]
 
 
-def _id_file(file: Path, kind: str, declared: int) -> tuple[dict[str, int], int]:
-    """(label -> id, the number of columns beyond the two read) of an id file, whose ids must be 0..declared-1,
-    each once."""
+def _id_file(file: Path, kind: str, declared: int | None) -> tuple[dict[str, int], int]:
+    """(label -> id, the number of columns beyond the two read) of an id file, whose ids must be 0..declared-1
+    (0..n-1 for its n lines where nothing is declared), each once."""
     table = _fields(file)
     if table.shape[1] < 2:
         raise ValueError(f"{file}: expected label<TAB>id lines, got {table.shape[1]} field(s)")
     ids = _integers(table[[1]], file)[:, 0]
-    if len(ids) != declared or sorted(ids.tolist()) != list(range(declared)):
+    expected = len(ids) if declared is None else declared
+    if len(ids) != expected or sorted(ids.tolist()) != list(range(expected)):
         plural = "entities" if kind == "entity" else "relations"
-        raise ValueError(f"{file}: {len(ids):,} {kind} ids ({len(set(ids.tolist())):,} distinct), but stat.txt "
-                         f"declares {declared:,} {plural}: each id 0..{declared - 1} must appear once")  # fmt: skip
+        counted = (f"{len(ids):,} lines" if declared is None
+                   else f"stat.txt declares {declared:,} {plural}")  # fmt: skip
+        raise ValueError(f"{file}: {len(ids):,} {kind} ids ({len(set(ids.tolist())):,} distinct), but {counted}: "
+                         f"each id 0..{expected - 1} must appear once")  # fmt: skip
     labels = table[0].tolist()
     if len(set(labels)) != len(labels):
         duplicated = next(label for label in labels if labels.count(label) > 1)
@@ -199,13 +222,15 @@ def _split_file(file: Path) -> tuple[np.ndarray, int]:
     return _integers(table.iloc[:, :4], file), table.shape[1] - 4
 
 
-def _check_ids(rows: np.ndarray, declared: tuple[int, int, int], file: Path) -> None:
-    bounds = np.array([declared[0], declared[1], declared[0]])
+def _check_ids(rows: np.ndarray, counts: tuple[int, int, int], file: Path) -> None:
+    """A ValueError naming the first line of ``file`` whose ids lie outside the (entities, relations) counts."""
+    bounds = np.array([counts[0], counts[1], counts[0]])
     bad = ((rows < 0) | (rows >= bounds)).any(axis=1)
     if bad.any():
         row = int(np.argmax(bad))
         raise ValueError(f"{file} line {_line_numbers(file)[row]}: ids {rows[row].tolist()} outside the "
-                         f"{declared[0]:,} entities and {declared[1]:,} relations stat.txt declares")  # fmt: skip
+                         f"{counts[0]:,} entities and {counts[1]:,} relations of the id files"
+                         + (" and stat.txt" if (file.parent / "stat.txt").is_file() else ""))  # fmt: skip
 
 
 def _time_ids(times: np.ndarray, declared: int) -> tuple[TimeAxis, Callable[[np.ndarray], np.ndarray], bool]:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 
 import torch
 
+from kgeval.datasets.formats import refuse_other_format
 from kgeval.datasets.labelled import (
     Duplicates,
     LabelledSplit,
@@ -267,7 +268,10 @@ def load_temporal_tsv(
     """Read a folder of labelled quadruples: ``head<sep>relation<sep>tail<sep>time`` per line, one file per split,
     read as :func:`kgeval.datasets.load_tsv_dataset` reads triples (file names, headers -- ``head relation tail
     time`` and the like --, comments, unseen labels, errors naming the file and line). A file of triples is refused
-    in one sentence that names the reader of triples.
+    in one sentence that names the reader of triples; so is a folder of another format -- RE-Net's integer ids
+    beside ``entity2id.txt`` / ``relation2id.txt`` (never read as labels: numbered again by sorted label, the ids
+    would be scrambled), an inductive dataset -- naming the call that reads it (:func:`kgeval.datasets.load_dataset`
+    reads them all).
 
     Parameters
     ----------
@@ -290,6 +294,7 @@ def load_temporal_tsv(
     folder = Path(path)
     if not folder.is_dir():
         raise FileNotFoundError(f"dataset folder {str(folder)!r} does not exist or is not a directory")
+    refuse_other_format(folder, ("triples", "quadruples"), "kgeval.datasets.load_temporal_tsv")
     splits = read_splits(folder, str(folder), ReadOptions(sep, header, temporal=True))
     mapped, entity_ids, relation_ids = map_splits(splits, unseen, entity_to_id, relation_to_id)
     kept = _kept_times(splits, mapped, unseen)

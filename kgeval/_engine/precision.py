@@ -101,7 +101,7 @@ def _autocast_devices() -> list[str]:
 def _denormals_flushed() -> bool:
     """Whether this thread flushes float32 denormals to zero (``torch.set_flush_denormal(True)``): a denormal
     multiplied by one comes back as zero."""
-    tiny = torch.tensor(1e-40, dtype=torch.float32)
+    tiny = torch.tensor(1e-40, dtype=torch.float32, device="cpu")
     return bool((tiny * 1.0) == 0)
 
 

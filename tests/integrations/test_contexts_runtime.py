@@ -1,13 +1,18 @@
-"""Exact in the runtime contexts of docs/models.md, "Contexts and model forms": a default device set by the caller.
+"""Exact, refused or warned in the runtime contexts of docs/models.md, "Contexts and model forms": a default device
+set by the caller, and another thread that trains the model while it is evaluated.
 
 - ``torch.set_default_device(...)``: kgeval places every tensor it creates on the device it belongs to (the
   model's, the triples', or the CPU for host-side work), so an evaluation under another default device -- "meta"
-  here, which holds no data and so fails at the first tensor kgeval would have left to it -- ranks as without one.
+  here, which holds no data and so fails at the first tensor kgeval would have left to it -- ranks as without one;
+- a thread that trains the model while another evaluates it: told in one warning, on the training side, that its
+  steps run in evaluation mode; the precision flags it changes meanwhile survive the evaluation's end.
 """
 
 from __future__ import annotations
 
 import sys
+import threading
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -20,6 +25,7 @@ from torch.utils._device import _device_constructors
 
 import kgeval
 from kgeval import RankBasedEvaluator
+from kgeval.exceptions import ModelInUseWarning, PrecisionWarning
 from kgeval.metrics.registry import summarize
 from kgeval.models import DistMult
 from kgeval.sampled import SampledRankBasedEvaluator
@@ -123,3 +129,118 @@ def test_kgeval_places_every_tensor_it_creates(name: str) -> None:
         summarize(np.array([1.0, 3.0]), np.array([E, E]))
     assert recorder.unplaced == []
 
+
+# -- another thread that trains the model ------------------------------------------------------------------------
+
+
+class WithDropout(Bilinear):
+    """A Bilinear model whose queries go through Dropout(0.5) (a no-op in evaluation mode): its own eval-mode scores
+    are the Bilinear ones. ``during_first_call`` runs (once) inside its first scoring call -- another thread's work
+    while kgeval evaluates it."""
+
+    def __init__(self, during_first_call: Callable[[WithDropout], None]) -> None:
+        super().__init__()
+        self.dropout = torch.nn.Dropout(0.5)
+        self.during_first_call: Callable[[WithDropout], None] | None = during_first_call
+
+    def score_t(self, hr: torch.Tensor) -> torch.Tensor:
+        self._other_thread_once()
+        query = self.dropout(self.entity[hr[:, 0]] * self.relation[hr[:, 1]])
+        return query @ self.entity.T * self.scale
+
+    def score_h(self, rt: torch.Tensor) -> torch.Tensor:
+        self._other_thread_once()
+        query = self.dropout(self.relation[rt[:, 0]] * self.entity[rt[:, 1]])
+        return query @ self.entity.T * self.scale
+
+    def _other_thread_once(self) -> None:
+        work, self.during_first_call = self.during_first_call, None
+        if work is not None:
+            thread = threading.Thread(target=work, args=(self,))
+            thread.start()
+            thread.join(timeout=60)
+            assert not thread.is_alive()
+
+
+def in_use_warnings(caught: list[warnings.WarningMessage]) -> list[str]:
+    return [str(item.message) for item in caught if issubclass(item.category, ModelInUseWarning)]
+
+
+def test_a_thread_training_the_model_during_an_evaluation_is_told_once_that_it_runs_in_eval_mode() -> None:
+    """A trainer thread takes three steps while the model is evaluated in the main thread: its dropout is off (the
+    mode is the model's, shared by every thread), and it is told so in one ModelInUseWarning naming the fix; the
+    evaluation itself ranks as the model's own eval-mode scores, and the model is in training mode again after it.
+    (Before: nothing told the trainer.)"""
+    trainer_outputs: list[torch.Tensor] = []
+
+    def train_steps(model: WithDropout) -> None:
+        for _ in range(3):
+            trainer_outputs.append(model.dropout(torch.ones(1000)))
+
+    model = WithDropout(train_steps).train()
+    reference = Bilinear()  # the same weights (seed 0), no dropout: the model's own eval-mode scores
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = evaluate(model)
+    told = in_use_warnings(caught)
+    assert len(told) == 1
+    assert told[0].startswith("kgeval: WithDropout is in evaluation mode for an evaluation running in another thread")
+    assert "copy.deepcopy(model)" in told[0]
+    assert all(torch.equal(output, torch.ones(1000)) for output in trainer_outputs)  # dropout was off: eval mode
+    assert differing_ranks(results.records, expected_ranks(reference, GRAPH.triples, GRAPH.filter_triples)) == 0
+    assert model.training and model.dropout.training
+
+
+def test_the_evaluating_thread_itself_and_an_unused_model_are_not_warned() -> None:
+    """No ModelInUseWarning without another thread, nor for another thread that calls a module of another model."""
+    other = torch.nn.Dropout(0.5)
+    model = WithDropout(lambda _model: other(torch.ones(10))).train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        evaluate(model)
+        evaluate(WithDropout(lambda _model: None).train())
+    assert in_use_warnings(caught) == []
+
+
+def test_a_thread_that_switches_the_model_back_to_training_mode_is_named_to_the_evaluations_caller() -> None:
+    """Another thread calls ``model.train()`` while kgeval evaluates the model: the remaining scores have dropout on
+    (ranks of no model), and the caller of evaluate is told in one ModelInUseWarning. (Before: silence.)"""
+    model = WithDropout(lambda model: model.train()).train()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        evaluate(model)
+    told = in_use_warnings(caught)
+    assert told == ["kgeval: 2 module(s) of WithDropout were switched back to training mode during this evaluation "
+                    "(by another thread), so some of its scores may have had dropout on: evaluate a copy "
+                    "(copy.deepcopy(model)) while another thread trains the model"]  # fmt: skip
+
+
+def test_a_precision_flag_another_thread_changes_during_an_evaluation_keeps_its_value() -> None:
+    """The caller's float32 matmul precision is bf16; kgeval sets it to IEEE for the evaluation, and another thread
+    sets it to TF32 meanwhile: after the evaluation it holds the other thread's TF32 (before: kgeval put back the
+    bf16 it saw at its start), and the evaluation's caller is told in a PrecisionWarning that the setting came into
+    force during the evaluation. Without the other thread, the caller's bf16 comes back."""
+    matmul = torch.backends.mkldnn.matmul
+    before = matmul.fp32_precision
+
+    def set_tf32(_model: WithDropout) -> None:
+        matmul.fp32_precision = "tf32"
+
+    try:
+        matmul.fp32_precision = "bf16"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            evaluate(WithDropout(set_tf32))
+        assert matmul.fp32_precision == "tf32"
+        precision = [str(item.message) for item in caught if issubclass(item.category, PrecisionWarning)]
+        assert precision == ["kgeval: torch.backends.mkldnn.matmul.fp32_precision='tf32' came into force during this "
+                             "evaluation (set by another thread, or by the model): the scores computed after that are "
+                             "those of that setting, not of the model's own precision"]  # fmt: skip
+        matmul.fp32_precision = "bf16"
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            evaluate(WithDropout(lambda _model: None))
+        assert matmul.fp32_precision == "bf16"
+        assert [item for item in caught if issubclass(item.category, PrecisionWarning)] == []
+    finally:
+        matmul.fp32_precision = before

@@ -320,7 +320,7 @@ def _id_tensor(ids: Any, name: str, kind: str) -> torch.Tensor:
         tensor = ids
     else:
         try:
-            tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids))
+            tensor = torch.as_tensor(sorted(ids) if isinstance(ids, set | frozenset) else list(ids), device="cpu")
         except (TypeError, ValueError) as error:
             raise TypeError(f"{name} must be a tensor, list or set of {kind} ids, got {type(ids).__name__}") from error
     if tensor.numel() == 0:

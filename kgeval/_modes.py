@@ -13,6 +13,7 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
   refused before scoring, any other parameter or buffer written during the evaluation reported
   (:mod:`kgeval._model_state`).
 - A per-model lock.
+- Another thread that uses the model meanwhile (a trainer training it) told so (:func:`_eval_mode_told`).
 """
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ import threading
 import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.utils.hooks import RemovableHandle
 
 from kgeval._model_state import StateWatch, refuse_lazy_parameters, refuse_writing_lookups
 from kgeval.adapters.sharded import gathered_parameters
 from kgeval.adapters.wrappers import describe
+from kgeval.exceptions import ModelInUseWarning, warn_caller
 
 #: one lock per model object (weakly held): concurrent evaluations of one model take turns
 _MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
@@ -80,6 +84,93 @@ def _eval_mode(model: Any) -> Iterator[None]:
                 item.training = training
 
 
+@dataclass
+class _Evaluating:
+    """One running evaluation of a module: how messages name the model, the evaluating thread, and whether another
+    thread has been told yet."""
+
+    name: str
+    thread: int
+    told: bool = False
+
+
+#: the modules (by id, submodules included) of the evaluations running now, each with its evaluations
+_EVALUATING: dict[int, list[_Evaluating]] = {}
+#: guards _EVALUATING and _HOOK
+_EVALUATING_GUARD = threading.Lock()
+#: the global forward pre-hook, registered while an evaluation runs
+_HOOK: list[RemovableHandle] = []
+
+
+def _tell_another_thread(module: torch.nn.Module, _args: Any) -> None:
+    """Global forward pre-hook: a module of a running evaluation called from a thread that does not evaluate it is
+    told once per evaluation (in that thread) that it runs in evaluation mode."""
+    evaluations = _EVALUATING.get(id(module))
+    if not evaluations or module.training:  # switched back to training mode: the evaluation is told at its end
+        return
+    me = threading.get_ident()
+    if any(evaluation.thread == me for evaluation in evaluations):
+        return
+    untold = [evaluation for evaluation in evaluations if not evaluation.told]
+    for evaluation in untold:
+        evaluation.told = True
+    if untold:
+        warn_caller(
+            f"kgeval: {untold[0].name} is in evaluation mode for an evaluation running in another thread, so this "
+            "call runs in evaluation mode too (dropout off, batch-norm statistics frozen): evaluate a copy "
+            "(copy.deepcopy(model)) or wait for the evaluation to end before training the model",
+            ModelInUseWarning,
+        )
+
+
+@contextmanager
+def _eval_mode_told(module: torch.nn.Module, name: str) -> Iterator[None]:
+    """:func:`_eval_mode` for the block, with another thread that uses the module meanwhile told so: a thread that
+    calls a submodule kgeval switched to evaluation mode (a trainer training the same model) gets one
+    :class:`ModelInUseWarning`; and when the block ends, the submodules another thread switched back to training mode
+    meanwhile are named to the caller in one warning (some scores may have had dropout on). The mode itself is the
+    model's, shared by every thread: kgeval cannot give another thread its own."""
+    before = [(item, item.training) for item in module.modules()]
+    with _eval_mode(module):
+        switched = [item for item, training in before if training and not item.training]  # by kgeval
+        evaluation = _Evaluating(name, threading.get_ident())
+        _watch(switched, evaluation)
+        try:
+            yield
+            back = [item for item in switched if item.training]
+        finally:
+            _unwatch(switched, evaluation)
+    if back:
+        warn_caller(
+            f"kgeval: {len(back)} module(s) of {name} were switched back to training mode during this evaluation "
+            "(by another thread), so some of its scores may have had dropout on: evaluate a copy "
+            "(copy.deepcopy(model)) while another thread trains the model",
+            ModelInUseWarning,
+        )
+
+
+def _watch(modules: list[torch.nn.Module], evaluation: _Evaluating) -> None:
+    """Register ``modules`` as held by ``evaluation`` (the global hook is on while any module is)."""
+    with _EVALUATING_GUARD:
+        for item in modules:
+            _EVALUATING.setdefault(id(item), []).append(evaluation)
+        if _EVALUATING and not _HOOK:
+            _HOOK.append(torch.nn.modules.module.register_module_forward_pre_hook(_tell_another_thread))
+
+
+def _unwatch(modules: list[torch.nn.Module], evaluation: _Evaluating) -> None:
+    """Undo :func:`_watch` (the global hook removed when no module is held any more)."""
+    with _EVALUATING_GUARD:
+        for item in modules:
+            others = [other for other in _EVALUATING.get(id(item), []) if other is not evaluation]
+            if others:
+                _EVALUATING[id(item)] = others
+            else:
+                _EVALUATING.pop(id(item), None)
+        if not _EVALUATING and _HOOK:
+            _HOOK.pop().remove()
+
+
 def held_modules(model: Any) -> list[tuple[str, torch.nn.Module]]:
     """The torch modules an evaluation of ``model`` holds, with the prefix that names their tensors: the model itself
     when it is a module; else the distinct modules among its attributes (``"model."``: a plain object holding its
@@ -118,7 +209,7 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
         refuse_lazy_parameters(module, label)
     with _model_lock(model), ExitStack() as stack:
         for label, (_, module) in zip(labels, modules, strict=True):
-            stack.enter_context(_eval_mode(module))
+            stack.enter_context(_eval_mode_told(module, label))
             stack.enter_context(gathered_parameters(module, label))
         watches = [(prefix, module, StateWatch.of(module)) for prefix, module in modules]
         yield

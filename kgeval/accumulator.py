@@ -202,8 +202,8 @@ class MetricAccumulator:
         state = {f"sum:{name}": value for name, value in self._sums.items()}
         if self.keep_records:
             state.update({f"cat:{name}": value for name, value in self._record_tensors().items()})
-        state["meta:ks"] = torch.tensor(self.ks, dtype=torch.int64)
-        state["meta:keep_records"] = torch.tensor(self.keep_records)
+        state["meta:ks"] = torch.tensor(self.ks, dtype=torch.int64, device="cpu")
+        state["meta:keep_records"] = torch.tensor(self.keep_records, device="cpu")
         return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:

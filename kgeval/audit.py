@@ -506,12 +506,13 @@ class RuleModel:
         starts = torch.searchsorted(sorted_keys, keys)
         stops = torch.searchsorted(sorted_keys, keys, right=True)
         lengths = stops - starts
-        rows = torch.repeat_interleave(torch.arange(len(queries)), lengths)
+        rows = torch.repeat_interleave(torch.arange(len(queries), device=lengths.device), lengths)
         run_starts = torch.repeat_interleave(torch.cumsum(lengths, 0) - lengths, lengths)
-        offsets = torch.arange(int(lengths.sum())) - run_starts  # position of each fact within its query's run
+        # position of each fact within its query's run
+        offsets = torch.arange(int(lengths.sum()), device=lengths.device) - run_starts
         columns = answers[torch.repeat_interleave(starts, lengths) + offsets]
-        scores = torch.zeros(len(queries), self.num_entities)
-        scores.index_put_((rows, columns), torch.ones(len(rows)), accumulate=True)
+        scores = torch.zeros(len(queries), self.num_entities, device=queries.device)
+        scores.index_put_((rows, columns), torch.ones(len(rows), device=queries.device), accumulate=True)
         return scores
 
     def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:

@@ -110,7 +110,7 @@ def _checked_mapping(mapping: Any, name: str) -> dict[int, torch.Tensor]:
         raise TypeError(f"{name} must map relation ids to entity ids, got {type(mapping).__name__}")
     out = {}
     for relation, ids in mapping.items():
-        values = torch.as_tensor(list(ids) if not isinstance(ids, torch.Tensor) else ids)
+        values = torch.as_tensor(list(ids), device="cpu") if not isinstance(ids, torch.Tensor) else ids
         if values.numel() == 0:
             raise ValueError(f"{name}[{relation}] is empty: a constrained relation needs at least one candidate")
         if values.dtype.is_floating_point or values.dtype == torch.bool or values.dim() != 1:

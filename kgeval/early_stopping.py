@@ -285,5 +285,5 @@ def _sample(triples: torch.Tensor, size: int, seed: int) -> torch.Tensor:
     if size >= triples.shape[0]:
         return triples
     generator = torch.Generator().manual_seed(int(seed))
-    chosen = torch.randperm(triples.shape[0], generator=generator)[:size].sort().values
+    chosen = torch.randperm(triples.shape[0], generator=generator, device="cpu")[:size].sort().values
     return triples[chosen.to(triples.device)]

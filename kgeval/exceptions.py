@@ -13,6 +13,7 @@ __all__ = [
     "FastPathWarning",
     "IgnoredCandidatesWarning",
     "ModelChangedWarning",
+    "ModelInUseWarning",
     "PrecisionWarning",
     "ResumeWarning",
     "UndefinedMetricWarning",
@@ -70,6 +71,13 @@ class ModelChangedWarning(UserWarning):
     """The model changed its own parameters or buffers while kgeval scored it (an in-place write bumped a tensor's
     version, or a tensor was replaced): its scores may depend on the order in which the tasks were scored, so its
     ranks may not be reproducible (kgeval._model_state)."""
+
+
+class ModelInUseWarning(UserWarning):
+    """Another thread used a model while kgeval evaluated it: told to that thread when it calls the model (or one of
+    its submodules) during the evaluation -- its calls run in evaluation mode, dropout off and batch-norm statistics
+    frozen --, and to the evaluation's caller when the other thread switched the model back to training mode meanwhile
+    (kgeval._modes)."""
 
 
 class DistributedEvaluationError(RuntimeError):

@@ -238,7 +238,7 @@ class SampledRankBasedEvaluator:
             # the index holds these triples, so a negative equal to the answer is a known triple too
             known = _known(side, queries.cpu(), given.cpu()).to(given.device)
             return torch.where(known, -1, given)  # -1: no candidate (PyKEEN masks such scores as NaN)
-        weights = torch.ones(num_entities, dtype=torch.float64)
+        weights = torch.ones(num_entities, dtype=torch.float64, device="cpu")
         if self.sampling == "degree":
             counted = _checks.check_triples(self.degree_triples, "degree_triples", num_entities)
             weights = torch.bincount(counted[:, [0, 2]].reshape(-1), minlength=num_entities).double()
@@ -305,7 +305,7 @@ def _draw(
             allowed[side.known_pairs(queries[row : row + 1, 0], queries[row : row + 1, 1])[1].cpu()] = 0
         missing = bad[row].nonzero().flatten()
         available = int((allowed > 0).sum())
-        fill = torch.full((len(missing),), -1, dtype=drawn.dtype)
+        fill = torch.full((len(missing),), -1, dtype=drawn.dtype, device=drawn.device)
         if available:
             count = min(available, len(missing))
             fill[:count] = torch.multinomial(allowed, count, replacement=False, generator=generator)
@@ -332,7 +332,7 @@ def _known(side: Any, queries: torch.Tensor, entities: torch.Tensor) -> torch.Te
     """(n, K) bool: whether (query i, entities[i, j]) is a known triple."""
     device = side.keys.device
     rows, answers = side.known_pairs(queries[:, 0].to(device), queries[:, 1].to(device))
-    task_rows = torch.arange(entities.shape[0]).unsqueeze(1).expand_as(entities).reshape(-1)
+    task_rows = torch.arange(entities.shape[0], device=entities.device).unsqueeze(1).expand_as(entities).reshape(-1)
     keys = pack_pairs(torch.cat([task_rows, rows.cpu()]), torch.cat([entities.reshape(-1), answers.cpu()]))
     return torch.isin(keys[: task_rows.numel()], keys[task_rows.numel() :]).view(entities.shape)
 

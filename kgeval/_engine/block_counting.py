@@ -108,7 +108,7 @@ def count_in_cache(
     width = scorer.block_columns  # type: ignore[attr-defined]
     per_call = max(1, min(MAX_BLOCKS_PER_CALL, SCORES_PER_CALL // max(1, task_rows.numel() * width)))
     groups = _column_groups(scorer.num_candidates, width, per_call)
-    buffer = torch.empty(height * width * per_call, dtype=torch.from_numpy(low).dtype)
+    buffer = torch.empty(height * width * per_call, dtype=torch.from_numpy(low).dtype, device="cpu")
     available, choice = follow_torch_threads(), count_threads()
     for query_start in range(0, num_queries, height):
         query_stop = min(num_queries, query_start + height)
@@ -209,7 +209,7 @@ def _task_runs(pairs: PairTiles | None, size: int, num_candidates: int) -> _Task
     per_task = torch.bincount(rows, minlength=size)
     ends = torch.cumsum(per_task, 0)
     starts = ends - per_task
-    gathers = torch.ones(size, dtype=torch.bool)
+    gathers = torch.ones(size, dtype=torch.bool, device=rows.device)
     parts, fine_parts = [positions], [in_fine]
     offset = positions.numel()
     for group in pairs.groups:

@@ -218,7 +218,8 @@ def _count_in_cache(scorer: CandidateScorer, work: BatchWork, raw_too: bool) -> 
     counted = block_counting.count_in_cache(scorer, task_rows, work.true_positions, work.pairs)
     if counted is None:
         return None
-    has_nan = torch.zeros(task_rows.numel(), dtype=torch.bool)  # the scorer's scores cannot hold NaN (checked)
+    # the scorer's scores cannot hold NaN (checked)
+    has_nan = torch.zeros(task_rows.numel(), dtype=torch.bool, device=counted.greater.device)
     num_fine = work.pairs.pairs.num_fine if work.pairs is not None else None
     return _side_counts(counted.greater, counted.less, has_nan, scorer.num_candidates,
                         (counted.pairs, work.num_filtered), raw_too, (counted.fine, num_fine),

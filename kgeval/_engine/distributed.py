@@ -7,6 +7,8 @@ return the results of the whole evaluation. :class:`CollectiveCheck` makes every
 
 from __future__ import annotations
 
+import os
+from datetime import timedelta
 from types import TracebackType
 from typing import Any, Literal
 
@@ -46,6 +48,86 @@ def resolve_group(distributed: bool | None, process_group: Any = None) -> Any | 
     if world_size < 1:
         raise ValueError(f"this process (global rank {dist.get_rank()}) is not a member of process_group")
     return group if world_size > 1 else None
+
+
+#: the environment variable that sets how many seconds a collective evaluate waits for every rank to enter it
+ENTRY_TIMEOUT_VARIABLE = "KGEVAL_DISTRIBUTED_ENTRY_TIMEOUT"
+#: its default: long enough for a rank that saves a checkpoint or logs before evaluating, far below the process
+#: group's own timeout (30 min for gloo, 10 min for NCCL) that a rank evaluating alone would otherwise wait out
+DEFAULT_ENTRY_TIMEOUT = 60.0
+#: per process group (by name): how many collective evaluations this process has entered in it
+_ENTRIES: dict[str, int] = {}
+
+
+def entry_timeout() -> float:
+    """Seconds a collective evaluate waits for every rank to enter it: ``KGEVAL_DISTRIBUTED_ENTRY_TIMEOUT``, else
+    :data:`DEFAULT_ENTRY_TIMEOUT`."""
+    text = os.environ.get(ENTRY_TIMEOUT_VARIABLE, "").strip()
+    if not text:
+        return DEFAULT_ENTRY_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = float("nan")
+    if not seconds > 0 or seconds == float("inf"):
+        raise ValueError(f"{ENTRY_TIMEOUT_VARIABLE} must be a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def check_every_rank_entered(group: Any) -> None:
+    """Return once every rank of ``group`` has entered this collective evaluation; raise when one has not within
+    :func:`entry_timeout` seconds (``if rank == 0: evaluator.evaluate(...)``: without this check rank 0 would wait
+    in the first collective until the process group times out).
+
+    The ranks meet in the default group's key-value store (any backend, no collective): each adds one to a counter
+    of this evaluation (the n-th this process enters in ``group``); the last to arrive writes "entered", a rank that
+    waited in vain writes "abandoned" -- whichever is written first is every rank's outcome, so a rank that arrives
+    after the others gave up raises too instead of waiting in a collective for ranks that left.
+
+    Raises
+    ------
+    DistributedEvaluationError
+        When a rank of ``group`` did not enter the evaluation in time, or entered it after the others gave up.
+    """
+    store = dist.distributed_c10d._get_default_store()
+    name = dist.distributed_c10d._get_process_group_name(group)
+    entry = _ENTRIES.get(name, 0)
+    _ENTRIES[name] = entry + 1
+    prefix, size, seconds = f"kgeval/evaluate/{name}/{entry}", dist.get_world_size(group), entry_timeout()
+    arrived = int(store.add(f"{prefix}/arrived", 1))
+    if arrived >= size:
+        outcome = store.compare_set(f"{prefix}/outcome", "", "entered")
+        _forget(store, f"kgeval/evaluate/{name}/{entry - 1}")  # every rank has passed the previous evaluation's check
+    else:
+        try:
+            store.wait([f"{prefix}/outcome"], timedelta(seconds=seconds))
+            outcome = store.get(f"{prefix}/outcome")
+        except RuntimeError:  # the wait timed out (torch.distributed.DistStoreError)
+            outcome = store.compare_set(f"{prefix}/outcome", "", "abandoned")
+    if outcome.decode() != "entered":
+        rank = dist.get_rank(group)
+        if arrived >= size:
+            raise DistributedEvaluationError(
+                f"kgeval: rank {rank} entered evaluate more than {seconds:g} s after the other ranks of its process "
+                "group, which stopped waiting for it: call evaluate on every rank at the same point (or set "
+                f"{ENTRY_TIMEOUT_VARIABLE} to more seconds), or pass distributed=False to evaluate on one rank only"
+            )
+        together = int(store.add(f"{prefix}/arrived", 0))
+        alone = "alone" if together == 1 else f"with {together} of the group's {size} ranks"
+        raise DistributedEvaluationError(
+            f"kgeval: rank {rank} evaluates {alone}: pass distributed=False to evaluate on this rank only (the other "
+            f"ranks of its process group did not call evaluate within {seconds:g} s; ranks that are only late: set "
+            f"{ENTRY_TIMEOUT_VARIABLE} to more seconds)"
+        )
+
+
+def _forget(store: Any, prefix: str) -> None:
+    """Delete an evaluation's keys from the store (a store that cannot delete keeps them: a few bytes each)."""
+    for key in (f"{prefix}/arrived", f"{prefix}/outcome"):
+        try:
+            store.delete_key(key)
+        except (NotImplementedError, RuntimeError):
+            return
 
 
 def shard(task_index: torch.Tensor, group: Any | None) -> torch.Tensor:

@@ -249,7 +249,8 @@ def _weights(device: torch.device) -> torch.Tensor:
     """Two rows of random odd int64 weights, fixed for the process, on ``device``."""
     if device not in _FINGERPRINT_WEIGHTS:
         generator = torch.Generator().manual_seed(0x6B67657661)
-        weights = torch.randint(-(2**62), 2**62, (2, FINGERPRINT_CHUNK), generator=generator, dtype=torch.int64)
+        shape = (2, FINGERPRINT_CHUNK)
+        weights = torch.randint(-(2**62), 2**62, shape, generator=generator, dtype=torch.int64, device="cpu")
         _FINGERPRINT_WEIGHTS[device] = (weights | 1).to(device)
     return _FINGERPRINT_WEIGHTS[device]
 

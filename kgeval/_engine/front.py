@@ -17,7 +17,14 @@ from torch import distributed as dist
 from tqdm.auto import tqdm
 
 from kgeval._engine.counting import BatchCounts, SideCounts
-from kgeval._engine.distributed import CollectiveCheck, fingerprint, resolve_group, shard, synchronize
+from kgeval._engine.distributed import (
+    CollectiveCheck,
+    check_every_rank_entered,
+    fingerprint,
+    resolve_group,
+    shard,
+    synchronize,
+)
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.form_check import FormChecks
 from kgeval._engine.kernel_choice import KernelChooser
@@ -130,6 +137,8 @@ def rank(
         Under ``torch.distributed``, every rank returns the whole evaluation's ranks.
     """
     group = resolve_group(run.distributed, run.process_group)
+    if group is not None:
+        check_every_rank_entered(group)  # a rank evaluating alone raises within seconds instead of waiting
     with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
         inputs = prepare()
         declared = _declared_shards(inputs)

@@ -121,9 +121,9 @@ def numba_kernel_available() -> bool:
         [9.0, 1.0, 2.0, nan, 0.0, 2.0, 3.0, -1.0],
         [9.0, inf, 2.0, 2.0, -inf, 0.5, 2.0, 1.0],
         [9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-    ])[:, 1:]  # fmt: skip
-    rows = torch.tensor([0, 1, 2, 1, 1])
-    true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf])
+    ], device="cpu")[:, 1:]  # fmt: skip
+    rows = torch.tensor([0, 1, 2, 1, 1], device="cpu")
+    true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf], device="cpu")
     try:
         got = kernels.numba_counts(scores, rows, true_scores)
         expected = kernels.comparison_counts(scores, rows, true_scores)
@@ -166,10 +166,11 @@ def _triton_probe_problem(device: torch.device) -> str | None:
     if not all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, expected, strict=True)):
         return "its counts of a row of scores above and below a true score differ from PyTorch's comparisons"
     generator = torch.Generator().manual_seed(0)
-    queries = torch.randn(70, 45, generator=generator).to(device)
-    candidates = torch.randn(100, 45, generator=generator).repeat(3, 1).to(device)  # 300 rows, each 3 times
+    queries = torch.randn(70, 45, generator=generator, device="cpu").to(device)
+    # 300 rows, each 3 times
+    candidates = torch.randn(100, 45, generator=generator, device="cpu").repeat(3, 1).to(device)
     task_rows = torch.arange(70, device=device)
-    answers = torch.randint(0, 300, (70,), generator=generator).to(device)
+    answers = torch.randint(0, 300, (70,), generator=generator, device="cpu").to(device)
     true = kernels.TRITON.pick_scores(queries, candidates, task_rows, answers)
     greater, less, _nan = kernels.TRITON.fused_counts(queries, candidates, task_rows, true)
     every = kernels.TRITON.pick_scores(queries, candidates, task_rows.repeat_interleave(300),

@@ -322,7 +322,7 @@ def numba_counts(
         scores = scores.contiguous()
     scores = scores.detach()
     num_rows, width = scores.shape
-    counts = torch.zeros((3, rows.numel()), dtype=torch.int32)
+    counts = torch.zeros((3, rows.numel()), dtype=torch.int32, device="cpu")
     if rows.numel() and width:
         follow_torch_threads()
         row_stride = scores.stride(0)

@@ -254,7 +254,7 @@ class SortedPairs(PairTiles):
 
     def _place_groups(self, groups: Sequence[QueryGroup]) -> list[list[tuple[int, int, torch.Tensor, list[int]]]]:
         """Per row block: (first row, last row + 1, positions, per-slice offsets into positions) of its groups."""
-        starts = torch.tensor([start for start, _stop in self.bounds])
+        starts = torch.tensor([start for start, _stop in self.bounds], device="cpu")
         placed: list[list] = [[] for _ in self.row_starts[:-1]]
         for group in groups:
             offsets = [0, group.positions.numel()]

@@ -9,7 +9,8 @@ half-precision GEMMs, and denormals flushed to zero (``torch.set_flush_denormal`
 and so the ranks, are those of a lower precision than the model's own.
 
 :func:`exact_arithmetic` sets every such setting aside for the block and restores each through the API that reads
-it, also on error; what it finds it cannot set aside it names in one :class:`kgeval.exceptions.PrecisionWarning`.
+it, also on error -- unless another thread changed it meanwhile, whose value then stays; what it finds it cannot
+set aside, or what came into force while the block ran, it names in one :class:`kgeval.exceptions.PrecisionWarning`.
 A model that enters its own autocast region inside its scoring methods keeps it: that is its own arithmetic.
 """
 
@@ -101,7 +102,7 @@ def _autocast_devices() -> list[str]:
 def _denormals_flushed() -> bool:
     """Whether this thread flushes float32 denormals to zero (``torch.set_flush_denormal(True)``): a denormal
     multiplied by one comes back as zero."""
-    tiny = torch.tensor(1e-40, dtype=torch.float32)
+    tiny = torch.tensor(1e-40, dtype=torch.float32, device="cpu")
     return bool((tiny * 1.0) == 0)
 
 
@@ -152,10 +153,17 @@ def _set_aside(settings: list[_Setting], stack: ExitStack) -> list[str]:
         except (AttributeError, RuntimeError, TypeError, ValueError):
             failed.append(setting.name)
             continue
-        stack.callback(setting.write, saved)
+        stack.callback(_restore, setting, saved)
         if setting.read() != setting.exact:
             failed.append(setting.name)
     return failed
+
+
+def _restore(setting: _Setting, saved: Any) -> None:
+    """``setting`` back to ``saved``, the value kgeval found -- only while it still holds the exact value kgeval set:
+    a value another thread (or the model) set meanwhile is theirs, and stays."""
+    if setting.read() == setting.exact:
+        setting.write(saved)
 
 
 class _ProcessWide:
@@ -199,7 +207,8 @@ def exact_arithmetic(mode: MatmulPrecision = "exact") -> Iterator[None]:
     process-wide: set aside by the first of the evaluations running at a time, in any thread, and restored by the
     last, so another thread's work meanwhile (an evaluation with ``"inherit"`` too) runs exact. A setting that
     cannot be set aside is named in one :class:`kgeval.exceptions.PrecisionWarning`, and the evaluation runs under
-    it.
+    it. At the end a setting is set back only while it still holds the exact value kgeval set: one that another
+    thread changed meanwhile keeps that thread's value.
     """
     if mode == "inherit":
         yield
@@ -215,3 +224,16 @@ def exact_arithmetic(mode: MatmulPrecision = "exact") -> Iterator[None]:
                 PrecisionWarning,
             )
         yield
+        _warn_if_set_meanwhile(failed)
+
+
+def _warn_if_set_meanwhile(failed: list[str]) -> None:
+    """One :class:`PrecisionWarning` naming the settings that came into force while the evaluation ran (another
+    thread set a process-wide flag, say), other than those it could not set aside at its start (named then)."""
+    meanwhile = [name for name in ambient_settings() if name not in failed]
+    if meanwhile:
+        warn_caller(
+            f"kgeval: {', '.join(meanwhile)} came into force during this evaluation (set by another thread, or by the "
+            "model): the scores computed after that are those of that setting, not of the model's own precision",
+            PrecisionWarning,
+        )

@@ -166,8 +166,9 @@ class DiceeScoring:
             if not _implements(model, "forward_k_vs_all"):
                 raise TypeError(f"the dicee model {type(model).__name__} has reciprocal relations but no "
                                 "forward_k_vs_all to rank (t, r_inverse, ?) with")  # fmt: skip
-            lookup = torch.full((model.num_relations,), -1, dtype=torch.long)
-            lookup[torch.tensor(list(inverse), dtype=torch.long)] = torch.tensor(list(inverse.values()))
+            lookup = torch.full((model.num_relations,), -1, dtype=torch.long, device="cpu")
+            relations = torch.tensor(list(inverse), dtype=torch.long, device="cpu")
+            lookup[relations] = torch.tensor(list(inverse.values()), device="cpu")
             self._inverse_of = lookup
             self.score_h = self._score_h_reciprocal
 

@@ -140,7 +140,7 @@ class TimeAxis:
     @property
     def steps(self) -> torch.Tensor:
         """Float64 tensor (num_times,): :attr:`offsets` (exact below 2**53)."""
-        return torch.tensor([float(offset) for offset in self.offsets], dtype=torch.float64)
+        return torch.tensor([float(offset) for offset in self.offsets], dtype=torch.float64, device="cpu")
 
     @property
     def keys(self) -> tuple[str, ...]:
@@ -219,14 +219,16 @@ class TemporalDataset:
         """Float64 tensor (num_times,): what each time id measures (:class:`TimeAxis`); the ids themselves when
         they were given without values."""
         if self.times is None:
-            return torch.arange(self.num_times, dtype=torch.float64)
-        return torch.tensor(self.times.values, dtype=torch.float64)
+            return torch.arange(self.num_times, dtype=torch.float64, device="cpu")
+        return torch.tensor(self.times.values, dtype=torch.float64, device="cpu")
 
     @property
     def time_steps(self) -> torch.Tensor:
         """Float64 tensor (num_times,): each time id's distance from the first in the dataset's granularity
         (:attr:`TimeAxis.steps`); the ids themselves when they were given without values."""
-        return self.times.steps if self.times is not None else torch.arange(self.num_times, dtype=torch.float64)
+        if self.times is not None:
+            return self.times.steps
+        return torch.arange(self.num_times, dtype=torch.float64, device="cpu")
 
     def evaluation_kwargs(self, split: str) -> dict[str, Any]:
         """``mapped_quadruples`` and ``additional_filter_quadruples`` for evaluating ``split``: "valid" filters
@@ -313,7 +315,7 @@ def load_temporal_tsv(
         if missing is not None:
             raise LabelNotInIdsError(f"{splits[split].source or split}: time label {missing!r} is not in the given "
                                      "time_to_id")  # fmt: skip
-        column = torch.tensor([time_ids[label] for label in times], dtype=torch.long).reshape(-1, 1)
+        column = torch.tensor([time_ids[label] for label in times], dtype=torch.long, device="cpu").reshape(-1, 1)
         quadruples[split] = torch.cat([mapped[split], column], dim=1)
     quadruples = handle_duplicates(quadruples, duplicates, "quadruples",
                                    {split: labels.source for split, labels in splits.items() if labels.source})

@@ -48,7 +48,7 @@ def _harmonic_table(p: int) -> torch.Tensor:
         compensation += (total - new_total) + term if abs(total) >= term else (term - new_total) + total
         total = new_total
         values.append(total + compensation)
-    return torch.tensor(values, dtype=torch.float64)
+    return torch.tensor(values, dtype=torch.float64, device="cpu")
 
 
 def _harmonic(c: torch.Tensor, p: int, tail: torch.Tensor) -> torch.Tensor:
@@ -234,7 +234,7 @@ def hits_at_k_moments(summary: RankSummary, k: int | None) -> Moments:
         mean = float(np.asarray(summary.sums["sum_hits_probability"])[index])
         variance = float(np.asarray(summary.sums["sum_hits_variance"])[index])
     else:
-        probability = hits_probability(torch.as_tensor(summary.require_num_candidates(metric)), (k,))
+        probability = hits_probability(torch.as_tensor(summary.require_num_candidates(metric), device="cpu"), (k,))
         mean, variance = float(probability.sum()), float((probability * (1.0 - probability)).sum())
     return _mean_moments(summary, mean, variance, metric)
 

@@ -325,13 +325,13 @@ def summarize(
 
     This is the functional entry point: ``metric(summarize(ranks, num_candidates))``.
     """
-    rank_tensor = torch.as_tensor(np.asarray(ranks, dtype=np.float64))
+    rank_tensor = torch.as_tensor(np.asarray(ranks, dtype=np.float64), device="cpu")
     sums: dict[str, float | np.ndarray] = {
         name: value.numpy() if value.dim() else value.item() for name, value in rank_statistics(rank_tensor, ks).items()
     }
     candidates = None
     if num_candidates is not None:
         candidates = np.asarray(num_candidates, dtype=np.int64)
-        candidate_sums = candidate_statistics(torch.as_tensor(candidates), ks)
+        candidate_sums = candidate_statistics(torch.as_tensor(candidates, device="cpu"), ks)
         sums.update({name: value.numpy() if value.dim() else value.item() for name, value in candidate_sums.items()})
     return RankSummary(ks=tuple(ks), sums=sums, ranks=rank_tensor.numpy(), num_candidates=candidates)

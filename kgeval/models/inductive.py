@@ -137,9 +137,9 @@ def _relation_profile(graph: torch.Tensor, num_entities: int, num_relations: int
     (·, r, x) (column R + r); a row of zeros for an entity without edges."""
     graph = graph.detach().to(torch.long).cpu()
     heads, relations, tails = graph[:, 0], graph[:, 1], graph[:, 2]
-    counts = torch.zeros(num_entities * 2 * num_relations, dtype=torch.float64)
-    counts.index_add_(0, heads * 2 * num_relations + relations, torch.ones(len(graph), dtype=torch.float64))
-    counts.index_add_(0, tails * 2 * num_relations + num_relations + relations,
-                      torch.ones(len(graph), dtype=torch.float64))  # fmt: skip
+    counts = torch.zeros(num_entities * 2 * num_relations, dtype=torch.float64, device="cpu")
+    ones = torch.ones(len(graph), dtype=torch.float64, device="cpu")
+    counts.index_add_(0, heads * 2 * num_relations + relations, ones)
+    counts.index_add_(0, tails * 2 * num_relations + num_relations + relations, ones)
     profile = counts.reshape(num_entities, 2 * num_relations)
     return (profile / profile.sum(dim=1, keepdim=True).clamp(min=1)).to(torch.float32)

@@ -142,7 +142,7 @@ def _run_epoch(
 ) -> float:
     """Shuffled mini-batch steps over ``triples`` (on the model's device), calling ``after_batch`` after each (a
     progress bar's update); the mean loss per task."""
-    order = torch.randperm(len(triples), generator=generator).to(triples.device)
+    order = torch.randperm(len(triples), generator=generator, device=_device_of(generator)).to(triples.device)
     total = torch.zeros((), dtype=torch.float64, device=triples.device)
     for start in range(0, len(triples), batch_size):
         batch = triples[order[start : start + batch_size]]
@@ -169,14 +169,20 @@ def _batch_loss(
         return functional.cross_entropy(torch.cat([tail_scores, head_scores]), targets)
     # Column 0 holds the true entity, columns 1..k the sampled ones: (B, 1 + k) candidates per task.
     size = (len(batch), num_negatives)
-    sampled = torch.randint(model.num_entities, size, generator=generator).to(batch.device)
+    device = _device_of(generator)
+    sampled = torch.randint(model.num_entities, size, generator=generator, device=device).to(batch.device)
     tail_candidates = torch.cat([tails[:, None], sampled], dim=1)
-    sampled = torch.randint(model.num_entities, size, generator=generator).to(batch.device)
+    sampled = torch.randint(model.num_entities, size, generator=generator, device=device).to(batch.device)
     head_candidates = torch.cat([heads[:, None], sampled], dim=1)
     tail_scores = _score_candidates(model, heads, relations, tail_candidates, side="tail")
     head_scores = _score_candidates(model, tails, relations, head_candidates, side="head")
     targets = torch.zeros(2 * len(batch), dtype=torch.long, device=batch.device)
     return functional.cross_entropy(torch.cat([tail_scores, head_scores]), targets)
+
+
+def _device_of(generator: torch.Generator | None) -> torch.device:
+    """Where ``generator`` draws (the global generator: the CPU's), whatever the caller's default device."""
+    return generator.device if generator is not None else torch.device("cpu")
 
 
 def _score_candidates(

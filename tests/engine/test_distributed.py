@@ -23,7 +23,7 @@ pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distribu
               pytest.mark.slow]  # process groups of several ranks  # fmt: skip
 
 TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "relations", "opt_out", "ddp_transe", "ddp_pykeen_inverse",
-             "observe_fails_on_one_rank"]
+             "observe_fails_on_one_rank", "rank_zero_alone"]
 THREE_RANKS = [
     "ties",
     "few_triples",
@@ -47,7 +47,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
 
 @pytest.mark.parametrize(
     ("world_size", "name"),
-    [(2, name) for name in TWO_RANKS if name != "observe_fails_on_one_rank"]
+    [(2, name) for name in TWO_RANKS if name not in ("observe_fails_on_one_rank", "rank_zero_alone")]
     + [(3, "ties"), (3, "few_triples"), (3, "after_errors")],
 )
 def test_every_rank_returns_the_single_process_results(outcomes, world_size: int, name: str) -> None:
@@ -207,6 +207,20 @@ def test_a_forecasting_hook_failing_on_one_rank_makes_the_other_fail_at_once(out
     assert (status, kind) == ("error", "DistributedEvaluationError")
     assert message == ("distributed evaluation failed on another rank (rank 1: RuntimeError: the forecasting hook "
                        "failed)")
+    assert seconds < 20
+
+
+def test_rank_zero_evaluating_alone_is_told_to_pass_distributed_false(outcomes) -> None:
+    """``if rank == 0: evaluator.evaluate(...)`` with the default distributed=None: rank 0 raises the one-sentence
+    error once the entry check's timeout (2 s here) has passed -- before, it waited in the first collective until the
+    process group timed out (30 s here, 30 min by default) and failed with a gloo error that named neither kgeval nor
+    the fix. (The other scenarios of this run, every rank evaluating, pass the same check and stay exact.)"""
+    ranks = [value for _status, value in (outcome["rank_zero_alone"] for outcome in outcomes[2])]
+    assert ranks[1] == ("skipped",)
+    status, kind, message, seconds = ranks[0]
+    assert (status, kind) == ("error", "DistributedEvaluationError")
+    assert message.startswith("kgeval: rank 0 evaluates alone: pass distributed=False to evaluate on this rank only")
+    assert "KGEVAL_DISTRIBUTED_ENTRY_TIMEOUT" in message
     assert seconds < 20
 
 

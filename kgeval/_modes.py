@@ -8,7 +8,9 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
   that replaced ``eval`` / ``train`` on the instance keeps them too (``torch.export``'s modules refuse them: their
   mode was fixed when they were exported).
 - Sharded parameters (FSDP2, FSDP1) gathered for the evaluation and sharded again after it
-  (:mod:`kgeval.adapters.sharded`).
+  (:mod:`kgeval.adapters.sharded`); attributes a forward pre-hook recomputes (hook-based ``weight_norm`` /
+  ``spectral_norm``, pruning) recomputed before anything reads them, and accelerate's autocast ``forward`` replaced by
+  the original for the evaluation (:mod:`kgeval.adapters.patched`).
 - Nothing of the model changed: a table whose lookups write (``max_norm``) and lazy parameters not yet initialised
   refused before scoring, any other parameter or buffer written during the evaluation reported
   (:mod:`kgeval._model_state`).
@@ -26,6 +28,7 @@ from typing import Any
 import torch
 
 from kgeval._model_state import StateWatch, refuse_lazy_parameters, refuse_writing_lookups
+from kgeval.adapters.patched import original_forwards, recomputed_attributes
 from kgeval.adapters.sharded import gathered_parameters
 from kgeval.adapters.wrappers import describe
 
@@ -120,6 +123,8 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
         for label, (_, module) in zip(labels, modules, strict=True):
             stack.enter_context(_eval_mode(module))
             stack.enter_context(gathered_parameters(module, label))
+            stack.enter_context(recomputed_attributes(module))
+            stack.enter_context(original_forwards(module, label))
         watches = [(prefix, module, StateWatch.of(module)) for prefix, module in modules]
         yield
         for prefix, module, watch in watches:

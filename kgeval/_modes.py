@@ -4,7 +4,9 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
 - ``model.eval()`` for the evaluation, then the ``training`` flag of the model and of every submodule restored
   exactly as it was. Only torch modules are switched, through torch's own ``eval`` / ``train``: an object that is
   not an ``nn.Module`` keeps its ``eval`` to itself (it may mean anything -- run the user's own evaluation, say);
-  the torch modules it holds in its attributes are switched instead (and gathered and watched as below). A module
+  the torch modules it holds are switched instead (and gathered and watched as below), found through its
+  attributes, the lists, tuples and dicts it holds and nested plain objects (:func:`held_modules`); such an object
+  with an ``eval`` / ``train`` of its own that holds no module kgeval can find is warned about. A module
   that replaced ``eval`` / ``train`` on the instance keeps them too (``torch.export``'s modules refuse them: their
   mode was fixed when they were exported).
 - Sharded parameters (FSDP2, FSDP1) gathered for the evaluation and sharded again after it
@@ -20,6 +22,7 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
 from __future__ import annotations
 
 import threading
+import types
 import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -31,6 +34,7 @@ from kgeval._model_state import StateWatch, refuse_lazy_parameters, refuse_writi
 from kgeval.adapters.patched import original_forwards, recomputed_attributes
 from kgeval.adapters.sharded import gathered_parameters
 from kgeval.adapters.wrappers import describe
+from kgeval.exceptions import warn_caller
 
 #: one lock per model object (weakly held): concurrent evaluations of one model take turns
 _MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
@@ -83,17 +87,69 @@ def _eval_mode(model: Any) -> Iterator[None]:
                 item.training = training
 
 
+#: how deep :func:`held_modules` looks through the containers and plain objects a scorer holds
+HELD_DEPTH = 4
+#: containers longer than this are not searched (a scorer's list of data, not of networks)
+HELD_CONTAINER_ITEMS = 1000
+
+
 def held_modules(model: Any) -> list[tuple[str, torch.nn.Module]]:
     """The torch modules an evaluation of ``model`` holds, with the prefix that names their tensors: the model itself
-    when it is a module; else the distinct modules among its attributes (``"model."``: a plain object holding its
-    network in ``self.model``)."""
+    when it is a module; else the outermost distinct modules found through its attributes, the items of the lists,
+    tuples and dicts it holds and the attributes of the plain objects it holds, :data:`HELD_DEPTH` levels deep
+    (``"model."``: a plain object holding its network in ``self.model``; ``"parts.0."``, ``"parts.encoder."``,
+    ``"inner.net."`` deeper down). Attributes are read from instance dictionaries only (no property runs)."""
     if isinstance(model, torch.nn.Module):
         return [("", model)]
     found: dict[int, tuple[str, torch.nn.Module]] = {}
-    for attribute, value in getattr(model, "__dict__", {}).items():
-        if isinstance(value, torch.nn.Module):
-            found.setdefault(id(value), (f"{attribute}.", value))
-    return list(found.values())
+    _collect_modules(model, "", found, {id(model)}, HELD_DEPTH)
+    inner = {id(sub) for _, module in found.values() for sub in module.modules() if sub is not module}
+    return [(prefix, module) for key, (prefix, module) in found.items() if key not in inner]
+
+
+def _children(value: Any) -> list[tuple[str | int, Any]]:
+    """(name, item) of what ``value`` holds: a list's or tuple's items, a dict's values (by their str / int keys), a
+    plain object's instance attributes; nothing for anything else (tensors, strings, arrays, classes, functions)."""
+    if isinstance(value, (list, tuple)):
+        return list(enumerate(value)) if len(value) <= HELD_CONTAINER_ITEMS else []
+    if isinstance(value, dict):
+        if len(value) > HELD_CONTAINER_ITEMS:
+            return []
+        return [(key, item) for key, item in value.items() if isinstance(key, (str, int))]
+    if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType, torch.Tensor)):
+        return []
+    attributes = getattr(value, "__dict__", None)
+    return list(attributes.items()) if isinstance(attributes, dict) else []
+
+
+def _collect_modules(
+    value: Any, prefix: str, found: dict[int, tuple[str, torch.nn.Module]], seen: set[int], depth: int
+) -> None:
+    """Add to ``found`` (id -> (prefix, module)) the modules ``value`` holds, searched ``depth`` levels down."""
+    for key, item in _children(value):
+        path = f"{prefix}{key}"
+        if isinstance(item, torch.nn.Module):
+            found.setdefault(id(item), (f"{path}.", item))
+        elif depth > 1 and id(item) not in seen:
+            seen.add(id(item))
+            _collect_modules(item, f"{path}.", found, seen, depth - 1)
+
+
+def _warn_if_nothing_switched(model: Any, modules: list[tuple[str, torch.nn.Module]], name: str) -> None:
+    """A UserWarning when ``model`` is not a torch module, holds none kgeval can find, and has an ``eval`` or
+    ``train`` method of its own: kgeval never calls it (it may be the user's own routine), so nothing of the model
+    is put in eval mode."""
+    if modules or isinstance(model, torch.nn.Module):
+        return
+    if not any(callable(getattr(model, method, None)) for method in ("eval", "train")):
+        return
+    warn_caller(
+        f"kgeval: {name} is not a torch module and holds none kgeval can find (in its attributes, or the lists, dicts "
+        "and plain objects they hold), so nothing of it was put in eval mode; kgeval does not call its own eval() "
+        "(it may be any routine of yours). If it computes with torch modules (dropout, batch norm), put them in eval "
+        "mode before evaluating, or hold them in an attribute",
+        UserWarning,
+    )
 
 
 @contextmanager
@@ -116,6 +172,7 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
     name = name or describe(model)
     modules = held_modules(model)
     labels = [name if not prefix else f"{name}.{prefix[:-1]}" for prefix, _ in modules]
+    _warn_if_nothing_switched(model, modules, name)
     for label, (_, module) in zip(labels, modules, strict=True):
         refuse_writing_lookups(module, label)
         refuse_lazy_parameters(module, label)

@@ -287,6 +287,23 @@ def test_a_model_prepared_by_accelerate_in_bf16_is_scored_in_float32() -> None:
         assert not torch.equal(model(h, r, t), TripleNet.forward(model, h, r, t))
 
 
+def test_a_forward_replaced_beside_original_forward_without_leading_back_is_warned() -> None:
+    """A ``forward`` on the instance beside accelerate's ``_original_forward`` that does not lead back to it through
+    ``__wrapped__``: kgeval cannot tell what it computes, scores through it, and says so (PrecisionWarning); the
+    replacement stays in place."""
+    model = TripleNet()
+    model._original_forward = model.forward
+
+    def halved(h: torch.Tensor, r: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            return TripleNet.forward(model, h, r, t).float()
+
+    model.forward = halved  # type: ignore[method-assign]
+    with pytest.warns(PrecisionWarning, match=r"forward of TripleNet was replaced.*accelerate\.unwrap_model\(model\)"):
+        evaluate(model, GRAPH.triples, GRAPH.filter_triples)
+    assert model.__dict__["forward"] is halved
+
+
 # -- 4. writes through .data -------------------------------------------------------------------------------------
 
 

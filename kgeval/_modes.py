@@ -4,11 +4,15 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
 - ``model.eval()`` for the evaluation, then the ``training`` flag of the model and of every submodule restored
   exactly as it was. Only torch modules are switched, through torch's own ``eval`` / ``train``: an object that is
   not an ``nn.Module`` keeps its ``eval`` to itself (it may mean anything -- run the user's own evaluation, say);
-  the torch modules it holds in its attributes are switched instead (and gathered and watched as below). A module
+  the torch modules it holds are switched instead (and gathered and watched as below), found through its
+  attributes, the lists, tuples and dicts it holds and nested plain objects (:func:`held_modules`); such an object
+  with an ``eval`` / ``train`` of its own that holds no module kgeval can find is warned about. A module
   that replaced ``eval`` / ``train`` on the instance keeps them too (``torch.export``'s modules refuse them: their
   mode was fixed when they were exported).
 - Sharded parameters (FSDP2, FSDP1) gathered for the evaluation and sharded again after it
-  (:mod:`kgeval.adapters.sharded`).
+  (:mod:`kgeval.adapters.sharded`); attributes a forward pre-hook recomputes (hook-based ``weight_norm`` /
+  ``spectral_norm``, pruning) recomputed before anything reads them, and accelerate's autocast ``forward`` replaced by
+  the original for the evaluation (:mod:`kgeval.adapters.patched`).
 - Nothing of the model changed: a table whose lookups write (``max_norm``) and lazy parameters not yet initialised
   refused before scoring, any other parameter or buffer written during the evaluation reported
   (:mod:`kgeval._model_state`).
@@ -19,6 +23,7 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
 from __future__ import annotations
 
 import threading
+import types
 import weakref
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -29,6 +34,7 @@ import torch
 from torch.utils.hooks import RemovableHandle
 
 from kgeval._model_state import StateWatch, refuse_lazy_parameters, refuse_writing_lookups
+from kgeval.adapters.patched import original_forwards, recomputed_attributes
 from kgeval.adapters.sharded import gathered_parameters
 from kgeval.adapters.wrappers import describe
 from kgeval.exceptions import ModelInUseWarning, warn_caller
@@ -171,17 +177,69 @@ def _unwatch(modules: list[torch.nn.Module], evaluation: _Evaluating) -> None:
             _HOOK.pop().remove()
 
 
+#: how deep :func:`held_modules` looks through the containers and plain objects a scorer holds
+HELD_DEPTH = 4
+#: containers longer than this are not searched (a scorer's list of data, not of networks)
+HELD_CONTAINER_ITEMS = 1000
+
+
 def held_modules(model: Any) -> list[tuple[str, torch.nn.Module]]:
     """The torch modules an evaluation of ``model`` holds, with the prefix that names their tensors: the model itself
-    when it is a module; else the distinct modules among its attributes (``"model."``: a plain object holding its
-    network in ``self.model``)."""
+    when it is a module; else the outermost distinct modules found through its attributes, the items of the lists,
+    tuples and dicts it holds and the attributes of the plain objects it holds, :data:`HELD_DEPTH` levels deep
+    (``"model."``: a plain object holding its network in ``self.model``; ``"parts.0."``, ``"parts.encoder."``,
+    ``"inner.net."`` deeper down). Attributes are read from instance dictionaries only (no property runs)."""
     if isinstance(model, torch.nn.Module):
         return [("", model)]
     found: dict[int, tuple[str, torch.nn.Module]] = {}
-    for attribute, value in getattr(model, "__dict__", {}).items():
-        if isinstance(value, torch.nn.Module):
-            found.setdefault(id(value), (f"{attribute}.", value))
-    return list(found.values())
+    _collect_modules(model, "", found, {id(model)}, HELD_DEPTH)
+    inner = {id(sub) for _, module in found.values() for sub in module.modules() if sub is not module}
+    return [(prefix, module) for key, (prefix, module) in found.items() if key not in inner]
+
+
+def _children(value: Any) -> list[tuple[str | int, Any]]:
+    """(name, item) of what ``value`` holds: a list's or tuple's items, a dict's values (by their str / int keys), a
+    plain object's instance attributes; nothing for anything else (tensors, strings, arrays, classes, functions)."""
+    if isinstance(value, (list, tuple)):
+        return list(enumerate(value)) if len(value) <= HELD_CONTAINER_ITEMS else []
+    if isinstance(value, dict):
+        if len(value) > HELD_CONTAINER_ITEMS:
+            return []
+        return [(key, item) for key, item in value.items() if isinstance(key, (str, int))]
+    if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType, torch.Tensor)):
+        return []
+    attributes = getattr(value, "__dict__", None)
+    return list(attributes.items()) if isinstance(attributes, dict) else []
+
+
+def _collect_modules(
+    value: Any, prefix: str, found: dict[int, tuple[str, torch.nn.Module]], seen: set[int], depth: int
+) -> None:
+    """Add to ``found`` (id -> (prefix, module)) the modules ``value`` holds, searched ``depth`` levels down."""
+    for key, item in _children(value):
+        path = f"{prefix}{key}"
+        if isinstance(item, torch.nn.Module):
+            found.setdefault(id(item), (f"{path}.", item))
+        elif depth > 1 and id(item) not in seen:
+            seen.add(id(item))
+            _collect_modules(item, f"{path}.", found, seen, depth - 1)
+
+
+def _warn_if_nothing_switched(model: Any, modules: list[tuple[str, torch.nn.Module]], name: str) -> None:
+    """A UserWarning when ``model`` is not a torch module, holds none kgeval can find, and has an ``eval`` or
+    ``train`` method of its own: kgeval never calls it (it may be the user's own routine), so nothing of the model
+    is put in eval mode."""
+    if modules or isinstance(model, torch.nn.Module):
+        return
+    if not any(callable(getattr(model, method, None)) for method in ("eval", "train")):
+        return
+    warn_caller(
+        f"kgeval: {name} is not a torch module and holds none kgeval can find (in its attributes, or the lists, dicts "
+        "and plain objects they hold), so nothing of it was put in eval mode; kgeval does not call its own eval() "
+        "(it may be any routine of yours). If it computes with torch modules (dropout, batch norm), put them in eval "
+        "mode before evaluating, or hold them in an attribute",
+        UserWarning,
+    )
 
 
 @contextmanager
@@ -204,6 +262,7 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
     name = name or describe(model)
     modules = held_modules(model)
     labels = [name if not prefix else f"{name}.{prefix[:-1]}" for prefix, _ in modules]
+    _warn_if_nothing_switched(model, modules, name)
     for label, (_, module) in zip(labels, modules, strict=True):
         refuse_writing_lookups(module, label)
         refuse_lazy_parameters(module, label)
@@ -211,6 +270,8 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
         for label, (_, module) in zip(labels, modules, strict=True):
             stack.enter_context(_eval_mode_told(module, label))
             stack.enter_context(gathered_parameters(module, label))
+            stack.enter_context(recomputed_attributes(module))
+            stack.enter_context(original_forwards(module, label))
         watches = [(prefix, module, StateWatch.of(module)) for prefix, module in modules]
         yield
         for prefix, module, watch in watches:

@@ -126,7 +126,8 @@ def test_a_class_that_overrides_train_gets_its_call_and_the_flags_are_set_back_a
 
 def test_objects_that_are_not_modules_are_never_switched() -> None:
     """``eval`` of an object that is not a torch module may mean anything (run the user's own evaluation, say): kgeval
-    calls it with no argument never, with defaults never either, and leaves its flag alone."""
+    calls it with no argument never, with defaults never either, and leaves its flag alone -- and, as the object holds
+    no torch module to switch instead, says so."""
 
     class Plain:
         def __init__(self) -> None:
@@ -142,7 +143,8 @@ def test_objects_that_are_not_modules_are_never_switched() -> None:
             self.training = mode
 
     plain = Plain()
-    with evaluation_mode(plain):
+    warned = pytest.warns(UserWarning, match=r"Plain is not a torch module and holds none kgeval can find")
+    with warned, evaluation_mode(plain):
         assert plain.training is True
     assert plain.training is True
     assert plain.calls == []

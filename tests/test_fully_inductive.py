@@ -11,10 +11,11 @@ import torch
 
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import shared_data_dir
-from kgeval.datasets.fully_inductive import FullyInductiveDataset, load_fully_inductive_folder
+from kgeval.datasets.fully_inductive import load_fully_inductive_folder
 from tests.helpers.loop_ranks import loop_ranks
 from tests.helpers.ranks import assert_same_ranks, ranks_by_side
 from tests.helpers.reference import reference_ranks
+from tests.support.fully_inductive import random_fully_inductive
 
 DIM = 3
 
@@ -64,31 +65,6 @@ class PerGraphTables(torch.nn.Module):
     def table(self, mode: str) -> torch.Tensor:
         entities, relations = self.tables(mode)
         return torch.einsum("hd,rd,td->hrt", entities, relations, entities).detach()
-
-
-def random_fully_inductive(seed: int, entities: int = 19, relations: int = 7,
-                           training_relations: int = 3) -> FullyInductiveDataset:  # fmt: skip
-    """A dataset of random triples whose inference graph has ``relations`` relations, the last
-    ``relations - training_relations`` of them new; valid and test share queries (so the validation filter
-    decides ranks)."""
-    generator = torch.Generator().manual_seed(seed)
-
-    def triples(count: int, nodes: int, kinds: int) -> torch.Tensor:
-        return torch.stack([torch.randint(0, nodes, (count,), generator=generator),
-                            torch.randint(0, kinds, (count,), generator=generator),
-                            torch.randint(0, nodes, (count,), generator=generator)], dim=1)  # fmt: skip
-
-    valid = triples(40, entities, relations)
-    test = valid.clone()
-    test[:, 2] = torch.randint(0, entities, (40,), generator=generator)  # same (h, r), other tails
-    test[::2, 0] = torch.randint(0, entities, (20,), generator=generator)
-    return FullyInductiveDataset(
-        name="random", train=triples(50, 11, training_relations), inference=triples(60, entities, relations),
-        valid=valid, test=test,
-        training_entity_to_id={f"t{i}": i for i in range(11)},
-        training_relation_to_id={f"r{i}": i for i in range(training_relations)},
-        inference_entity_to_id={f"i{i}": i for i in range(entities)},
-        inference_relation_to_id={f"r{i}": i for i in range(relations)})  # fmt: skip
 
 
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(None, None), (1, 4), (7, 11)])

@@ -66,7 +66,15 @@ def loop_reference(model: Any, graph: Graph, kwargs: dict[str, Any]) -> dict[str
     return loop_ranks(row, kwargs["mapped_triples"], kwargs["additional_filter_triples"])
 
 
-@pytest.mark.parametrize("model_class", [InverseEdgeCounter, NeighbourhoodBaseline])
+def baseline_with_sparse_products() -> NeighbourhoodBaseline:
+    """The baseline counting every batch of two or more queries by sparse-sparse products (the loop's single
+    queries by sparse-dense ones): both ways must give the same scores."""
+    model = NeighbourhoodBaseline()
+    model.sparse_products_from = 2
+    return model
+
+
+@pytest.mark.parametrize("model_class", [InverseEdgeCounter, NeighbourhoodBaseline, baseline_with_sparse_products])
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(None, None), (1, 3), (7, 11)])
 @pytest.mark.parametrize(("split", "validation_filter"), [("valid", "inference+test"), ("test", "inference")])
 def test_ranks_equal_the_loop_over_the_models_rows(model_class, batch_size, slice_size, split,

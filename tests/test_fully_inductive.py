@@ -12,6 +12,7 @@ import torch
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import shared_data_dir
 from kgeval.datasets.fully_inductive import load_fully_inductive_folder
+from kgeval.models import RelationContextDistMult
 from tests.helpers.loop_ranks import loop_ranks
 from tests.helpers.ranks import assert_same_ranks, ranks_by_side
 from tests.helpers.reference import reference_ranks
@@ -136,3 +137,10 @@ def test_a_shared_ingram_set_equals_the_loop_over_the_models_rows(validation_fil
     assert_same_ranks(results.records, expected)
     new = data.inference_relation_to_training < 0
     assert int(new[kwargs["mapped_triples"][:, 1]].sum()) > 0
+
+
+def test_the_relation_context_baseline_refuses_a_fully_inductive_dataset() -> None:
+    """RelationContextDistMult has a vector per training relation only: on a fully inductive dataset it says so and
+    names the model that scores new relations (before, an AttributeError on num_relations)."""
+    with pytest.raises(TypeError, match="cannot score the relations of a fully inductive dataset"):
+        RelationContextDistMult.for_dataset(random_fully_inductive(seed=1))

@@ -3,9 +3,12 @@ model that scores against the entities of an inference graph it did not train on
 
 An inductive model keeps one entity space per graph -- the training graph's, and the inference graph's that
 validation and test triples live in (PyKEEN's modes ``"training"``, ``"validation"``, ``"testing"``) -- and one
-relation space shared by all. kgeval's protocol is PyKEEN's, public:
+relation space shared by all, or (fully inductive) one per graph too. kgeval's protocol is PyKEEN's, public:
 
 - ``kgeval_num_entities(mode) -> int``: the number of entities of the mode's graph (the candidates);
+- optionally ``kgeval_num_relations(mode) -> int``: the number of relations of the mode's graph, for a fully
+  inductive model whose inference graph has relations of its own (new ones included); without it the relations
+  are ``num_relations``, shared by every graph;
 - ``score_t(hr_batch, *, tails=None, mode)`` / ``score_h(rt_batch, *, heads=None, mode)`` (and ``score_r`` to rank
   relations): the scores of the mode's entities, as :class:`kgeval.protocol.ScoringModel` has them;
 - optionally the query/candidate form with a mode: ``kgeval_query(batch, target, *, mode)``,
@@ -61,6 +64,21 @@ def mode_view(model: Any, mode: InductiveMode) -> ModeBound:
     return bound(model, mode)
 
 
+def _mode_relations(model: Any, mode: InductiveMode) -> Any:
+    """The relations of the mode's graph: ``model.kgeval_num_relations(mode)`` where the model has it (a fully
+    inductive model: a relation vocabulary per graph), else ``model.num_relations`` (one vocabulary shared by every
+    graph), else None."""
+    counter = getattr(model, "kgeval_num_relations", None)
+    if not callable(counter):
+        return getattr(model, "num_relations", None)
+    declared = counter(mode)
+    count = declared_count(declared)
+    if count is None or count < 1:
+        raise ValueError(f"{type(model).__name__}.kgeval_num_relations({mode!r}) must be a positive int, got "
+                         f"{declared!r}")  # fmt: skip
+    return count
+
+
 class ModeBound:
     """A model of kgeval's inductive protocol bound to one mode: the scoring methods of :mod:`kgeval.protocol`,
     each calling the model's with ``mode=``.
@@ -72,7 +90,8 @@ class ModeBound:
     num_entities : int
         ``model.kgeval_num_entities(mode)``: the entities of the mode's graph, every one a candidate.
     num_relations : int, optional
-        The model's, where it declares one (relations are shared by every graph).
+        The relations of the mode's graph: ``model.kgeval_num_relations(mode)`` where the model has it (fully
+        inductive: a relation vocabulary per graph), else ``model.num_relations`` (shared by every graph).
     """
 
     def __init__(self, model: Any, mode: InductiveMode) -> None:
@@ -84,7 +103,7 @@ class ModeBound:
             raise ValueError(f"{type(model).__name__}.kgeval_num_entities({mode!r}) must be a positive int, got "
                              f"{declared!r}")  # fmt: skip
         self.num_entities = count
-        relations = getattr(model, "num_relations", None)
+        relations = _mode_relations(model, mode)
         if relations is not None:
             self.num_relations = relations
         for name in ("score_r", "score_hrt"):  # optional: bound where the model has them

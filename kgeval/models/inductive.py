@@ -77,6 +77,11 @@ class RelationContextDistMult(nn.Module):
     def for_dataset(cls, dataset: Any, dim: int = 64, seed: int | None = None) -> RelationContextDistMult:
         """The model of an :class:`kgeval.datasets.InductiveDataset`: the training graph for ``"training"``, the
         inference graph for ``"validation"`` and ``"testing"``."""
+        if hasattr(dataset, "inference_relation_to_id"):
+            raise TypeError(f"{cls.__name__} learns a vector per relation of the training graph: it cannot score the "
+                            f"relations of a fully inductive dataset's inference graph ({dataset.name!r}); a "
+                            "graph-conditioned model can (kgeval.adapters.graph.on_graphs(NeighbourhoodBaseline(), "
+                            "data))")  # fmt: skip
         graphs = {"training": dataset.train, "validation": dataset.inference, "testing": dataset.inference}
         counts = {"training": dataset.num_training_entities, "validation": dataset.num_inference_entities,
                   "testing": dataset.num_inference_entities}  # fmt: skip

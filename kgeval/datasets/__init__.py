@@ -23,6 +23,7 @@ import torch
 
 from kgeval.datasets import scenarios
 from kgeval.datasets.formats import folder_format, refuse_other_format
+from kgeval.datasets.fully_inductive import FullyInductiveDataset, load_fully_inductive_folder
 from kgeval.datasets.inductive import InductiveDataset, load_inductive_dataset
 from kgeval.datasets.labelled import (
     Duplicates,
@@ -42,6 +43,7 @@ __all__ = [
     "SPLITS",
     "AnyDataset",
     "DatasetKind",
+    "FullyInductiveDataset",
     "InductiveDataset",
     "TemporalDataset",
     "TriplesDataset",
@@ -51,6 +53,7 @@ __all__ = [
     "labels_by_id",
     "load_any_dataset",
     "load_dataset",
+    "load_fully_inductive_folder",
     "load_inductive_dataset",
     "load_labelled_triples",
     "load_renet_folder",
@@ -381,12 +384,13 @@ def temporal_folder(name_or_path: str | os.PathLike[str]) -> Path | None:
 
 
 #: any dataset :func:`load_dataset` returns
-AnyDataset: TypeAlias = TriplesDataset | TemporalDataset | InductiveDataset
+AnyDataset: TypeAlias = TriplesDataset | TemporalDataset | InductiveDataset | FullyInductiveDataset
 #: the kinds of dataset :func:`load_dataset` may be asked for (``kind=``)
-DatasetKind = Literal["triples", "temporal", "inductive"]
+DatasetKind = Literal["triples", "temporal", "inductive", "fully-inductive"]
 #: the folder formats (:func:`kgeval.datasets.formats.folder_format`) of each kind
 _KIND_FORMATS: dict[str, tuple[str, ...]] = {"triples": ("triples",), "temporal": ("quadruples", "renet"),
-                                             "inductive": ("inductive",)}  # fmt: skip
+                                             "inductive": ("inductive",),
+                                             "fully-inductive": ("fully-inductive",)}  # fmt: skip
 
 
 @overload
@@ -404,6 +408,11 @@ def load_dataset(name_or_path: str | os.PathLike[str], *, kind: Literal["inducti
                  entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
                  time_to_id: Mapping[str, int] | None = None, unseen: Unseen = "warn",
                  duplicates: Duplicates = "keep") -> InductiveDataset: ...  # fmt: skip
+@overload
+def load_dataset(name_or_path: str | os.PathLike[str], *, kind: Literal["fully-inductive"],
+                 entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
+                 time_to_id: Mapping[str, int] | None = None, unseen: Unseen = "warn",
+                 duplicates: Duplicates = "keep") -> FullyInductiveDataset: ...  # fmt: skip
 @overload
 def load_dataset(name_or_path: str | os.PathLike[str], *, kind: None = None,
                  entity_to_id: Mapping[str, int] | None = None, relation_to_id: Mapping[str, int] | None = None,
@@ -426,6 +435,8 @@ def load_dataset(
     ``"ICEWS14"``, ``"ILPC2022-small"``). A folder is read by what it holds
     (:func:`kgeval.datasets.formats.folder_format`):
 
+    - a ``train`` and a ``msg`` file (InGram's fully inductive layout, relations new at inference): a fully
+      inductive dataset, read whole (:func:`load_fully_inductive_folder`; docs/inductive.md, "Fully inductive");
     - a train and an inference file: an inductive dataset (:func:`load_inductive_dataset`);
     - ``train.txt`` of integer ids beside ``entity2id.txt`` and ``relation2id.txt`` (four columns, or five as
       RE-Net / RE-GCN / xERTE write them; with ``stat.txt``, or without where the id files give the counts):
@@ -433,13 +444,12 @@ def load_dataset(
     - a train file whose first data line has four fields: labelled quadruples (:func:`load_temporal_tsv`);
     - else labelled triples (:func:`load_tsv_dataset`).
 
-    A fully inductive folder (InGram's ``train`` / ``msg`` / ``valid`` / ``test``) and integer ids of triples beside
-    id files are refused: kgeval does not read them.
+    Integer ids of triples beside id files are refused: kgeval does not read them.
 
     Parameters
     ----------
     name_or_path : str or path-like
-    kind : {"triples", "temporal", "inductive"}, optional
+    kind : {"triples", "temporal", "inductive", "fully-inductive"}, optional
         The kind the caller needs: a dataset of another kind is a ValueError naming what was found (and the
         returned type is that kind's, for type checkers). None: whatever the folder holds.
     entity_to_id, relation_to_id : mapping of str to int, optional
@@ -456,7 +466,7 @@ def load_dataset(
 
     Returns
     -------
-    TriplesDataset, TemporalDataset or InductiveDataset
+    TriplesDataset, TemporalDataset, InductiveDataset or FullyInductiveDataset
 
     Raises
     ------
@@ -484,10 +494,12 @@ def load_dataset(
         raise found.refuse(folder)
     own_kind = next(name for name, formats in _KIND_FORMATS.items() if found.kind in formats)
     _check_kind(str(folder), own_kind, found.description, kind, time_to_id)
-    if found.kind == "inductive":
+    if found.kind in ("inductive", "fully-inductive"):
         if entity_to_id is not None or relation_to_id is not None:
             raise ValueError(f"{folder} is an inductive dataset: its ids are those of its two graphs (sorted "
                              "labels, as PyKEEN numbers them), not given ones")  # fmt: skip
+        if found.kind == "fully-inductive":
+            return load_fully_inductive_folder(folder, duplicates=duplicates)
         return load_inductive_dataset(folder, duplicates=duplicates)
     if found.kind == "renet":
         return _same_ids(load_renet_folder(folder, duplicates=duplicates), {**ids, "time_to_id": time_to_id})

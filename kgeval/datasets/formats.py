@@ -42,7 +42,7 @@ class FolderFormat:
     kind : str
         "triples", "quadruples", "renet" (integer ids beside id files, four or five columns), "inductive" (a
         training and an inference graph), "id-triples" (integer ids of triples beside id files: not read) or
-        "fully-inductive" (InGram's train / msg / valid / test: not read).
+        "fully-inductive" (InGram's train / msg / valid / test, relations new at inference).
     description : str
         The kind in words, for messages ("a RE-Net-format folder of integer ids ...").
     reader : str or None
@@ -80,8 +80,8 @@ _FORMATS = {
                                "reads ids as labels; write the id files' labels in place of the ids to read it as "
                                "labelled triples"),
     "fully-inductive": FolderFormat("fully-inductive", "a fully inductive dataset (InGram's layout: train, msg, "
-                                    "valid and test files, relations new at inference)", None,
-                                    "kgeval does not read fully inductive (InGram) folders yet"),
+                                    "valid and test files, relations new at inference)",
+                                    "kgeval.datasets.load_fully_inductive_folder"),
 }
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from kgeval import TemporalRankBasedEvaluator
 from kgeval.datasets import (
+    FullyInductiveDataset,
     InductiveDataset,
     TemporalDataset,
     TriplesDataset,
@@ -98,18 +99,24 @@ def test_a_shared_inductive_dataset() -> None:
         assert len(getattr(data, split)) + dropped == len(files[file])
 
 
-def test_a_fully_inductive_ingram_folder_is_refused_not_misread(tmp_path: Path) -> None:
+def test_a_fully_inductive_ingram_folder_is_read_whole_by_load_dataset_and_named_by_the_others(tmp_path: Path) -> None:
     folder = tmp_path / "ingram"
     folder.mkdir()
-    for split in ("train", "msg", "valid", "test"):
-        (folder / f"{split}.txt").write_text("a\tr\tb\nb\tr\tc\n")
-    message = r"fully inductive dataset \(InGram's layout.*kgeval does not read fully inductive \(InGram\) folders yet"
-    for reader in (load_dataset, load_any_dataset, load_tsv_dataset, load_temporal_tsv, load_inductive_dataset):
+    rows = {"train": "a\tr\tb\nb\tr\tc\n", "msg": "x\tq\ty\ny\tr\tz\n", "valid": "x\tq\tz\n", "test": "z\tnew\tx\n"}
+    for split, text in rows.items():
+        (folder / f"{split}.txt").write_text(text)
+    data = load_dataset(folder)
+    assert isinstance(data, FullyInductiveDataset)
+    assert load_dataset(folder, kind="fully-inductive").name == data.name
+    with pytest.raises(ValueError, match="fully inductive dataset .*a fully-inductive dataset, but a triples"):
+        load_dataset(folder, kind="triples")
+    message = r"fully inductive dataset \(InGram's layout.*read it with kgeval.datasets.load_dataset or " \
+              r"kgeval.datasets.load_fully_inductive_folder"
+    for reader in (load_tsv_dataset, load_temporal_tsv, load_inductive_dataset):
         with pytest.raises(ValueError, match=message):
             reader(folder)
     if shared_data_dir() is not None and (shared_data_dir() / "InGram-NL-0").is_dir():  # type: ignore[operator]
-        with pytest.raises(ValueError, match=message):
-            load_dataset("InGram-NL-0")
+        assert isinstance(load_dataset("InGram-NL-0"), FullyInductiveDataset)
 
 
 # -- folders of integer ids: RE-GCN (4 columns), RE-Net (5 columns), xERTE (no stat.txt) ----------------------------

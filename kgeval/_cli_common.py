@@ -7,11 +7,16 @@ import argparse
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["RANK_TYPE_RULES", "json_header", "refuse_options", "version"]
+__all__ = ["RANK_TYPE_RULES", "count_of", "json_header", "refuse_options", "version"]
 
 #: how each rank type counts, as every ``--json`` document states it
 RANK_TYPE_RULES = {"optimistic": "1 + #(score > true)", "pessimistic": "1 + #(score >= true)",
                    "realistic": "(optimistic + pessimistic) / 2"}  # fmt: skip
+
+
+def count_of(count: int, noun: str) -> str:
+    """``count`` and ``noun``, plural unless the count is 1 ("1 epoch", "0 epochs", "10 epochs")."""
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
 def version() -> str:

@@ -11,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from kgeval._cli_common import json_header, refuse_options
+from kgeval._cli_common import count_of, json_header, refuse_options
 from kgeval._display import all_or_nothing_note
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
@@ -59,7 +59,8 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
     losses = train_model(model, dataset.train, num_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                          seed=args.seed, use_tqdm=progress)  # fmt: skip
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
-    print(f"Trained TNTComplEx (dim={args.dim}) for {args.epochs} epochs in {time.perf_counter() - start:.1f} s"
+    print(f"Trained TNTComplEx (dim={args.dim}) for {count_of(args.epochs, 'epoch')} in "
+          f"{time.perf_counter() - start:.1f} s"
           f"{loss_text}")  # fmt: skip
     model.eval()
     unseen = int((~model.trained_times[dataset.test[:, 3]]).sum())

@@ -20,7 +20,7 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
-from kgeval._cli_common import json_header, version
+from kgeval._cli_common import count_of, json_header, version
 from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
 from kgeval._cli_report import add_report_arguments, run_report
 from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
@@ -95,6 +95,13 @@ DEFAULT_DATASET = "umls"
 # -- demo ----------------------------------------------------------------------------------------------
 
 
+def _add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """--threads: the CPU threads of a command (every command trains or evaluates; set in :func:`main`)."""
+    parser.add_argument("--threads", type=_int_at_least(1), default=None,
+                        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for small models "
+                        "on a busy machine")  # fmt: skip
+
+
 def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
     """--unseen and --duplicates: how the dataset is read."""
     parser.add_argument("--unseen", choices=READ_OPTIONS["unseen"], default=None,
@@ -142,13 +149,6 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     add("--batch-size", type=_int_at_least(1), default=256, help="training batch size (default: %(default)s)")
     add("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default: %(default)s)")
-    add(
-        "--threads",
-        type=_int_at_least(1),
-        default=None,
-        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for these small models "
-        "on a busy machine",
-    )
     add("--no-progress", action="store_true", help="hide the progress bars")
     add("--save-checkpoint", metavar="PATH", help="save the trained model there, with what its data was (see "
         "kgeval.models.checkpoint): 'kgeval evaluate --checkpoint PATH' then finds the dataset itself")  # fmt: skip
@@ -209,8 +209,6 @@ def _run_demo(args: argparse.Namespace) -> int:
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
         check_writable_file(args.save_checkpoint, "--save-checkpoint")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     if isinstance(dataset, TemporalDataset):
         return run_temporal_demo(args, dataset)
     if isinstance(dataset, InductiveDataset):
@@ -234,7 +232,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     )
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     elapsed = time.perf_counter() - start
-    print(f"Trained DistMult (dim={args.dim}) for {args.epochs} epochs in {elapsed:.1f} s{loss_text}")
+    print(f"Trained DistMult (dim={args.dim}) for {count_of(args.epochs, 'epoch')} in {elapsed:.1f} s{loss_text}")
     if args.save_checkpoint:
         save_checkpoint(model, args.save_checkpoint, dataset)
         print(f"Saved the model and what its data was ({dataset.name}) to {args.save_checkpoint}")
@@ -251,7 +249,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - start
         print()
         print(f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s ==")
-        _print_results(results, args.full)
+        _print_results(results, args.full, json_option=False)
         mrrs[split] = float(results.get_metric("mrr"))
     note = filter_order_note(mrrs["valid"], mrrs["test"])
     if note:
@@ -259,14 +257,17 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_results(results: object, full: bool) -> None:
-    """The headline, and with ``full`` the table of every metric."""
-    print(results.summary())  # type: ignore[attr-defined]
+def _print_results(results: Any, full: bool, json_option: bool = True) -> None:
+    """The headline, and with ``full`` the table of every metric; without, how many numbers ``--full`` would list
+    (the cells of ``results.table("auto")``, which ``full_table`` prints) and, where the command has ``--json``
+    (``json_option``), how many that writes (every key of ``to_flat_dict``)."""
+    print(results.summary())
     if full:
         print()
-        print(results.full_table())  # type: ignore[attr-defined]
-    else:
-        print(f"(--full lists all {len(results.data)} numbers)")  # type: ignore[attr-defined]
+        print(results.full_table())
+        return
+    more = f"; --json all {len(results.to_flat_dict())}" if json_option else ""
+    print(f"(--full lists {results.table('auto').size} numbers{more})")
 
 
 # -- strat ---------------------------------------------------------------------------------------------
@@ -754,6 +755,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
         command.add_arguments(sub)
+        _add_threads_argument(sub)  # every command trains or evaluates
     return parser
 
 
@@ -773,8 +775,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         argparse (status 2).
     """
     args = build_parser().parse_args(argv)
+    if getattr(args, "threads", None) is not None:
+        torch.set_num_threads(args.threads)
+    shown = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning(args.command)
     try:
         return COMMANDS[args.command].run(args)
     except (ValueError, TypeError, OSError) as error:  # bad data, checkpoints or paths: one line, no traceback
         print(f"kgeval {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = shown
+
+
+def _one_line_warning(command: str) -> Callable[..., str]:
+    """A :func:`warnings.formatwarning` for the command line: ``kgeval <command>: <Category>: <message>`` on one
+    line, without the Python source line Python's default prints under it (a warning shown on stderr goes through
+    it; one recorded by ``warnings.catch_warnings(record=True)`` does not)."""
+
+    def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                       line: str | None = None) -> str:  # fmt: skip
+        return f"kgeval {command}: {category.__name__}: {' '.join(str(message).split())}\n"
+
+    return format_warning

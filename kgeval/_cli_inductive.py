@@ -11,7 +11,7 @@ import json
 import time
 from typing import Any
 
-from kgeval._cli_common import json_header, refuse_options
+from kgeval._cli_common import count_of, json_header, refuse_options
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.inductive_audit import audit_inductive_dataset
@@ -41,7 +41,7 @@ def run_inductive_demo(args: argparse.Namespace, dataset: InductiveDataset) -> i
                          num_negatives=16, seed=args.seed, use_tqdm=progress)  # fmt: skip
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     print(f"Trained RelationContextDistMult (dim={args.dim}, 16 sampled negatives) on the training graph for "
-          f"{args.epochs} epochs in {time.perf_counter() - start:.1f} s{loss_text}")  # fmt: skip
+          f"{count_of(args.epochs, 'epoch')} in {time.perf_counter() - start:.1f} s{loss_text}")  # fmt: skip
     model.eval()
     evaluator = RankBasedEvaluator(ks=(1, 3, 5, 10))
     for split in ("valid", "test"):

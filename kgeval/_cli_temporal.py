@@ -11,17 +11,18 @@ from typing import Any
 
 import pandas as pd
 
-from kgeval._cli_common import json_header, refuse_options
+from kgeval._cli_common import count_of, metrics_document, provenance, refuse_options, with_provenance
 from kgeval._display import all_or_nothing_note
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
 from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
 from kgeval.models.training import train_model
+from kgeval.records import table_provenance, write_ranks
 from kgeval.temporal import TemporalRankBasedEvaluator, TemporalRankBasedMetricResults
 from kgeval.temporal_audit import audit_temporal_dataset
 
-__all__ = ["run_temporal_audit", "run_temporal_demo", "run_temporal_evaluate", "settings_frame",
-           "temporal_evaluation"]
+__all__ = ["evaluate_temporal_table", "print_temporal", "run_temporal_audit", "run_temporal_demo",
+           "run_temporal_evaluate", "settings_frame", "temporal_evaluation"]
 
 def settings_frame(results: dict[str, TemporalRankBasedMetricResults]) -> pd.DataFrame:
     """One row per (model, filter setting), the realistic headline of both sides pooled as columns (MRR and
@@ -59,7 +60,8 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
     losses = train_model(model, dataset.train, num_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
                          seed=args.seed, use_tqdm=progress)  # fmt: skip
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
-    print(f"Trained TNTComplEx (dim={args.dim}) for {args.epochs} epochs in {time.perf_counter() - start:.1f} s"
+    print(f"Trained TNTComplEx (dim={args.dim}) for {count_of(args.epochs, 'epoch')} in "
+          f"{time.perf_counter() - start:.1f} s"
           f"{loss_text}")  # fmt: skip
     model.eval()
     unseen = int((~model.trained_times[dataset.test[:, 3]]).sum())
@@ -99,32 +101,55 @@ def check_fits(model: Any, dataset: TemporalDataset) -> None:
 
 
 def run_temporal_evaluate(args: argparse.Namespace, dataset: TemporalDataset, model: Any) -> int:
-    """Print a temporal model's numbers on a split under the three filter settings (a table, or JSON)."""
+    """Print a temporal model's numbers on a split under the three filter settings (a table, or JSON); with
+    --save-ranks also write their rank table (every setting's rows, with times, labels and provenance)."""
     check_fits(model, dataset)
-    if getattr(args, "save_ranks", None):
-        raise ValueError("--save-ranks is not available for temporal data yet: the rank table has no time column "
-                         "(save results.ranks_df() of TemporalRankBasedEvaluator's results from Python)")  # fmt: skip
     refuse_options(args, "temporal", {"ks": [1, 3, 5, 10], "targets": ["head", "tail"], "full": False,
                                       "progress_file": None})  # fmt: skip
     results = temporal_evaluation(model, dataset, args.split, not args.no_progress and not args.json)
-    known = "train + valid" if args.split == "valid" else "train + valid + test"
-    if args.json:
-        settings = {"time-aware": results, "static": results.static, "raw": results.raw}
-        source = {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
-                  "split": args.split, "filtered_by": known.split(" + "), "targets": ["head", "tail"]}  # fmt: skip
-        document = {**json_header(source, [name for name, got in settings.items() if got is not None], TEMPORAL_KS),
-                    "metrics": {name: {key: (None if value != value else value)
-                                       for key, value in got.to_flat_dict().items()}
-                                for name, got in settings.items() if got is not None}}  # fmt: skip
+    known = ["train", "valid"] if args.split == "valid" else ["train", "valid", "test"]
+    source = {"checkpoint": args.checkpoint, "model": type(model).__name__, "dataset": dataset.name,
+              "split": args.split, "filtered_by": known, "targets": ["head", "tail"]}  # fmt: skip
+    extra = {}
+    if getattr(args, "save_ranks", None):
+        about = provenance(type(model).__name__, dataset, args.split, known, "time-aware")
+        frame = with_provenance(results.ranks_df(dataset.entity_to_id, dataset.relation_to_id, dataset.time_to_id),
+                                about)  # fmt: skip
+        extra["ranks_file"] = str(write_ranks(frame, args.save_ranks))
+    title = f"== {dataset.name} {args.split}, filtered by {' + '.join(known)}, realistic ranks, both sides =="
+    return print_temporal(results, source, title, args.json, type(model).__name__, **extra)
+
+
+def print_temporal(results: TemporalRankBasedMetricResults, source: dict[str, Any], title: str, as_json: bool,
+                   name: str, **extra: Any) -> int:  # fmt: skip
+    """Print temporal results: their settings' table under ``title``, or the ``--json`` document of every protocol
+    (:func:`kgeval._cli_common.metrics_document`: the time-aware metrics, static and raw in ``other_settings``)."""
+    if as_json:
+        others = {setting: got for setting, got in results.settings().items() if setting != results.setting}
+        document = metrics_document(source, results.setting, results.ks, results, others, **extra)
         print(json.dumps(document, allow_nan=False))
         return 0
-    print(f"== {dataset.name} {args.split}, filtered by {known}, realistic ranks, both sides ==")
-    _print_frame(settings_frame({type(model).__name__: results}))
+    print(title)
+    _print_frame(settings_frame({name: results}))
+    if "ranks_file" in extra:
+        print(f"(the per-task ranks of every setting are in {extra['ranks_file']})")
     return 0
 
 
-def run_temporal_audit(args: argparse.Namespace, dataset: TemporalDataset, model: Any) -> int:
-    """Print the temporal evaluation card (Markdown, or JSON)."""
-    report = audit_temporal_dataset(dataset, baseline=not args.no_baseline, model=model)
+def evaluate_temporal_table(args: argparse.Namespace, frame: pd.DataFrame) -> int:
+    """``kgeval evaluate --ranks`` of a temporal rank table (one with a ``time`` column): the settings it holds,
+    as a checkpoint's evaluation prints them."""
+    results = TemporalRankBasedMetricResults.from_rank_table(frame, ks=args.ks, source=f"rank table {args.ranks}")
+    about = table_provenance(frame.drop(columns="setting", errors="ignore"))
+    source = {"ranks": args.ranks, **about}
+    recorded = ", ".join(f"{key} {value}" for key, value in about.items() if key in ("model", "dataset", "split"))
+    title = f"== temporal ranks of {args.ranks}{f' ({recorded})' if recorded else ''}, realistic ranks, both sides =="
+    return print_temporal(results, source, title, args.json, about.get("model", "ranks"))
+
+
+def run_temporal_audit(args: argparse.Namespace, dataset: TemporalDataset, model: Any,
+                       results: TemporalRankBasedMetricResults | None = None) -> int:  # fmt: skip
+    """Print the temporal evaluation card (Markdown, or JSON), of a model or of the results of a rank table."""
+    report = audit_temporal_dataset(dataset, baseline=not args.no_baseline, model=model, results=results)
     print(report.to_json() if args.json else report.to_markdown(), end="\n" if args.json else "")
     return 0

@@ -125,18 +125,31 @@ def _frames_equal(a: Any, b: Any) -> bool:
     return all(nan_equal(float(x), float(y)) for x, y in zip(a, b, strict=True))
 
 
+class Headline(dict[str, float]):
+    """The headline dict of :meth:`RankBasedMetricResults.headline`: names spelled as MLflow and every other
+    tracker accept them (``val/hits_at_10``, the metric token of kgeval's flat keys). Looking a name up with
+    ``[]`` in the spelling of kgeval 0.1 (``val/hits@10``) still finds its value; iteration, ``in`` and
+    ``get`` see the one spelling."""
+
+    def __missing__(self, name: str) -> float:
+        if "hits@" in name:
+            return self[name.replace("hits@", "hits_at_")]
+        raise KeyError(name)
+
+
 def headline_values(
     data: Mapping[Any, float], ks: tuple[int, ...], rank_type: str, prefix: str | None
-) -> dict[str, float]:
+) -> Headline:
     """The headline as a flat dict for a logger: ``[prefix/][side/]metric`` -> value, ``metric`` one of ``mrr``,
-    ``hits@k`` per k and ``mr``, the pooled side first and without a side part (``val/mrr``, ``val/head/mrr``)."""
+    ``hits_at_k`` per k and ``mr``, the pooled side first and without a side part (``val/mrr``,
+    ``val/head/hits_at_10``): names every tracker accepts, MLflow included."""
     sides = [side for side in HEADLINE_SIDES if (side, rank_type, "count") in data]
     labels = {"inverse_harmonic_mean_rank": "mrr", "arithmetic_mean_rank": "mr"}
-    out = {}
+    out = Headline()
     for index, side in enumerate(sides):
         for _label, key in headline_rows(ks):
             if (side, rank_type, key) in data:
-                name = labels.get(key) or key.replace("hits_at_", "hits@")
+                name = labels.get(key) or key
                 parts = [prefix] if prefix else []
                 parts += [name] if index == 0 else [side, name]
                 out["/".join(parts)] = float(data[(side, rank_type, key)])

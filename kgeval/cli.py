@@ -20,10 +20,10 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
-from kgeval._cli_common import json_header, version
+from kgeval._cli_common import check_ranks_fit, count_of, metrics_document, provenance, version, with_provenance
 from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
 from kgeval._cli_report import add_report_arguments, run_report
-from kgeval._cli_temporal import run_temporal_audit, run_temporal_demo, run_temporal_evaluate
+from kgeval._cli_temporal import evaluate_temporal_table, run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
@@ -31,6 +31,7 @@ from kgeval.audit import audit_dataset
 from kgeval.datasets import (
     SHIPPED_DATASETS,
     AnyDataset,
+    FullyInductiveDataset,
     InductiveDataset,
     TemporalDataset,
     TriplesDataset,
@@ -49,7 +50,8 @@ from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import READ_OPTIONS, LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
-from kgeval.records import RankRecords, check_rank_path, read_ranks
+from kgeval.records import RankRecords, check_rank_path, read_ranks, settings_of, table_provenance, write_ranks
+from kgeval.temporal import TemporalRankBasedMetricResults
 from kgeval.typing import Target
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
@@ -94,6 +96,13 @@ DEFAULT_DATASET = "umls"
 
 
 # -- demo ----------------------------------------------------------------------------------------------
+
+
+def _add_threads_argument(parser: argparse.ArgumentParser) -> None:
+    """--threads: the CPU threads of a command (every command trains or evaluates; set in :func:`main`)."""
+    parser.add_argument("--threads", type=_int_at_least(1), default=None,
+                        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for small models "
+                        "on a busy machine")  # fmt: skip
 
 
 def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
@@ -143,13 +152,6 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     add("--seed", type=int, default=0, help="random seed (default: %(default)s)")
     add("--batch-size", type=_int_at_least(1), default=256, help="training batch size (default: %(default)s)")
     add("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default: %(default)s)")
-    add(
-        "--threads",
-        type=_int_at_least(1),
-        default=None,
-        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for these small models "
-        "on a busy machine",
-    )
     add("--no-progress", action="store_true", help="hide the progress bars")
     add("--save-checkpoint", metavar="PATH", help="save the trained model there, with what its data was (see "
         "kgeval.models.checkpoint): 'kgeval evaluate --checkpoint PATH' then finds the dataset itself")  # fmt: skip
@@ -206,12 +208,14 @@ def _run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
     dataset = load_any_dataset(args.dataset, **_reading(args))
+    if isinstance(dataset, FullyInductiveDataset):
+        raise ValueError(f"{dataset.name} is a fully inductive dataset (relations new at inference), which kgeval "
+                         "demo does not train on: evaluate a graph-conditioned model on it in Python "
+                         "(docs/inductive.md, 'Fully inductive')")  # fmt: skip
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
     if args.save_checkpoint:  # fail before training, not after
         check_writable_file(args.save_checkpoint, "--save-checkpoint")
-    if args.threads is not None:
-        torch.set_num_threads(args.threads)
     if isinstance(dataset, TemporalDataset):
         return run_temporal_demo(args, dataset)
     if isinstance(dataset, InductiveDataset):
@@ -235,7 +239,7 @@ def _run_demo(args: argparse.Namespace) -> int:
     )
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     elapsed = time.perf_counter() - start
-    print(f"Trained DistMult (dim={args.dim}) for {args.epochs} epochs in {elapsed:.1f} s{loss_text}")
+    print(f"Trained DistMult (dim={args.dim}) for {count_of(args.epochs, 'epoch')} in {elapsed:.1f} s{loss_text}")
     if args.save_checkpoint:
         save_checkpoint(model, args.save_checkpoint, dataset)
         print(f"Saved the model and what its data was ({dataset.name}) to {args.save_checkpoint}")
@@ -252,7 +256,7 @@ def _run_demo(args: argparse.Namespace) -> int:
         elapsed = time.perf_counter() - start
         print()
         print(f"== {split}: {len(triples)} triples, filtered by {filter_text}, evaluated in {elapsed:.2f} s ==")
-        _print_results(results, args.full)
+        _print_results(results, args.full, json_option=False)
         mrrs[split] = float(results.get_metric("mrr"))
     note = filter_order_note(mrrs["valid"], mrrs["test"])
     if note:
@@ -260,14 +264,17 @@ def _run_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_results(results: object, full: bool) -> None:
-    """The headline, and with ``full`` the table of every metric."""
-    print(results.summary())  # type: ignore[attr-defined]
+def _print_results(results: Any, full: bool, json_option: bool = True) -> None:
+    """The headline, and with ``full`` the table of every metric; without, how many numbers ``--full`` would list
+    (the cells of ``results.table("auto")``, which ``full_table`` prints) and, where the command has ``--json``
+    (``json_option``), how many that writes (every key of ``to_flat_dict``)."""
+    print(results.summary())
     if full:
         print()
-        print(results.full_table())  # type: ignore[attr-defined]
-    else:
-        print(f"(--full lists all {len(results.data)} numbers)")  # type: ignore[attr-defined]
+        print(results.full_table())
+        return
+    more = f"; --json all {len(results.to_flat_dict())}" if json_option else ""
+    print(f"(--full lists {results.table('auto').size} numbers{more})")
 
 
 # -- strat ---------------------------------------------------------------------------------------------
@@ -499,34 +506,6 @@ def _dataset_of_ranks(args: argparse.Namespace, command: str) -> str:
     return str(args.dataset)
 
 
-def _check_ranks_fit(records: RankRecords, frame: pd.DataFrame, dataset: Any, path: str) -> RankRecords:
-    """``records`` when they can be a ranking of ``dataset``: ids inside its counts, candidates no more than its
-    entities, and labels (where the table has them) those of the dataset's ids; a ValueError naming the first
-    mismatch otherwise."""
-    bounds = {"head": dataset.num_entities, "tail": dataset.num_entities, "relation": dataset.num_relations}
-    for column, bound in bounds.items():
-        if len(records) and int(records[column].max()) >= bound:
-            raise ValueError(f"rank table {path}: {column} ids up to {int(records[column].max())}, but "
-                             f"{dataset.name} has {bound:,} {'relations' if column == 'relation' else 'entities'}: "
-                             "the table ranks another dataset")  # fmt: skip
-    if records.num_candidates is not None and len(records) and int(records.num_candidates.max()) > dataset.num_entities:
-        raise ValueError(f"rank table {path}: up to {int(records.num_candidates.max()):,} candidates per task, but "
-                         f"{dataset.name} has {dataset.num_entities:,} entities: the table ranks another dataset")
-    for column, ids_column, mapping in (("head_label", "head", dataset.entity_to_id),
-                                        ("tail_label", "tail", dataset.entity_to_id),
-                                        ("relation_label", "relation", dataset.relation_to_id)):  # fmt: skip
-        if column not in frame.columns:
-            continue
-        expected = frame[column].map(mapping)
-        wrong = (expected != frame[ids_column]) & (frame[ids_column] >= 0)
-        if bool(wrong.any()):
-            row = int(wrong.to_numpy().nonzero()[0][0])
-            raise ValueError(f"rank table {path} row {row}: {ids_column} {frame[ids_column].iloc[row]} is labelled "
-                             f"{frame[column].iloc[row]!r}, which {dataset.name} numbers otherwise or not at all: "
-                             "the table ranks another dataset (or other ids)")  # fmt: skip
-    return records
-
-
 def _run_strat(args: argparse.Namespace) -> int:
     """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
@@ -537,7 +516,7 @@ def _run_strat(args: argparse.Namespace) -> int:
         if args.ranks:
             dataset = load_dataset(_dataset_of_ranks(args, "strat"), kind="triples")
             ranks = read_ranks(args.ranks)
-            _check_ranks_fit(RankRecords.from_frame(ranks, f"rank table {args.ranks}"), ranks, dataset, args.ranks)
+            check_ranks_fit(RankRecords.from_frame(ranks, f"rank table {args.ranks}"), ranks, dataset, args.ranks)
         else:
             ranks, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress)
         splits = _POPULARITY[args.popularity]
@@ -611,12 +590,15 @@ def _run_evaluate(args: argparse.Namespace) -> int:
     with warnings.catch_warnings(record=True) as undefined:
         warnings.simplefilter("always", UndefinedMetricWarning)  # collected: one line (text) or nulls (JSON)
         if args.ranks:
-            records = RankRecords.from_frame(read_ranks(args.ranks), f"rank table {args.ranks}")
+            frame = read_ranks(args.ranks)
+            if "time" in frame.columns:  # a temporal table: its settings, as a checkpoint's evaluation prints them
+                return evaluate_temporal_table(args, frame)
+            records = RankRecords.from_frame(frame, f"rank table {args.ranks}")
             if "num_candidates" not in records:
                 raise ValueError(f"rank table {args.ranks} needs a num_candidates column to compute every metric")
             results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
             title = f"== ranks of {args.ranks} =="
-            about["source"] = {"ranks": args.ranks}
+            about["source"] = {"ranks": args.ranks, **table_provenance(frame)}
         else:
             use_tqdm = not args.no_progress and not args.json
             results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm, args.targets, about)
@@ -625,8 +607,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
             about["source"] = {"checkpoint": args.checkpoint, "model": about.pop("model"), "dataset": dataset.name,
                                "split": args.split, "filtered_by": known, "targets": list(args.targets)}  # fmt: skip
             if args.save_ranks:
-                about["ranks_file"] = str(results.save_ranks(args.save_ranks, dataset.entity_to_id,
-                                                              dataset.relation_to_id))  # fmt: skip
+                recorded = provenance(about["source"]["model"], dataset, args.split, known, "filtered")
+                frame = with_provenance(results.ranks_df(dataset.entity_to_id, dataset.relation_to_id), recorded)
+                about["ranks_file"] = str(write_ranks(frame, args.save_ranks))
     for caught in undefined:  # anything else caught is shown as it would have been
         if not issubclass(caught.category, UndefinedMetricWarning):
             warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
@@ -646,12 +629,14 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> dict[str, Any]:
-    """One strict JSON object: how the numbers were made (kgeval version, source, protocol) and every
-    metric as ``"side.rank_type.metric"``, undefined ones as null."""
-    setting = "filtered" if "checkpoint" in about["source"] else "as in the rank table"
+    """One strict JSON object in the shape of every protocol (:func:`kgeval._cli_common.metrics_document`): how the
+    numbers were made (kgeval version, source, protocol: ``filtered`` for a checkpoint, the recorded setting of a
+    rank table, else "as in the rank table") and every metric as ``"side.rank_type.metric"``, undefined ones
+    null."""
+    source = about["source"]
+    setting = "filtered" if "checkpoint" in source else source.get("setting", "as in the rank table")
     extra = {key: value for key, value in about.items() if key != "source"}
-    metrics = {key: (None if value != value else value) for key, value in results.to_flat_dict().items()}
-    return {**json_header(about["source"], setting, ks), **extra, "metrics": metrics}
+    return metrics_document(source, setting, ks, results, **extra)
 
 
 # -- audit -----------------------------------------------------------------------------------------------------
@@ -679,13 +664,14 @@ def _run_audit(args: argparse.Namespace) -> int:
     loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint) if args.checkpoint else None
     inductive, temporal = _special_datasets(args, loaded)
     if inductive is not None or temporal is not None:  # their own cards, of a model or of the data alone
-        kind = "inductive" if inductive is not None else "temporal"
-        if args.ranks:
-            raise ValueError(f"a rank table is audited on triples; on {kind} data pass --checkpoint (or nothing)")
         model = loaded.model if loaded is not None else None
         if inductive is not None:
+            if args.ranks:
+                raise ValueError("a rank table is audited on triples (or quadruples); on inductive data pass "
+                                 "--checkpoint (or nothing)")  # fmt: skip
             return run_inductive_audit(args, inductive, model)
-        return run_temporal_audit(args, cast(TemporalDataset, temporal), model)
+        temporal = cast(TemporalDataset, temporal)
+        return run_temporal_audit(args, temporal, model, _temporal_table(args.ranks, temporal) if args.ranks else None)
     if loaded is not None:
         loaded, dataset = _checkpoint_and_dataset(args, loaded)
         model = loaded.model
@@ -694,7 +680,7 @@ def _run_audit(args: argparse.Namespace) -> int:
                                kind="triples", **_reading(args))  # fmt: skip
     if args.ranks:
         frame = read_ranks(args.ranks)
-        records = _check_ranks_fit(RankRecords.from_frame(frame, f"rank table {args.ranks}"), frame, dataset,
+        records = check_ranks_fit(RankRecords.from_frame(frame, f"rank table {args.ranks}"), frame, dataset,
                                    args.ranks)  # fmt: skip
         with warnings.catch_warnings():  # the card reads the MRR of each rank type, never an undefined metric
             warnings.simplefilter("ignore", UndefinedMetricWarning)
@@ -703,6 +689,20 @@ def _run_audit(args: argparse.Namespace) -> int:
                            results=results, sampled_k=args.sampled_k)  # fmt: skip
     print(report.to_json() if args.json else report.to_markdown(), end="" if not args.json else "\n")
     return 0
+
+
+def _temporal_table(path: str, dataset: TemporalDataset) -> TemporalRankBasedMetricResults:
+    """The results of a temporal rank table checked against ``dataset`` (:func:`check_ranks_fit`, each setting's
+    rows), or a ValueError saying why it is not one of its rankings."""
+    frame = read_ranks(path)
+    if "time" not in frame.columns:
+        raise ValueError(f"rank table {path} has no time column: it ranks triples, not the quadruples of "
+                         f"{dataset.name}")  # fmt: skip
+    for setting, part in settings_of(frame).items():
+        check_ranks_fit(RankRecords.from_frame(part, f"rank table {path} {setting}".strip()), part, dataset, path)
+    with warnings.catch_warnings():  # the card reads the MRR of each setting, never an undefined metric
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        return TemporalRankBasedMetricResults.from_rank_table(frame, source=f"rank table {path}")
 
 
 #: The sub-commands, by name.
@@ -756,6 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name, command in COMMANDS.items():
         sub = subparsers.add_parser(name, help=command.help, description=command.help)
         command.add_arguments(sub)
+        _add_threads_argument(sub)  # every command trains or evaluates
     return parser
 
 
@@ -775,8 +776,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         argparse (status 2).
     """
     args = build_parser().parse_args(argv)
+    if getattr(args, "threads", None) is not None:
+        torch.set_num_threads(args.threads)
+    shown = warnings.formatwarning
+    warnings.formatwarning = _one_line_warning(args.command)
     try:
         return COMMANDS[args.command].run(args)
     except (ValueError, TypeError, OSError) as error:  # bad data, checkpoints or paths: one line, no traceback
         print(f"kgeval {args.command}: error: {_one_line(error)}", file=sys.stderr)
         return 2
+    finally:
+        warnings.formatwarning = shown
+
+
+def _one_line_warning(command: str) -> Callable[..., str]:
+    """A :func:`warnings.formatwarning` for the command line: ``kgeval <command>: <Category>: <message>`` on one
+    line, without the Python source line Python's default prints under it (a warning shown on stderr goes through
+    it; one recorded by ``warnings.catch_warnings(record=True)`` does not)."""
+
+    def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                       line: str | None = None) -> str:  # fmt: skip
+        return f"kgeval {command}: {category.__name__}: {' '.join(str(message).split())}\n"
+
+    return format_warning

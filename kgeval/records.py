@@ -22,11 +22,22 @@ import torch
 from kgeval._checks import check_rank_records, check_writable_file, plain
 from kgeval.typing import ENTITY_TARGETS, TARGETS, RankType, Target
 
-__all__ = ["RANK_TABLE_COLUMNS", "RankRecords", "rank_records", "ranks_of_type", "read_ranks"]
+__all__ = ["PROVENANCE_COLUMNS", "RANK_TABLE_COLUMNS", "RankRecords", "rank_records", "ranks_of_type",
+           "read_ranks", "settings_of", "table_provenance"]
 
 #: columns a rank table (CSV / Parquet, or a DataFrame) must have; ``num_candidates``, ``task_index`` and
 #: ``realistic`` are optional
 RANK_TABLE_COLUMNS: tuple[str, ...] = ("head", "relation", "tail", "side", "optimistic", "pessimistic")
+
+#: what a rank table written by the command line records of its evaluation, one column each, the same value on
+#: every row (``setting`` excepted: a temporal table holds the rows of each filter setting): the model's class, the
+#: dataset's name and fingerprint (:func:`kgeval.datasets.dataset_fingerprint`), the split, the splits it was
+#: filtered by (``train+valid+test``), the filter setting (``filtered``; ``time-aware`` / ``static`` / ``raw``) and
+#: when it was evaluated (ISO 8601, UTC). Optional; readers that need none of them ignore them.
+PROVENANCE_COLUMNS: tuple[str, ...] = ("model", "dataset", "dataset_fingerprint", "split", "filtered_by", "setting",
+                                       "evaluated_at")  # fmt: skip
+#: text columns of a rank table besides the provenance: the labels
+LABEL_COLUMNS: tuple[str, ...] = ("head_label", "relation_label", "tail_label", "time_label")
 
 Ranks = TypeVar("Ranks", np.ndarray, torch.Tensor)
 
@@ -104,6 +115,10 @@ class RankRecords:
         missing = [name for name in RANK_TABLE_COLUMNS if name not in frame.columns]
         if missing:
             raise ValueError(f"a {source} needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
+        if "setting" in frame.columns and frame["setting"].nunique() > 1:
+            held = ", ".join(map(str, pd.unique(frame["setting"])))
+            raise ValueError(f"the {source} holds the ranks of several filter settings ({held}): read one at a time "
+                             "(kgeval.records.settings_of, or TemporalRankBasedMetricResults.from_rank_table)")
         optional = ("num_candidates", "task_index", "realistic")
         columns = {name: frame[name].to_numpy() for name in (*RANK_TABLE_COLUMNS, *optional) if name in frame.columns}
         columns["side"] = _side_codes(frame["side"], source)
@@ -332,10 +347,30 @@ def _read_table(path: Path, kind: str) -> pd.DataFrame:
         return pd.read_parquet(path)
     # csv or tsv: labels stay text as written (WN18RR's "00012345" keeps its zeros; "NA", "null", "nan" and "" are
     # labels, not missing values); only an empty cell of a number column is missing (then refused by from_frame)
-    labels = {column: str for column in ("head_label", "relation_label", "tail_label")}
-    numbers = (*RANK_TABLE_COLUMNS, "realistic", "num_candidates", "task_index")
+    labels = {column: str for column in (*LABEL_COLUMNS, *PROVENANCE_COLUMNS)}
+    numbers = (*RANK_TABLE_COLUMNS, "realistic", "num_candidates", "task_index", "time")
     return pd.read_csv(path, sep="\t" if kind == "tsv" else ",", dtype=labels, keep_default_na=False,
                        na_values={column: [""] for column in numbers})  # fmt: skip
+
+
+def settings_of(frame: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    """The rows of each filter setting of a rank table, by setting, in the order they first occur: a temporal
+    table holds the time-aware, static and raw ranks of one evaluation, tagged by its ``setting`` column. A table
+    without that column is one setting, ``""``."""
+    if "setting" not in frame.columns:
+        return {"": frame}
+    return {str(setting): part.reset_index(drop=True)
+            for setting, part in frame.groupby("setting", sort=False)}  # fmt: skip
+
+
+def table_provenance(frame: pd.DataFrame) -> dict[str, str]:
+    """What a rank table records of its evaluation (:data:`PROVENANCE_COLUMNS`): each such column whose value is
+    the same on every row, as text (``setting`` where the table holds one); empty for a table without them."""
+    found = {}
+    for column in PROVENANCE_COLUMNS:
+        if column in frame.columns and len(frame) and frame[column].nunique(dropna=False) == 1:
+            found[column] = str(frame[column].iloc[0])
+    return found
 
 
 def check_rank_path(path: str | os.PathLike[str]) -> Path:

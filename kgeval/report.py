@@ -13,7 +13,9 @@ import html
 import itertools
 import math
 import os
+import re
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -51,7 +53,8 @@ table.sortable th{cursor:pointer;user-select:none}table.sortable th[aria-sort=as
 table.sortable th[aria-sort=descending]::after{content:" \\25BC"}
 .charts{display:flex;flex-wrap:wrap;gap:1rem}figure{margin:.5rem 0}figcaption{font-size:.85rem;color:#555}
 svg text{font:11px system-ui,sans-serif;fill:#333}.note{color:#555;font-size:.9rem}
-pre{background:#f8f8f8;padding:.8rem;overflow-x:auto;font-size:.85rem}
+#about table{margin-top:0}#about td{font-size:.9rem}td.missing{color:#999}
+ul.findings li{margin:.3rem 0}#audit h3{font-size:1rem;margin:1.2rem 0 .3rem}details summary{cursor:pointer;color:#555}
 .legend span{display:inline-block;margin-right:1rem}.legend i{display:inline-block;width:.9rem;height:.9rem;
 margin-right:.3rem;vertical-align:-2px}
 """
@@ -98,6 +101,7 @@ def report_html(
     min_count: float | None = None,
     n_resamples: int = 1000,
     seed: int | None = 0,
+    about: Mapping[str, Mapping[str, str]] | None = None,
 ) -> str:
     """The report as one HTML document (a str).
 
@@ -110,8 +114,10 @@ def report_html(
     title : str, optional
     relation_labels : mapping or sequence, optional
         Relation names (label -> id, id -> label or a sequence by id); default: the relation ids.
-    audit : AuditReport or str, optional
-        The audit card (:func:`kgeval.audit.audit_dataset`), shown as its Markdown text.
+    audit : AuditReport, TemporalAuditReport or str, optional
+        The audit card (:func:`kgeval.audit.audit_dataset`, :func:`kgeval.temporal_audit.audit_temporal_dataset`,
+        or its Markdown), rendered as HTML: its findings (the card's sentences, baselines and ties first) above its
+        tables, long tables folded.
     popularity_triples : LongTensor of shape (n, 3), optional
         The training triples: adds the popularity-stratified MRR curves
         (:func:`kgeval.analysis.stratified.strat_curve`).
@@ -122,13 +128,20 @@ def report_html(
         Bootstrap resamples of the confidence intervals and the paired tests (:mod:`kgeval.analysis.stats`).
     seed : int or None, default=0
         Seed of the intervals and tests: the same seed gives the same page.
+    about : mapping of str to mapping of str to str, optional
+        What each model's evaluation was, by model name: ``model``, ``dataset``, ``dataset_fingerprint``, ``split``,
+        ``filtered_by``, ``setting``, ``evaluated_at`` (:data:`kgeval.records.PROVENANCE_COLUMNS`, as a rank table
+        written by ``kgeval evaluate --save-ranks`` records them: :func:`kgeval.records.table_provenance`). The
+        header shows them, "not recorded" where absent; the default title names the models, dataset and split.
     """
     named = _named_models(models)
     labels = _relation_names(relation_labels)
-    title = title or ("Evaluation report: " + ", ".join(named))
+    about = {name: dict((about or {}).get(name, {})) for name in named}
+    title = title or _default_title(named, about)
     sections = [
         f"<h1>{_e(title)}</h1>",
-        f'<p class="note">{len(named)} model(s). Realistic ranks unless stated; filtered setting as evaluated. '
+        _about_section(named, about),
+        f'<p class="note">{len(named)} model(s). Realistic ranks unless stated. '
         f"Intervals: {n_resamples:,} bootstrap resamples of the evaluation triples, seed {seed}.</p>",
         _legend(named),
         _headline_section(named, n_resamples, seed),
@@ -141,8 +154,7 @@ def report_html(
     if len(named) > 1:
         sections.append(_compare_section(named, n_resamples, seed))
     if audit is not None:
-        card = audit if isinstance(audit, str) else audit.to_markdown()
-        sections.append(f'<section id="audit"><h2>Audit card</h2><pre>{_e(card)}</pre></section>')
+        sections.append(_audit_section(audit if isinstance(audit, str) else audit.to_markdown()))
     body = "\n".join(sections)
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
@@ -240,6 +252,160 @@ def _value(results: RankBasedMetricResults, side: str, rank_type: str, key: str)
 
 def _sides(results: RankBasedMetricResults) -> list[str]:
     return [side for side in HEADLINE_SIDES if (side, "realistic", "count") in results.data]
+
+
+# -- header -----------------------------------------------------------------------------------------------------
+#: the header's columns: (provenance key, heading)
+ABOUT_COLUMNS = (("model", "model"), ("dataset", "dataset"), ("split", "split"), ("filtered_by", "filtered by"),
+                 ("setting", "protocol"), ("evaluated_at", "evaluated"))  # fmt: skip
+NOT_RECORDED = "not recorded"
+
+
+def _default_title(named: Mapping[str, Any], about: Mapping[str, Mapping[str, str]]) -> str:
+    """"<models> on <dataset> <split>" where every model's evaluation recorded the same dataset and split, else
+    "Evaluation report: <models>"."""
+    models = ", ".join(named)
+    places = {(info.get("dataset"), info.get("split")) for info in about.values()}
+    if len(places) == 1 and None not in next(iter(places)):
+        dataset, split = next(iter(places))
+        return f"{models} on {dataset} {split}"
+    return f"Evaluation report: {models}"
+
+
+def _about_section(named: Mapping[str, Any], about: Mapping[str, Mapping[str, str]]) -> str:
+    """A row per model: its class, dataset (with its fingerprint as a tooltip), split, filter, protocol (setting
+    and rank type) and date, as the rank table recorded them."""
+    head = "".join(f"<th class=\"label\">{heading}</th>" for _, heading in ABOUT_COLUMNS)
+    rows = []
+    for name in named:
+        info = about.get(name, {})
+        cells = [f'<td class="label">{_e(name)}</td>']
+        for key, _ in ABOUT_COLUMNS:
+            value = info.get(key)
+            if value is None:
+                cells.append(f'<td class="label missing">{NOT_RECORDED}</td>')
+                continue
+            fingerprint = info.get("dataset_fingerprint") if key == "dataset" else None
+            tip = f' title="fingerprint {_e(fingerprint)}"' if fingerprint else ""
+            cells.append(f'<td class="label" data-about="{key}"{tip}>{_e(_about_text(key, value))}</td>')
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (f'<section id="about"><table><thead><tr><th class="label">name</th>{head}</tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></section>")  # fmt: skip
+
+
+def _about_text(key: str, value: str) -> str:
+    """A provenance value as the header shows it."""
+    if key == "filtered_by":
+        return value.replace("+", " + ")
+    if key == "setting":
+        return f"{value}, realistic ranks"
+    if key == "evaluated_at":
+        return value.replace("T", " ").replace("Z", " UTC")
+    return value
+
+
+# -- the audit card ---------------------------------------------------------------------------------------------
+#: tables of more rows than this are folded (<details>) under their first rows' count
+FOLD_ROWS = 12
+#: sections whose sentences lead the findings (a baseline says what a number must beat; ties what decides it)
+LEADING_SECTIONS = ("baseline", "ties", "protocol")
+
+
+def _audit_section(markdown: str) -> str:
+    """The audit card's Markdown as HTML: its title, its findings (every sentence and list of the card, those of
+    the baselines, ties and protocol first), then each section's tables (real tables, long ones folded)."""
+    card = _card_parts(markdown)
+    findings: list[tuple[str, str]] = []
+    tables: list[str] = []
+    for heading, blocks in card.sections:
+        prose = [block for kind, block in blocks if kind != "table"]
+        if prose:
+            findings.append((heading, " ".join(prose)))
+        shown = [block for kind, block in blocks if kind == "table"]
+        if shown:
+            tables.append(f"<h3>{_inline(heading)}</h3>" + "".join(shown))
+    order = sorted(range(len(findings)), key=lambda i: (not any(word in findings[i][0].lower()
+                                                                for word in LEADING_SECTIONS), i))  # fmt: skip
+    items = "".join(f"<li><b>{_inline(findings[i][0])}.</b> {findings[i][1]}</li>" for i in order)
+    return (f'<section id="audit"><h2>{_inline(card.title or "Audit card")}</h2>'
+            + "".join(f"<p>{block}</p>" for block in card.intro)
+            + f'<h3>Findings</h3><ul class="findings">{items}</ul>{"".join(tables)}'
+            + "".join(f'<p class="note">{block}</p>' for block in card.footer) + "</section>")  # fmt: skip
+
+
+@dataclass
+class _Card:
+    """An audit card's Markdown, parsed: blocks are (kind, HTML), kind "table", "list" or "text"."""
+
+    title: str = ""
+    intro: list[str] = field(default_factory=list)  #: HTML of the lines before the first section
+    sections: list[tuple[str, list[tuple[str, str]]]] = field(default_factory=list)  #: (heading, blocks)
+    footer: list[str] = field(default_factory=list)  #: HTML of the closing "kgeval <version>; ..." line
+
+    def add(self, kind: str, block: str) -> None:
+        if self.sections:
+            self.sections[-1][1].append((kind, block))
+        else:
+            self.intro.append(block)
+
+
+def _card_parts(markdown: str) -> _Card:
+    """The title, intro, sections and footer of an audit card's Markdown (``##`` title, ``###`` sections, tables,
+    ``- `` lists, lines of text)."""
+    card = _Card()
+    lines = markdown.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i].rstrip()
+        if line.startswith("## "):
+            card.title = line[3:]
+        elif line.startswith("### "):
+            card.sections.append((line[4:], []))
+        elif line.startswith(("|", "- ")):
+            marker = line[0]
+            block = []
+            while i < len(lines) and lines[i].startswith(marker):
+                block.append(lines[i])
+                i += 1
+            if marker == "|":
+                card.add("table", _table_html(block))
+            else:
+                card.add("list", "<ul>" + "".join(f"<li>{_inline(item[2:])}</li>" for item in block) + "</ul>")
+            continue
+        elif line.startswith("kgeval "):
+            card.footer.append(_inline(line))
+        elif line.strip():
+            card.add("text", _inline(line))
+        i += 1
+    return card
+
+
+def _table_html(rows: list[str]) -> str:
+    """A Markdown table as an HTML table (numbers right-aligned), folded when longer than :data:`FOLD_ROWS`."""
+    cells = [[cell.strip() for cell in row.strip().strip("|").split("|")] for row in rows]
+    head, body = cells[0], [row for row in cells[1:] if not all(set(c) <= set("-: ") for c in row)]
+
+    def cell(text: str, tag: str) -> str:
+        numeric = bool(text) and (text[0].isdigit() or text[0] in "-+.") and tag == "td"
+        return f'<{tag}{"" if numeric else " class=label"}>{_inline(text)}</{tag}>'
+
+    table = ("<table><thead><tr>" + "".join(cell(text, "th") for text in head) + "</tr></thead><tbody>"
+             + "".join("<tr>" + "".join(cell(text, "td") for text in row) + "</tr>" for row in body)
+             + "</tbody></table>")  # fmt: skip
+    if len(body) <= FOLD_ROWS:
+        return table
+    return f"<details><summary>{len(body):,} rows</summary>{table}</details>"
+
+
+def _inline(text: str) -> str:
+    """Escaped text with the card's inline Markdown: **bold** and `code`."""
+    out = _e(text)
+    out = _BOLD.sub(r"<b>\1</b>", out)
+    return _CODE.sub(r"<code>\1</code>", out)
+
+
+_BOLD = re.compile(r"\*\*(.+?)\*\*")
+_CODE = re.compile(r"`([^`]+)`")
 
 
 # -- sections ---------------------------------------------------------------------------------------------------
@@ -493,15 +659,39 @@ def _frame(label: str, body: str, x_ticks: str, y_ticks: str, x_label: str, y_la
     )
 
 
+def nice_axis(low: float, high: float, count: int = 5) -> tuple[list[float], int]:
+    """(ticks, decimals) of an axis holding [low, high]: about ``count`` ticks a round step apart (1, 2, 2.5 or 5
+    times a power of ten), the first at or below ``low`` and the last at or above ``high``, so the drawn range is
+    the ticks' and no value lies outside it; ``decimals`` prints every tick distinct and exact."""
+    if not high > low:
+        high = low + 1.0
+    raw = (high - low) / max(count - 1, 1)
+    power = 10.0 ** math.floor(math.log10(raw))
+    mantissa = next(m for m in (1.0, 2.0, 2.5, 5.0, 10.0) if m * power >= raw * (1 - 1e-9))
+    step = mantissa * power
+    first, last = math.floor(low / step + 1e-9), math.ceil(high / step - 1e-9)
+    ticks = [round(i * step, 12) for i in range(first, last + 1)]
+    decimals = max(0, -math.floor(math.log10(step) + 1e-9)) + (1 if mantissa == 2.5 else 0)
+    return ticks, decimals
+
+
 def _y_ticks(low: float, high: float, height: int = HEIGHT) -> str:
+    """Grid lines and labels of a y axis whose range is exactly [low, high] (the ticks of :func:`nice_axis`)."""
+    ticks, decimals = nice_axis(low, high)
     out = []
-    for value in np.linspace(low, high, 5):
+    for value in ticks:
         y = _scale(value, low, high, height - BOTTOM, TOP)
         out.append(
             f'<line x1="{LEFT - 3}" y1="{y:.1f}" x2="{WIDTH - RIGHT}" y2="{y:.1f}" stroke="#eee"/>'
-            f'<text x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{value:.2g}</text>'
+            f'<text x="{LEFT - 5}" y="{y + 4:.1f}" text-anchor="end">{value:.{decimals}f}</text>'
         )
     return "".join(out)
+
+
+def _y_range(low: float, high: float) -> tuple[float, float]:
+    """The drawn range of a y axis holding [low, high]: its outer ticks (:func:`nice_axis`)."""
+    ticks, _ = nice_axis(low, high)
+    return ticks[0], ticks[-1]
 
 
 def _x_tick(x: float, text: str, height: int = HEIGHT) -> str:
@@ -528,7 +718,7 @@ def _nice(low: float, high: float) -> list[float]:
 def _histogram_svg(series: list[tuple[str, np.ndarray, str]], edges: np.ndarray, label: str) -> str:
     """Step lines (one per side) of the share of tasks per bin, log-scaled rank axis."""
     low, high = 0.0, math.log10(float(edges[-1]))
-    top = max(float(np.max(share)) for _, share, _ in series) or 1.0
+    top = _y_range(0.0, max(float(np.max(share)) for _, share, _ in series) or 1.0)[1]
 
     def x(edge: float) -> float:
         return _scale(math.log10(edge), low, high, LEFT, WIDTH - RIGHT)
@@ -543,6 +733,8 @@ def _histogram_svg(series: list[tuple[str, np.ndarray, str]], edges: np.ndarray,
         body.append(f'<path d="{"".join(points)}" fill="none" stroke="{colour}" stroke-width="1.8">'
                     f"<title>{side}</title></path>")  # fmt: skip
     decades = [10**d for d in range(int(high) + 1)]
+    if len(decades) < 3:  # under a hundred ranks: 1, 2, 5, 10, 20, 50 where they fall
+        decades = [m * 10**d for d in range(int(high) + 1) for m in (1, 2, 5) if m * 10**d <= float(edges[-1])]
     ticks = "".join(_x_tick(x(d), f"{d:,}") for d in decades)
     return _frame(label, "".join(body), ticks, _y_ticks(0.0, top), "realistic rank (log scale)", "share of tasks")
 
@@ -551,11 +743,12 @@ def _line_svg(
     series: list[tuple[str, np.ndarray, np.ndarray, str]], x_label: str, y_label: str, label: str,
     y_range: tuple[float, float] | None = None,
 ) -> str:  # fmt: skip
-    """One line per series, with a circle (and a tooltip) at each point when there are few."""
+    """One line per series, with a circle (and a tooltip) at each point when there are few; the y axis from
+    ``y_range`` (default: from 0 to the largest value), widened to round ticks."""
     xs = np.concatenate([x for _, x, _, _ in series]).astype(float)
     ys = np.concatenate([y for _, _, y, _ in series]).astype(float)
     finite = ys[np.isfinite(ys)]
-    low, high = y_range or ((float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0))
+    low, high = _y_range(*(y_range or (0.0, float(finite.max()) if finite.size else 1.0)))  # from 0: honest
     x_low, x_high = float(xs.min()), float(xs.max())
     body = []
     for name, x_values, y_values, colour in series:

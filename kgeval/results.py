@@ -440,16 +440,21 @@ class RankBasedMetricResults:
         """The numbers a paper reports as a flat dict ready for any logger (TensorBoard, MLflow, W&B, Lightning):
         MRR, Hits@k for every k and MR, the pooled side first, then each side.
 
+        The names use the metric tokens of kgeval's flat keys (``hits_at_10``, as :func:`kgeval.integrations.
+        trackers.log_results` logs them), which MLflow accepts; ``mrr`` and ``mr`` are short for
+        ``inverse_harmonic_mean_rank`` and ``arithmetic_mean_rank``. ``headline("val")["val/hits@10"]``, the
+        spelling of kgeval 0.1, still finds its value.
+
         Parameters
         ----------
         prefix : str, optional
-            Put in front of every key (``"val"``: ``val/mrr``, ``val/hits@10``, ``val/head/mrr``, ...).
+            Put in front of every key (``"val"``: ``val/mrr``, ``val/hits_at_10``, ``val/head/mrr``, ...).
         rank_type : {"realistic", "optimistic", "pessimistic"}, default="realistic"
 
         Examples
         --------
         >>> results.headline("val")  # doctest: +SKIP
-        {'val/mrr': 0.68, 'val/hits@1': 0.55, ..., 'val/mr': 3.1, 'val/head/mrr': 0.66, ..., 'val/tail/mr': 2.9}
+        {'val/mrr': 0.68, 'val/hits_at_1': 0.55, ..., 'val/mr': 3.1, 'val/head/mrr': 0.66, ..., 'val/tail/mr': 2.9}
         """
         return display.headline_values(self.data, self.ks, rank_type, prefix)
 
@@ -484,7 +489,9 @@ class RankBasedMetricResults:
     def __str__(self) -> str:
         if not self.data:
             return "RankBasedMetricResults(no metrics)"
-        return f"{self.summary()}\n({len(self.data)} numbers in all: print(results.full_table()) lists every metric)"
+        shown = self.table("auto").size
+        return (f"{self.summary()}\n(.full_table() lists {shown} of the {len(self.data)} numbers, .table() every "
+                "one)")
 
     def __repr__(self) -> str:
         n = self.data.get(("both", "realistic", "count"), math.nan)

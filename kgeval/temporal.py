@@ -17,7 +17,8 @@ import dataclasses
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from pathlib import Path
+from typing import Any, Literal, cast
 
 import numpy as np
 import pandas as pd
@@ -29,7 +30,9 @@ from kgeval._engine import RunSettings, rank, together
 from kgeval._inputs import ResolvedModel, check_evaluation_inputs, resolve_model
 from kgeval.adapters.temporal import pack_quadruples, temporal_view
 from kgeval.adapters.wrappers import delegate_of, find_protocol_method
+from kgeval.analysis import relations
 from kgeval.evaluator import RankingSettings
+from kgeval.records import read_ranks, settings_of, write_ranks
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget, KernelChoice, MatmulPrecision, RankType
 
@@ -77,6 +80,64 @@ class TemporalRankBasedMetricResults(RankBasedMetricResults):
         frame = pd.DataFrame(columns)
         frame.columns.name = "filter"
         return frame
+
+    def settings(self) -> dict[str, TemporalRankBasedMetricResults]:
+        """These results and, with ``filtered="all"``, the static and raw ones beside them, by setting."""
+        held = {self.setting: self, "static": self.static, "raw": self.raw}
+        return {name: cast(TemporalRankBasedMetricResults, got) for name, got in held.items() if got is not None}
+
+    def ranks_df(self, entity_labels: Any = None, relation_labels: Any = None,
+                 time_labels: Any = None) -> pd.DataFrame:  # fmt: skip
+        """The rank table of a temporal evaluation: the columns of :meth:`RankBasedMetricResults.ranks_df`, plus
+        ``time`` (each task's time id), ``time_label`` (with ``time_labels``: label -> id, id -> label, or a
+        sequence by id) and ``setting``; the rows of every setting these results hold (time-aware, then static and
+        raw with ``filtered="all"``), so one table restores them all (:meth:`from_rank_table`)."""
+        parts = []
+        for setting, results in self.settings().items():
+            records = results._require_records("ranks_df")
+            frame = relations.ranks_frame(records, entity_labels, relation_labels)
+            if results.times is None or bool((records.task_index < 0).any()):
+                raise ValueError("a temporal rank table needs each task's time: evaluate with keep_records=True")
+            frame["time"] = np.asarray(results.times, dtype=np.int64)[records.task_index]
+            if time_labels is not None:
+                frame["time_label"] = relations.label_array(time_labels, "time_labels")[frame["time"].to_numpy()]
+            frame["setting"] = setting
+            parts.append(frame)
+        return pd.concat(parts, ignore_index=True)
+
+    def save_ranks(self, path: str | os.PathLike[str], entity_labels: Any = None, relation_labels: Any = None,
+                   time_labels: Any = None) -> Path:  # fmt: skip
+        """Write :meth:`ranks_df` to ``path`` (``.csv``, ``.csv.gz``, ``.tsv``, ``.parquet``): the table that
+        ``kgeval evaluate / audit / report --ranks`` and :meth:`from_rank_table` read; the path written."""
+        return write_ranks(self.ranks_df(entity_labels, relation_labels, time_labels), path)
+
+    @classmethod
+    def from_rank_table(
+        cls, table: pd.DataFrame | str | os.PathLike[str], *, ks: Sequence[int] = (1, 3, 5, 10),
+        source: str | None = None,
+    ) -> TemporalRankBasedMetricResults:  # fmt: skip
+        """The results of a temporal rank table (:meth:`ranks_df`, ``kgeval evaluate --save-ranks``): one per
+        setting its ``setting`` column holds (time-aware first, the static and raw ones beside it, as an evaluation
+        with ``filtered="all"`` returns them), with their records and each task's time. A table without
+        ``setting`` is time-aware; one without ``time`` is refused."""
+        if source is None:
+            source = "rank table" if isinstance(table, pd.DataFrame) else f"rank table {table}"
+        frame = table if isinstance(table, pd.DataFrame) else read_ranks(table)
+        if "time" not in frame.columns:
+            raise ValueError(f"the {source} has no time column: it ranks triples (RankBasedMetricResults."
+                             "from_rank_table reads it)")  # fmt: skip
+        held = {}
+        for setting, part in settings_of(frame).items():
+            name = setting or "time-aware"
+            if name not in ("time-aware", "static", "raw"):
+                raise ValueError(f"the {source} has the setting {name!r}; a temporal table holds time-aware, static "
+                                 "or raw ranks")  # fmt: skip
+            results = RankBasedMetricResults.from_rank_table(part, ks=ks, source=f"{source} ({name})")
+            held[name] = cls(data=results.data, ks=results.ks, records=results.records,
+                             null_model=results.null_model, setting=name,
+                             times=_times_by_task(part, f"{source} ({name})"))  # fmt: skip
+        first = held.pop("time-aware", None) or held.pop(next(iter(held)))
+        return dataclasses.replace(first, static=held.get("static"), raw=held.get("raw"))
 
     def per_timestamp(self, ks: Sequence[int] = (1, 3, 10), rank_type: RankType = "realistic") -> pd.DataFrame:
         """MRR and hits@k of the tasks of each time, both sides pooled: one row per time id (``count``, ``mrr``,
@@ -271,6 +332,23 @@ class TemporalRankBasedEvaluator(RankingSettings):
             data=results.data, ks=results.ks, records=records, null_model=results.null_model, setting=setting,
             times=quadruple_times,
         )  # fmt: skip
+
+
+def _times_by_task(frame: pd.DataFrame, source: str) -> np.ndarray | None:
+    """The time id of each evaluated quadruple, indexed by task_index, from a rank table's ``time`` column (None
+    where the table has no task_index); ValueError where two tasks of one quadruple disagree or a time is not an
+    integer >= 0."""
+    if "task_index" not in frame.columns or bool((frame["task_index"] < 0).any()):
+        return None
+    time = frame["time"].to_numpy()
+    if not np.issubdtype(time.dtype, np.integer) or (len(time) and int(time.min()) < 0):
+        raise ValueError(f"the {source}: column 'time' must hold integer time ids >= 0")
+    task = frame["task_index"].to_numpy(dtype=np.int64)
+    times = np.full(int(task.max()) + 1 if len(task) else 0, -1, dtype=np.int64)
+    times[task] = time
+    if not np.array_equal(times[task], time):
+        raise ValueError(f"the {source}: the tasks of one quadruple (one task_index) have different times")
+    return times
 
 
 def _observer(model: Any, observe: Any) -> Any:

@@ -103,7 +103,7 @@ class TemporalAuditReport:
 
 
 def audit_temporal_dataset(dataset: TemporalDataset, *, baseline: bool = True, model: Any = None,
-                           use_tqdm: bool = False) -> TemporalAuditReport:  # fmt: skip
+                           results: Any = None, use_tqdm: bool = False) -> TemporalAuditReport:  # fmt: skip
     """Audit ``dataset`` (see the module docstring).
 
     Parameters
@@ -114,6 +114,9 @@ def audit_temporal_dataset(dataset: TemporalDataset, *, baseline: bool = True, m
         and valid first).
     model : optional
         A temporal model of the dataset: its test split is ranked under the three filter settings.
+    results : TemporalRankBasedMetricResults, optional
+        Instead of a model, the results of its test split (e.g. read from a rank table: ``kgeval audit --ranks``):
+        their MRR in each setting they hold.
     use_tqdm : bool, default=False
     """
     frames = {split: _frame(getattr(dataset, split)) for split in SPLITS}
@@ -130,10 +133,13 @@ def audit_temporal_dataset(dataset: TemporalDataset, *, baseline: bool = True, m
     )  # fmt: skip
     if baseline and len(dataset.test):
         report = _with_recurrency(report, dataset, use_tqdm)
+    if model is not None and results is not None:
+        raise ValueError("give a model or its results, not both")
     if model is not None and len(dataset.test):
         results = TemporalRankBasedEvaluator(filtered="all").evaluate(
             model, **dataset.evaluation_kwargs("test"), use_tqdm=use_tqdm)  # fmt: skip
-        settings = {"time-aware": results, "static": results.static, "raw": results.raw}
+    if results is not None:
+        settings = results.settings()
         model_mrr = {name: float(got["realistic.mrr"]) for name, got in settings.items() if got is not None}
         report = dataclasses.replace(report, model_mrr=model_mrr)
     return report

@@ -35,7 +35,7 @@ def test_demo_on_nations(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--dataset", "nations", "--epochs", "1", "--dim", "8", "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "Dataset nations: 14 entities, 55 relations, 1592 / 199 / 201 train / valid / test triples" in out
-    assert "Trained DistMult (dim=8) for 1 epochs" in out
+    assert "Trained DistMult (dim=8) for 1 epoch in " in out
     valid_at = out.index("== valid: 199 triples, filtered by train + valid, evaluated in ")
     test_at = out.index("== test: 201 triples, filtered by train + valid + test, evaluated in ")
     assert valid_at < test_at
@@ -105,6 +105,9 @@ class _Printed:
 
     def get_metric(self, key: str) -> float:
         return 0.5
+
+    def table(self, rank_types: str = "all") -> np.ndarray:
+        return np.zeros((2, 3))
 
 
 def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
@@ -227,7 +230,51 @@ def test_evaluate_a_checkpoint_prints_the_headline(saved, capsys: pytest.Capture
     assert main(argv) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "== nations test, filtered by train + valid + test =="
-    assert lines[1:] == [*results.summary().splitlines(), f"(--full lists all {len(results.data)} numbers)"]
+    assert lines[1:-1] == results.summary().splitlines()
+    assert main([*argv, "--full"]) == 0
+    full = capsys.readouterr().out.split("\n\n", 1)[1]  # the table after the headline
+    assert main([*argv, "--json"]) == 0
+    written = len(json.loads(capsys.readouterr().out)["metrics"])
+    assert lines[-1] == f"(--full lists {_table_cells(full)} numbers; --json all {written})"
+
+
+def _table_cells(text: str) -> int:
+    """The value cells of a printed metric table (rows after the two header lines, the row name left out)."""
+    rows = text.strip("\n").splitlines()[2:]
+    return sum(len(row.split()) - 1 for row in rows)
+
+
+@pytest.mark.parametrize("command", [
+    ["evaluate", "--ranks", "RANKS"],
+    ["strat", "--ranks", "RANKS", "--dataset", "nations"],
+    ["audit", "--ranks", "RANKS", "--dataset", "nations", "--no-baseline"],
+    ["report", "--ranks", "RANKS", "--output", "OUT", "--resamples", "10"],
+])  # fmt: skip
+def test_every_command_that_evaluates_takes_threads(saved, tmp_path: Path, command: list[str], capsys) -> None:
+    folder, _results = saved
+    argv = [str(folder / "ranks.csv") if a == "RANKS" else str(tmp_path / "r.html") if a == "OUT" else a
+            for a in command]  # fmt: skip
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert main([*argv, "--threads", "1"]) == 0, capsys.readouterr().err
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(threads)
+
+
+def test_a_warning_prints_one_line_without_python_source(tmp_path: Path) -> None:
+    """A warning of the command line is one line on stderr: no ``warnings.warn(...`` source line under it."""
+    rows = {"train": ["a\tr\tb", "b\tr\tc", "c\ts\ta"], "valid": ["a\ts\tc"], "test": ["b\ts\td"]}  # d unseen
+    for split, lines in rows.items():
+        (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    completed = subprocess.run([sys.executable, "-m", "kgeval", "demo", "--dataset", str(tmp_path), "--epochs", "0",
+                                "--no-progress"], capture_output=True, text=True, check=False)  # fmt: skip
+    assert completed.returncode == 0, completed.stderr
+    warned = [line for line in completed.stderr.splitlines() if line.strip()]
+    assert all(line.startswith("kgeval demo: ") for line in warned), completed.stderr  # no source line between
+    unseen = [line for line in warned if line.startswith("kgeval demo: UnseenLabelsWarning: ")]
+    assert len(unseen) == 1 and "test: 1 triples with 1 entities" in unseen[0], completed.stderr
 
 
 def test_evaluate_a_rank_table_gives_the_same_numbers(saved, capsys: pytest.CaptureFixture[str]) -> None:

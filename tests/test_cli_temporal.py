@@ -62,7 +62,7 @@ def test_demo_trains_tntcomplex_and_prints_the_settings_beside_the_baseline(tmp_
     with _maybe_warns():
         assert main(["evaluate", "--checkpoint", str(checkpoint), "--dataset", str(tmp_path / "tkg"), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
-    assert set(document["metrics"]) == {"time-aware", "static", "raw"}
+    assert document["protocol"]["setting"] == "time-aware" and set(document["other_settings"]) == {"static", "raw"}
     assert document["source"]["model"] == "TNTComplEx"
     # the evaluate command gives the numbers the library gives
     with _maybe_warns():
@@ -73,7 +73,8 @@ def test_demo_trains_tntcomplex_and_prints_the_settings_beside_the_baseline(tmp_
     model = load_checkpoint(checkpoint)
     ours = TemporalRankBasedEvaluator(filtered="static", ks=(1, 3, 10)).evaluate(
         model, **data.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
-    assert document["metrics"]["static"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(ours["mrr"])
+    assert document["other_settings"]["static"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(
+        ours["mrr"])
 
 
 def test_evaluate_refuses_a_model_of_other_data(tmp_path: Path, capsys) -> None:
@@ -163,4 +164,87 @@ def test_audit_command_on_temporal_data(tmp_path: Path, capsys) -> None:
     (tmp_path / "ranks.csv").write_text("head,relation,tail,side,optimistic,pessimistic\n")
     with _maybe_warns():
         assert main(["audit", "--dataset", str(tmp_path / "tkg"), "--ranks", str(tmp_path / "ranks.csv")]) == 2
-    assert "a rank table is audited on triples; on temporal data pass --checkpoint" in capsys.readouterr().err
+    assert "has no time column: it ranks triples, not the quadruples of tkg" in capsys.readouterr().err
+
+
+@pytest.fixture(scope="module")
+def temporal_run(tmp_path_factory: pytest.TempPathFactory):
+    """A TNTComplEx checkpoint of a small temporal folder, and its evaluation saved as a rank table by the CLI."""
+    from kgeval.models import TNTComplEx
+    from kgeval.models.checkpoint import save_checkpoint
+
+    folder = tmp_path_factory.mktemp("temporal")
+    write_tkg(folder / "tkg")
+    with _maybe_warns():
+        data = load_temporal_tsv(folder / "tkg")
+    save_checkpoint(TNTComplEx(data.num_entities, data.num_relations, data.num_times, dim=4, seed=1),
+                    folder / "tnt.pt", data)  # fmt: skip
+    return folder, data
+
+
+def _run_json(argv: list[str], capsys) -> dict:
+    with _maybe_warns():
+        assert main([*argv, "--json"]) == 0, capsys.readouterr().err
+    return json.loads(capsys.readouterr().out)
+
+
+def test_save_ranks_of_a_temporal_evaluation_reads_back_to_the_same_numbers(temporal_run, capsys) -> None:
+    """--save-ranks writes every setting's rows with the quadruple's time (and its label); evaluate --ranks of the
+    table gives the checkpoint's numbers in each setting, in the same document shape."""
+    import pandas as pd
+
+    folder, data = temporal_run
+    checkpoint = ["evaluate", "--checkpoint", str(folder / "tnt.pt"), "--dataset", str(folder / "tkg")]
+    direct = _run_json([*checkpoint, "--save-ranks", str(folder / "ranks.csv")], capsys)
+    assert direct["ranks_file"] == str(folder / "ranks.csv")
+    table = pd.read_csv(folder / "ranks.csv", dtype={"time_label": str})
+    assert table["setting"].value_counts().to_dict() == {"time-aware": 70, "static": 70, "raw": 70}  # 35 x 2 sides
+    assert (table["time"] == data.test[:, 3].numpy()[table["task_index"].to_numpy()]).all()  # the quadruple's time
+    labels = {i: label for label, i in data.time_to_id.items()}
+    assert table["time_label"].tolist() == [labels[t] for t in table["time"]]
+    assert set(table["model"]) == {"TNTComplEx"} and set(table["dataset"]) == {"tkg"}
+    back = _run_json(["evaluate", "--ranks", str(folder / "ranks.csv"), "--ks", "1", "3", "10"], capsys)
+    assert back["protocol"]["setting"] == direct["protocol"]["setting"] == "time-aware"
+    assert back["metrics"] == pytest.approx(direct["metrics"], rel=1e-12, nan_ok=True)
+    for setting in ("static", "raw"):
+        assert back["other_settings"][setting] == pytest.approx(direct["other_settings"][setting], rel=1e-12,
+                                                                nan_ok=True)  # fmt: skip
+    with _maybe_warns():
+        assert main(["evaluate", "--ranks", str(folder / "ranks.csv")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f"== temporal ranks of {folder / 'ranks.csv'} (model TNTComplEx, dataset tkg, split test)")
+    assert "time-aware" in out and "static" in out and "raw" in out
+
+
+def test_every_protocol_has_one_json_shape(temporal_run, tmp_path: Path, capsys) -> None:
+    """Static and temporal --json documents: the same keys, protocol.setting one string, metrics one flat dict of
+    the same keys; the temporal document adds the other settings beside them."""
+    from kgeval.datasets import load_shipped_dataset
+    from kgeval.models import DistMult
+    from kgeval.models.checkpoint import save_checkpoint
+
+    folder, _data = temporal_run
+    nations = load_shipped_dataset("nations")
+    save_checkpoint(DistMult(nations.num_entities, nations.num_relations, dim=4), tmp_path / "d.pt", nations)
+    static = _run_json(["evaluate", "--checkpoint", str(tmp_path / "d.pt"), "--ks", "1", "3", "10"], capsys)
+    temporal = _run_json(["evaluate", "--checkpoint", str(folder / "tnt.pt"), "--dataset", str(folder / "tkg")],
+                         capsys)  # fmt: skip
+    assert set(temporal) - set(static) == {"other_settings"} and set(static) <= set(temporal)
+    assert static["protocol"].keys() == temporal["protocol"].keys()
+    assert (static["protocol"]["setting"], temporal["protocol"]["setting"]) == ("filtered", "time-aware")
+    assert static["metrics"].keys() == temporal["metrics"].keys()
+    assert all(value is None or isinstance(value, float | int) for value in temporal["metrics"].values())
+
+
+def test_audit_reads_a_temporal_rank_table(temporal_run, capsys) -> None:
+    """audit --ranks of a temporal table reports the model's MRR in each setting, those of audit --checkpoint."""
+    folder, _data = temporal_run
+    dataset = ["--dataset", str(folder / "tkg"), "--no-baseline"]
+    with _maybe_warns():
+        assert main(["evaluate", "--checkpoint", str(folder / "tnt.pt"), *dataset[:2], "--save-ranks",
+                     str(folder / "audit.csv")]) == 0  # fmt: skip
+    capsys.readouterr()
+    from_model = _run_json(["audit", "--checkpoint", str(folder / "tnt.pt"), *dataset], capsys)
+    from_table = _run_json(["audit", "--ranks", str(folder / "audit.csv"), *dataset], capsys)
+    assert set(from_table["model_mrr"]) == {"time-aware", "static", "raw"}
+    assert from_table["model_mrr"] == pytest.approx(from_model["model_mrr"], rel=1e-12)

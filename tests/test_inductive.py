@@ -276,7 +276,8 @@ def test_the_command_line_on_an_inductive_folder(tmp_path: Path, capsys: pytest.
     assert "## Inductive evaluation audit: tiny" in capsys.readouterr().out
     (tmp_path / "ranks.csv").write_text("head,relation,tail,side,optimistic,pessimistic\n")
     assert main(["audit", "--dataset", str(folder), "--ranks", str(tmp_path / "ranks.csv")]) == 2
-    assert "a rank table is audited on triples; on inductive data pass --checkpoint" in capsys.readouterr().err
+    error = capsys.readouterr().err
+    assert "a rank table is audited on triples (or quadruples); on inductive data pass --checkpoint" in error
     assert main(["demo", "--dataset", str(folder), "--save-checkpoint", str(tmp_path / "m.pt")]) == 2
     assert "does not apply to the inductive demo yet" in capsys.readouterr().err
 

@@ -45,3 +45,9 @@ def test_every_python_block_runs_in_order(tmp_path: Path) -> None:
                        (ROOT / "README.md").read_text(encoding="utf-8"))  # fmt: skip
     assert quoted is not None and f"test MRR: {quoted.group(1)}" in done.stdout.splitlines()  # seeded: as quoted
     assert (tmp_path / "curve.png").is_file()  # the stratified block's plot
+
+
+def test_the_readme_is_a_front_page() -> None:
+    """The README reads as a front page (detail lives in docs/): at most 250 lines (it had grown to 299)."""
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= 250, len(lines)

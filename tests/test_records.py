@@ -276,3 +276,17 @@ def test_tasks_without_a_task_index_or_triple_resample_one_by_one() -> None:
     with pytest.raises(ValueError, match="nothing says which tasks rank the same triple"):
         _interval_width(both, "both.mrr")
     assert _interval_width(both, "tail.mrr") == _interval_width(results, "tail.mrr")
+
+
+def test_a_table_of_several_filter_settings_is_read_one_setting_at_a_time() -> None:
+    """A temporal rank table holds each task once per setting: read as one ranking, every task would count three
+    times; RankRecords.from_frame refuses it and settings_of splits it."""
+    from kgeval.records import settings_of
+
+    one = {"head": [0, 1], "relation": [0, 0], "tail": [1, 0], "side": ["head", "tail"], "optimistic": [1, 2],
+           "pessimistic": [1, 3]}  # fmt: skip
+    frame = pd.concat([pd.DataFrame(one).assign(setting=name) for name in ("time-aware", "raw")], ignore_index=True)
+    with pytest.raises(ValueError, match=r"holds the ranks of several filter settings \(time-aware, raw\)"):
+        RankRecords.from_frame(frame)
+    parts = settings_of(frame)
+    assert list(parts) == ["time-aware", "raw"] and all(len(RankRecords.from_frame(p)) == 2 for p in parts.values())

@@ -57,9 +57,11 @@ def evaluation(tmp_path_factory: pytest.TempPathFactory):
     expected = {"DistMult": first, "Baseline": RankBasedMetricResults.from_records(RankRecords.from_frame(frame),
                                                                                   ks=(1, 3, 10))}  # fmt: skip
     audit = audit_dataset(data, rule_baseline=False)
+    recorded = {"model": "DistMult", "dataset": "nations", "split": "test", "filtered_by": "train+valid+test",
+                "setting": "filtered"}  # what a table of kgeval evaluate --save-ranks records (no date here)
     path = write_report({"DistMult": first, "Baseline": baseline}, tmp_path_factory.mktemp("report") / "report.html",
                         audit=audit, popularity_triples=data.train, relation_labels=labels_from_frames(frame),
-                        n_resamples=N_RESAMPLES)  # fmt: skip
+                        n_resamples=N_RESAMPLES, about={"DistMult": recorded, "Baseline": recorded})  # fmt: skip
     return data, expected, path
 
 
@@ -457,3 +459,205 @@ def test_the_stratified_curve_is_labelled_as_what_it_is_and_absent_entities_leav
     assert "Not drawn: 1 entity(s) of the evaluated triples do not occur in popularity_triples" in text
     assert "kgeval report --min-count" in text and 'data-chart="strat-curve"' not in text
     assert 'data-chart="strat-curve"' in report_html(results, popularity_triples=few, min_count=1, n_resamples=10)
+
+
+# -- what the page says it shows (header, audit card, axes, ks, the dataset it fits) ---------------------------
+@pytest.fixture(scope="module")
+def cli_tables(tmp_path_factory: pytest.TempPathFactory):
+    """A nations DistMult checkpoint evaluated by ``kgeval evaluate --save-ranks`` (the table with provenance), and
+    the in-process results of the same evaluation."""
+    from kgeval.cli import main
+    from kgeval.models.checkpoint import save_checkpoint
+
+    folder = tmp_path_factory.mktemp("cli-report")
+    data = load_shipped_dataset("nations")
+    model = DistMult(data.num_entities, data.num_relations, dim=8, seed=5)
+    save_checkpoint(model, folder / "nations.pt", data)
+    assert main(["evaluate", "--checkpoint", str(folder / "nations.pt"), "--save-ranks",
+                 str(folder / "nations_ranks.csv"), "--no-progress"]) == 0  # fmt: skip
+    results = RankBasedEvaluator().evaluate(model, **data.evaluation_kwargs("test"), use_tqdm=False)
+    return folder, results
+
+
+def _about(page: str) -> dict[str, str]:
+    return dict(re.findall(r'<td class="label" data-about="(\w+)"[^>]*>([^<]*)</td>', page))
+
+
+def test_the_header_says_model_dataset_split_filter_protocol_and_date(cli_tables, capsys) -> None:
+    folder, _results = cli_tables
+    out = folder / "page.html"
+    assert _cli(["--ranks", str(folder / "nations_ranks.csv"), "--resamples", "20", "-o", str(out)]) == 0
+    page = out.read_text(encoding="utf-8")
+    about = _about(page)
+    assert {key: about[key] for key in ("model", "dataset", "split", "filtered_by", "setting")} == {
+        "model": "DistMult", "dataset": "nations", "split": "test", "filtered_by": "train + valid + test",
+        "setting": "filtered, realistic ranks"}  # fmt: skip
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC", about["evaluated_at"])
+    assert "<title>DistMult on nations test</title>" in page
+    assert capsys.readouterr().out == f"Wrote the report of DistMult to {out}\n"  # named by the recorded model
+    assert _cli(["--ranks", str(folder / "nations_ranks.csv"), "--resamples", "20", "-o", str(out),
+                 "--title", "Mine", "--names", "DM-8"]) == 0  # fmt: skip
+    page = out.read_text(encoding="utf-8")
+    assert "<title>Mine</title>" in page and 'data-model="DM-8"' in page and 'data-model="DistMult"' not in page
+
+
+def test_the_page_has_the_ks_of_the_command_line(cli_tables) -> None:
+    """kgeval evaluate's headline has Hits@5; so has the page (it had 1, 3, 10), with the results' value."""
+    folder, results = cli_tables
+    out = folder / "ks.html"
+    assert _cli(["--ranks", str(folder / "nations_ranks.csv"), "--resamples", "20", "-o", str(out)]) == 0
+    cells = {cell["data-key"]: cell for cell in _parse(out.read_text(encoding="utf-8")).cells}
+    for k in (1, 3, 5, 10):
+        key = f"both.realistic.hits_at_{k}"
+        assert _same(cells[key]["data-value"], results.to_flat_dict()[key]), key
+
+
+def test_a_rank_table_is_refused_against_a_dataset_it_does_not_fit(cli_tables, tmp_path: Path, capsys) -> None:
+    """Nations' ranks with --dataset umls: refused in one line by the recorded fingerprint; a table without it but
+    with labels, by the first label umls numbers otherwise (it labelled Nations' relations with UMLS's names)."""
+    folder, _results = cli_tables
+    out = tmp_path / "r.html"
+    assert _cli(["--ranks", str(folder / "nations_ranks.csv"), "--dataset", "umls", "-o", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and error.startswith("kgeval report: error: rank table ")
+    assert "ranks nations (fingerprint " in error and "not umls (fingerprint " in error and not out.exists()
+    frame = pd.read_csv(folder / "nations_ranks.csv")
+    frame = frame[frame["relation"] < 46]  # inside umls' 46 relations: only the labels tell
+    frame.drop(columns=["dataset", "dataset_fingerprint"]).to_csv(tmp_path / "unrecorded.csv", index=False)
+    assert _cli(["--ranks", str(tmp_path / "unrecorded.csv"), "--dataset", "umls", "-o", str(out)]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and "which umls numbers otherwise or not at all" in error and not out.exists()
+
+
+def test_the_audit_card_is_html_tables_with_its_findings_first(cli_tables) -> None:
+    folder, _results = cli_tables
+    data = load_shipped_dataset("nations")
+    audit = audit_dataset(data)
+    page = report_html(RankBasedMetricResults.from_rank_table(folder / "nations_ranks.csv"), audit=audit,
+                       n_resamples=10)  # fmt: skip
+    card = page[page.index('<section id="audit">'):]
+    card = card[:card.index("</section>")]
+    assert "<pre>" not in page and "|---|" not in card  # no raw Markdown
+    findings = card.index('<ul class="findings">')
+    assert findings < card.index("<table>")  # the findings above the tables
+    first = re.search(r'<ul class="findings"><li>(.*?)</li>', card).group(1)
+    assert first.startswith("<b>Rule-only baseline.</b>")
+    assert f"MRR {audit.rule_baseline.mrr:.4f}, Hits@10 {audit.rule_baseline.hits_at_10:.4f}" in first
+    rows = re.findall(r"<details><summary>([\d,]+) rows</summary>", card)
+    assert rows == [f"{len(audit.relation_pairs):,}"]  # the 135 relation pairs folded, the small tables open
+    assert card.count("<table>") == 3  # leakage, relation pairs, coverage
+
+
+def _tick_labels(svg: str) -> list[str]:
+    return re.findall(r'text-anchor="end">([^<]+)</text>', svg)
+
+
+def test_y_axes_have_distinct_ticks_and_honest_ranges() -> None:
+    """A narrow range (stratified MRR 0.59-0.62) printed 0.6 twice; the stratified curve's axis started at its
+    smallest value. Now every label differs and the axis runs from 0 past the largest value."""
+    from kgeval.report import _y_ticks
+
+    labels = _tick_labels(_y_ticks(0.59, 0.62))
+    assert len(labels) == len(set(labels)) >= 3
+    dataset = load_shipped_dataset("nations")
+    results = RankBasedEvaluator().evaluate(DistMult(dataset.num_entities, dataset.num_relations, dim=8, seed=0),
+                                            **dataset.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
+    page = report_html(results, popularity_triples=dataset.train, n_resamples=10)
+    svg = page[page.index('data-chart="strat-curve"'):]
+    svg = svg[:svg.index("</svg>")]
+    ticks = [float(label) for label in _tick_labels(svg)]
+    curve = strat_curve(results, dataset.train, vary="entity")["strat_mrr"]
+    assert ticks[0] == 0 and ticks[-1] >= curve.max() and len(set(ticks)) == len(ticks)
+
+
+# -- a temporal evaluation: --save-ranks -> report ----------------------------------------------------------------
+TEMPORAL_SCREENSHOT = SCREENSHOT.with_name("report_temporal.png")
+
+
+@pytest.fixture(scope="module")
+def temporal_report(tmp_path_factory: pytest.TempPathFactory):
+    """TNTComplEx trained 20 epochs on a small temporal folder, evaluated by ``kgeval evaluate --save-ranks`` and
+    reported by ``kgeval report --dataset``; the in-process time-aware and static results of the same model."""
+    import types
+
+    from kgeval import TemporalRankBasedEvaluator
+    from kgeval.cli import main
+    from kgeval.datasets import load_temporal_tsv
+    from kgeval.models import TNTComplEx
+    from kgeval.models.checkpoint import save_checkpoint
+    from kgeval.models.training import train_model
+    from tests.test_cli_temporal import write_tkg
+
+    folder = tmp_path_factory.mktemp("temporal-report")
+    write_tkg(folder / "tkg")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the folder's repeated quadruples, said in a warning
+        data = load_temporal_tsv(folder / "tkg")
+        model = TNTComplEx(data.num_entities, data.num_relations, data.num_times, dim=8, seed=0)
+        train_model(model, data.train, num_epochs=20, batch_size=64, lr=0.05, seed=0, use_tqdm=False)
+        model.eval()
+        save_checkpoint(model, folder / "tnt.pt", data)
+        assert main(["evaluate", "--checkpoint", str(folder / "tnt.pt"), "--save-ranks", str(folder / "tnt.csv"),
+                     "--no-progress"]) == 0  # fmt: skip
+        argv = ["--ranks", str(folder / "tnt.csv"), "--dataset", str(folder / "tkg"), "--resamples",
+                str(N_RESAMPLES), "-o", str(folder / "tnt.html")]  # fmt: skip
+        assert _cli(argv) == 0
+        assert _cli([*argv[:-1], str(folder / "static.html"), "--setting", "static"]) == 0
+        results = TemporalRankBasedEvaluator(filtered="all", ks=(1, 3, 5, 10)).evaluate(
+            model, **data.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
+    popularity = types.SimpleNamespace(train=data.train[:, :3])  # what the page counts popularity on
+    return folder, results, popularity
+
+
+def test_a_temporal_evaluation_goes_from_save_ranks_to_the_report(temporal_report) -> None:
+    """Every number of the page of the saved table equals the in-process time-aware results' (the static page,
+    the static ones'); the header names the protocol and the temporal audit card is there."""
+    folder, results, popularity = temporal_report
+    page = (folder / "tnt.html").read_text(encoding="utf-8")
+    kinds = _check_numbers(_parse(page).cells, {"TNTComplEx": results}, popularity)
+    assert {"both", "ci", "relation", "strat", "hits_curve"} <= kinds
+    assert _about(page)["setting"] == "time-aware, realistic ranks" and _about(page)["dataset"] == "tkg"
+    assert "Temporal evaluation audit: tkg" in page and "Recurrency baseline" in page
+    static = (folder / "static.html").read_text(encoding="utf-8")
+    _check_numbers(_parse(static).cells, {"TNTComplEx": results.static}, popularity)
+    assert _about(static)["setting"] == "static, realistic ranks"
+
+
+def test_the_temporal_report_in_chromium(temporal_report, tmp_path: Path) -> None:
+    """Chromium opens the temporal page offline: no error, no request, its DOM numbers equal the results', every
+    chart drawn; a screenshot (docs/report_temporal.png with KGEVAL_UPDATE_SCREENSHOT=1)."""
+    playwright_api = _browser()
+    folder, results, popularity = temporal_report
+    path = folder / "tnt.html"
+    errors: list[str] = []
+    requests: list[str] = []
+
+    def route(handle, request) -> None:
+        if request.url.startswith("file://"):
+            handle.continue_()
+        else:
+            requests.append(request.url)
+            handle.abort()
+
+    with playwright_api.sync_playwright() as driver:
+        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1150, "height": 900})
+            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.route("**/*", route)
+            page.goto(path.as_uri(), wait_until="load")
+            cells = [dict(cell) for cell in page.evaluate(READ_CELLS)]
+            charts = page.evaluate(CHART_BOXES)
+            shot = TEMPORAL_SCREENSHOT if os.environ.get("KGEVAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "t.png"
+            page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1150, "height": 2000})
+        finally:
+            browser.close()
+    assert errors == [] and requests == []
+    assert len(cells) == len(_parse(path.read_text(encoding="utf-8")).cells)
+    _check_numbers(cells, {"TNTComplEx": results}, popularity)
+    assert {box["chart"] for box in charts} == {"hits-curve", "per-relation", "rank-histogram", "strat-curve"}
+    for box in charts:  # the per-relation chart of this folder's 3 relations: 93 pixels high
+        assert box["width"] > 100 and box["height"] > (80 if box["chart"] == "per-relation" else 100), box
+        assert all(length > 0 for length in box["lengths"]) and (box["lengths"] or max(box["bars"]) > 0), box
+    assert shot.stat().st_size > 10_000

@@ -101,8 +101,16 @@ def test_str_is_the_headline(results) -> None:
     text = str(results)
     assert text.startswith("40 ranking tasks (20 head, 20 tail), realistic ranks\n")
     assert f"{results.get_metric('mrr'):.4f}" in text
-    assert "print(results.full_table())" in text
+    shown = _table_cells(results.full_table())
+    assert text.endswith(f"\n(.full_table() lists {shown} of the {len(results.data)} numbers, .table() every one)")
+    assert results.table().size == len(results.data)  # .table() is every one
     assert "mrr=" in repr(results)
+
+
+def _table_cells(text: str) -> int:
+    """The value cells of a printed metric table (rows after the two header lines, the row name left out)."""
+    rows = text.splitlines()[2:]
+    return sum(len(row.split()) - 1 for row in rows)
 
 
 def _results(keep_records: bool = True) -> tuple[RankBasedMetricResults, dict]:
@@ -179,11 +187,14 @@ def test_headline_is_a_flat_dict_for_loggers() -> None:
     both = np.concatenate([head, tail])
     expected = {}
     for side, ranks in (("", both), ("head/", head), ("tail/", tail)):
-        expected.update({f"val/{side}mrr": np.mean(1 / ranks), f"val/{side}hits@1": np.mean(ranks <= 1),
-                         f"val/{side}hits@3": np.mean(ranks <= 3), f"val/{side}mr": np.mean(ranks)})  # fmt: skip
+        expected.update({f"val/{side}mrr": np.mean(1 / ranks), f"val/{side}hits_at_1": np.mean(ranks <= 1),
+                         f"val/{side}hits_at_3": np.mean(ranks <= 3), f"val/{side}mr": np.mean(ranks)})  # fmt: skip
     got = results.headline("val")
     assert list(got) == list(expected)
     assert got == pytest.approx(expected)
+    assert got["val/hits@3"] == got["val/hits_at_3"] and got["val/tail/hits@1"] == got["val/tail/hits_at_1"]
+    with pytest.raises(KeyError):
+        got["val/hits@5"]  # no such k: the old spelling finds only what the new one holds
     assert all(type(value) is float for value in got.values())
     assert results.headline()["mrr"] == got["val/mrr"]
     assert results.headline(rank_type="optimistic")["head/mr"] == pytest.approx(1.5)

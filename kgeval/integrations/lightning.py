@@ -2,7 +2,7 @@
 
 The callback ranks given triples with a :class:`kgeval.RankBasedEvaluator` every ``every_n_epochs`` epochs of
 ``fit`` and logs the headline metrics through ``LightningModule.log`` under names ``EarlyStopping`` and
-``ModelCheckpoint`` can monitor (``val/mrr``, ``val/hits@10``, ``val/head/mrr``, ...). No validation dataloader is
+``ModelCheckpoint`` can monitor (``val/mrr``, ``val/hits_at_10``, ``val/head/mrr``, ...). No validation dataloader is
 needed: without one the callback evaluates at the end of the training epoch, which Lightning runs before its
 monitoring callbacks' hooks; with one it evaluates at the end of every validation of a due epoch (never in the
 sanity check), before ``on_validation_end``. ``trainer.validate`` evaluates the same triples, ``trainer.test`` the
@@ -75,7 +75,7 @@ class KGEvalCallback(pl.Callback):
         Evaluate in ``fit`` at the epochs whose 1-based number is a multiple of this.
     prefix : str, default="val"
         Logged names are ``{prefix}/{name}`` with the names of :meth:`RankBasedMetricResults.headline`
-        (``mrr``, ``hits@k``, ``mr``, then per side ``head/mrr``, ...).
+        (``mrr``, ``hits_at_k``, ``mr``, then per side ``head/mrr``, ...).
     metrics : sequence of str, optional
         Log only these: headline names (``"mrr"``, ``"hits@10"``, ``"tail/mrr"``) or any metric key kgeval reports
         (``"both.realistic.adjusted_arithmetic_mean_rank_index"``, logged under that key after the prefix).
@@ -229,7 +229,10 @@ class KGEvalCallback(pl.Callback):
         values = {}
         for name in self.metrics:
             key = f"{prefix}/{name}"
-            values[key] = headline[key] if key in headline else results.get_metric(name)
+            try:  # a headline name in either spelling (hits_at_10, or kgeval 0.1's hits@10)
+                values[key] = headline[key]
+            except KeyError:
+                values[key] = results.get_metric(name)
         return values
 
     def _model_of(self, pl_module: Any) -> Any:

@@ -101,7 +101,7 @@ def test_fit_without_validation_loop_ranks_each_epoch_as_the_reference(nations):
     last = callback.history[-1]
     assert set(last.logged) <= set(run.callback_metrics)
     assert float(run.callback_metrics["val/mrr"]) == pytest.approx(last.logged["val/mrr"], rel=1e-6)
-    assert float(run.callback_metrics["val/hits@10"]) == pytest.approx(last.logged["val/hits@10"], rel=1e-6)
+    assert float(run.callback_metrics["val/hits_at_10"]) == pytest.approx(last.logged["val/hits_at_10"], rel=1e-6)
     assert module.model.training  # the evaluator restored the training mode
 
 

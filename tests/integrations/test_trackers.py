@@ -127,6 +127,17 @@ def test_every_kgeval_key_is_a_valid_mlflow_name(results: Any, undefined: Any) -
         assert MLFLOW_NAME_PATTERN.fullmatch(f"validation/{name}"), name
 
 
+def test_the_headline_dict_spells_hits_as_log_results_does_and_mlflow_accepts_it(results: Any) -> None:
+    """One spelling of Hits@k: ``results.headline("val")`` names it with the token of the flat keys that
+    log_results logs (``hits_at_10``), so every name is one MLflow accepts (it refuses the ``@``)."""
+    headline = results.headline("val")
+    flat = select_values(results, "all")  # what log_results logs, by name
+    assert all(MLFLOW_NAME_PATTERN.fullmatch(name) for name in headline), list(headline)
+    for k in results.ks:
+        assert headline[f"val/hits_at_{k}"] == flat[f"both.realistic.hits_at_{k}"]
+        assert headline[f"val/tail/hits_at_{k}"] == flat[f"tail.realistic.hits_at_{k}"]
+
+
 def test_importing_the_module_imports_no_tracker() -> None:
     code = (
         "import sys, kgeval.integrations.trackers\n"

@@ -127,7 +127,8 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor | None:
     if integer is None:
         return None
     bits = plain if plain.dtype == integer else plain.view(integer)
-    return bits.reshape(bits.shape[0] if bits.dim() else 1, -1)
+    rows = bits.shape[0] if bits.dim() else 1
+    return bits.reshape(rows, bits.numel() // rows if rows else 0)  # (0, -1) is ambiguous for an empty tensor
 
 
 def _odd_weights(start: int, stop: int, device: torch.device, salt: int) -> torch.Tensor:

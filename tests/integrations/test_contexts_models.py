@@ -397,3 +397,20 @@ def test_the_checksum_sees_every_one_element_change(
         else:
             changed[row, column] += 1
         assert bool(_model_state.content_checksum(changed) != before)
+
+
+@pytest.mark.parametrize("shape", [(0,), (0, 4), (3, 0), (2, 0, 5)])
+def test_the_checksum_of_an_empty_tensor_is_defined(shape: tuple[int, ...]) -> None:
+    """A parameter or buffer with no element (an empty relation table, a (0, d) buffer) has a checksum -- the
+    same each time -- instead of failing the evaluation (its (0, -1) reshape is ambiguous)."""
+    from kgeval import _model_state
+
+    first = _model_state.content_checksum(torch.empty(shape))
+    assert first is not None and int(first) == int(_model_state.content_checksum(torch.empty(shape)))  # type: ignore[arg-type]
+
+
+def test_a_model_holding_an_empty_buffer_is_evaluated() -> None:
+    """Evaluating a model with a (0, d) buffer goes through (it raised RuntimeError in the content checksum)."""
+    model = DistMult(E, R, dim=DIM, seed=0)
+    model.register_buffer("nothing", torch.zeros(0, DIM))
+    evaluate(model, GRAPH.triples, GRAPH.filter_triples, fast_path=True)

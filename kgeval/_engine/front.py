@@ -328,7 +328,8 @@ class _Sides:
         )
         tasks = _side_tasks(group, target, candidate_ids, id_space, *side_indices)
         requested = inputs.sizes
-        sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size)
+        sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size,
+                             requested.memory_budget)  # fmt: skip
         return rank_side(scorer, tasks, sizes, self.state, observer)
 
 

@@ -28,6 +28,7 @@ from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
 from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
 from kgeval._engine.sizes import choose_sizes
+from kgeval._engine.threads import threads_for_the_machine
 from kgeval._fingerprints import model_fingerprint, model_settings, view_settings
 from kgeval._inputs import CheckedInputs
 from kgeval._modes import evaluation_mode
@@ -128,7 +129,17 @@ def rank(
     -------
     dict of target to SideRanks
         Under ``torch.distributed``, every rank returns the whole evaluation's ranks.
+
+    Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after.
     """
+    with threads_for_the_machine():
+        return _rank(prepare, options, run, state)
+
+
+def _rank(
+    prepare: Callable[[], CheckedInputs], options: RankOptions, run: RunSettings, state: EngineState
+) -> dict[Target, SideRanks]:
+    """:func:`rank` on the threads chosen for it."""
     group = resolve_group(run.distributed, run.process_group)
     with CollectiveCheck(group) as check:  # under torch.distributed: every rank raises together, never hangs
         inputs = prepare()

@@ -50,5 +50,5 @@ def threads_for_the_machine(
     try:
         yield threads
     finally:
-        if torch.get_num_threads() != before:
+        if threads != before or torch.get_num_threads() != before:
             torch.set_num_threads(before)

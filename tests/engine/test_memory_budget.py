@@ -17,6 +17,7 @@ from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer
+from kgeval.macro import MacroRankBasedEvaluator
 from kgeval.models import DistMult
 from tests.helpers.graphs import FullScoreTableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks
@@ -105,6 +106,16 @@ def test_the_budget_is_kept_and_none_means_the_default() -> None:
     assert RankBasedEvaluator(memory_budget=3 * GiB).memory_budget == 3 * GiB
     assert RankBasedEvaluator().memory_budget is None
     assert TemporalRankBasedEvaluator(memory_budget=MiB).memory_budget == MiB
+    assert MacroRankBasedEvaluator(memory_budget=MiB).memory_budget == MiB  # the evaluators built on it take it too
+
+
+def test_pykeens_evaluator_on_kgeval_takes_the_budget() -> None:
+    pytest.importorskip("pykeen")
+    from kgeval.integrations.pykeen import RankBasedEvaluator as OnPyKEEN
+
+    assert OnPyKEEN(memory_budget=MiB).memory_budget == MiB
+    with pytest.raises(ValueError, match="memory_budget must be a positive integer"):
+        OnPyKEEN(memory_budget=0)
 
 
 # -- the peak of an evaluation ------------------------------------------------------------------------------------

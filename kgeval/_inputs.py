@@ -95,10 +95,12 @@ def resolve_model(model: Any, device: Any = None, mode: InductiveMode | None = N
 
 @dataclass(frozen=True)
 class RequestedSizes:
-    """The batch and slice sizes a caller asked for (None: chosen from the device's memory, kgeval._engine.sizes)."""
+    """The batch and slice sizes a caller asked for, and the memory budget in bytes automatic sizes stay within
+    (None: chosen from the device's memory, kgeval._engine.sizes)."""
 
     batch_size: int | None = None
     slice_size: int | None = None
+    memory_budget: int | None = None
 
 
 @dataclass(frozen=True)
@@ -226,6 +228,7 @@ def check_evaluation_inputs(
     targets: Any = ("head", "tail"),
     batch_size: Any = None,
     slice_size: Any = None,
+    memory_budget: Any = None,
     drop_outside_restriction: bool = False,
     restrict_relations_to: Any = None,
     score_fn: Any = None,
@@ -276,6 +279,7 @@ def check_evaluation_inputs(
         sizes=RequestedSizes(
             _checks.check_positive_int(batch_size, "batch_size", allow_none=True),
             _checks.check_positive_int(slice_size, "slice_size", allow_none=True),
+            _checks.check_positive_int(memory_budget, "memory_budget", allow_none=True),
         ),
         drop_outside_restriction=bool(drop_outside_restriction),
     )

@@ -3,15 +3,22 @@ is derived (kgeval._engine.kernels; also the blocks in which an inductive PyKEEN
 kgeval.adapters.pykeen), so that the chunk fits the machine that runs the evaluation rather than the one a constant
 was measured on. A leaf module (the standard library only), outside the engine so that adapters may read it too.
 
-Read once per process from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache/index*/``: level, type, size),
-else from ``os.sysconf`` (glibc's ``SC_LEVEL3_CACHE_SIZE`` / ``SC_LEVEL2_CACHE_SIZE``); unknown elsewhere, and then
-the measured default is used. :func:`cpu_cache_report` says which, in words.
+Also, for the thread count of an evaluation (kgeval._engine.threads): the cores this process may use
+(:func:`usable_cores`) and how many threads of other processes are runnable on them right now
+(:func:`others_running`, from Linux's ``/proc/stat`` ``procs_running`` less this process's running threads).
+
+The cache is read once per process from Linux's sysfs (``/sys/devices/system/cpu/cpu0/cache/index*/``: level, type,
+size), else from ``os.sysconf`` (glibc's ``SC_LEVEL3_CACHE_SIZE`` / ``SC_LEVEL2_CACHE_SIZE``); unknown elsewhere,
+and then the measured default is used. :func:`cpu_cache_report` says which, in words.
 """
 
 from __future__ import annotations
 
 import functools
+import math
 import os
+import statistics
+import time
 from pathlib import Path
 
 #: where Linux describes the caches of the first CPU
@@ -92,3 +99,85 @@ def cpu_cache_report() -> str:
         return f"last-level cache unknown: eager chunk {chunk:,} scores (the default)"
     level, size, source = cache
     return f"L{level} cache {size // 2**10:,} KiB ({source}): eager chunk {chunk:,} scores"
+
+
+#: where Linux reports the threads runnable right now (``procs_running``) and this process's threads
+PROC_STAT = Path("/proc/stat")
+PROC_SELF_TASKS = Path("/proc/self/task")
+#: reads of :data:`PROC_STAT` whose median is taken, and the pause between two (the sample costs well under 1 ms)
+LOAD_SAMPLES = 3
+LOAD_SAMPLE_PAUSE_S = 0.0002
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (``os.sched_getaffinity``; ``os.cpu_count()`` where it does not exist)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return max(1, os.cpu_count() or 1)
+
+
+def procs_running(stat: Path = PROC_STAT) -> int | None:
+    """Threads runnable on the whole machine right now (Linux's ``procs_running``), None when unreadable."""
+    try:
+        for line in stat.read_text().splitlines():
+            if line.startswith("procs_running "):
+                return int(line.split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def own_running_threads(tasks: Path = PROC_SELF_TASKS) -> int:
+    """This process's threads runnable right now (state R in ``/proc/self/task/*/stat``; the calling thread is one,
+    and so are PyTorch's OpenMP workers while they spin after a parallel region); 1 when unreadable."""
+    running = 0
+    try:
+        for task in tasks.iterdir():
+            try:
+                text = (task / "stat").read_text()
+            except OSError:  # the thread ended meanwhile
+                continue
+            state = text[text.rfind(")") + 2 : text.rfind(")") + 3]  # the field after the (command name)
+            running += state == "R"
+    except OSError:
+        return 1
+    return max(1, running)
+
+
+#: seconds a sample of :func:`others_running` is reused for (an evaluation called time step by time step samples
+#: once a second, not once per call)
+LOAD_SAMPLE_TTL_S = 1.0
+_last_sample: tuple[float, float | None] | None = None  #: (time.monotonic() of the sample, its value)
+
+
+def recent_others_running() -> float | None:
+    """:func:`others_running`, sampled again when the last sample is older than :data:`LOAD_SAMPLE_TTL_S`."""
+    global _last_sample
+    now = time.monotonic()
+    if _last_sample is None or now - _last_sample[0] > LOAD_SAMPLE_TTL_S:
+        _last_sample = (now, others_running())
+    return _last_sample[1]
+
+
+def others_running(samples: int = LOAD_SAMPLES, pause: float = LOAD_SAMPLE_PAUSE_S) -> float | None:
+    """Threads of other processes runnable on this process's cores now: the median over ``samples`` reads of the
+    machine's runnable threads less this process's, scaled by this process's share of the machine's cores; None
+    where the kernel does not say (not Linux)."""
+    counts = []
+    for sample in range(samples):
+        if sample:
+            time.sleep(pause)
+        total = procs_running()
+        if total is None:
+            return None
+        counts.append(max(0, total - own_running_threads()))
+    share = usable_cores() / max(usable_cores(), os.cpu_count() or 1)
+    return statistics.median(counts) * share
+
+
+def idle_cores(others: float | None, cores: int) -> int | None:
+    """Of ``cores``, how many the ``others`` runnable threads of other processes leave idle (at least 1); None when
+    ``others`` is unknown."""
+    if others is None:
+        return None
+    return max(1, cores - math.ceil(others - 0.5))  # round half down: a half-busy core still counts as idle

@@ -164,7 +164,7 @@ class TemporalRankBasedEvaluator(RankingSettings):
     filtered : {"time-aware", "static", "raw", "all"}, default="time-aware"
         The filter setting (see the module docstring). "all" reports the time-aware results with ``.static`` and
         ``.raw`` results beside them, from one pass: the model scores every query once.
-    ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision, check_fast_path
+    ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision, check_fast_path, memory_budget
         As for :class:`kgeval.RankBasedEvaluator`.
 
     Examples
@@ -186,12 +186,13 @@ class TemporalRankBasedEvaluator(RankingSettings):
         kernel: KernelChoice = "auto",
         matmul_precision: MatmulPrecision = "exact",
         check_fast_path: bool = True,
+        memory_budget: int | None = None,
     ) -> None:
         if filtered not in TEMPORAL_FILTERS:
             raise ValueError(f"filtered must be one of {TEMPORAL_FILTERS}, got {filtered!r}")
         self.filtered: TemporalFilter = filtered
         super().__init__(ks, batch_size, slice_size, keep_records, fast_path, kernel, matmul_precision,
-                         check_fast_path)  # fmt: skip
+                         check_fast_path, memory_budget)  # fmt: skip
 
     def __repr__(self) -> str:
         return f"TemporalRankBasedEvaluator(filtered={self.filtered!r}, ks={self.ks})"
@@ -282,6 +283,7 @@ class TemporalRankBasedEvaluator(RankingSettings):
                     resolved, packed, additional_filter_triples=packed_known, num_entities=entities, targets=sides,
                     batch_size=self.batch_size if batch_size is None else batch_size,
                     slice_size=self.slice_size if slice_size is None else slice_size,
+                    memory_budget=self.memory_budget,
                 ))  # fmt: skip
             return prepared[0]
 

@@ -35,6 +35,7 @@ from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
 from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
 from kgeval._engine.sizes import choose_sizes
+from kgeval._engine.threads import threads_for_the_machine
 from kgeval._fingerprints import model_fingerprint, model_settings, view_settings
 from kgeval._inputs import CheckedInputs
 from kgeval._modes import evaluation_mode
@@ -135,7 +136,17 @@ def rank(
     -------
     dict of target to SideRanks
         Under ``torch.distributed``, every rank returns the whole evaluation's ranks.
+
+    Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after.
     """
+    with threads_for_the_machine():
+        return _rank(prepare, options, run, state)
+
+
+def _rank(
+    prepare: Callable[[], CheckedInputs], options: RankOptions, run: RunSettings, state: EngineState
+) -> dict[Target, SideRanks]:
+    """:func:`rank` on the threads chosen for it."""
     group = resolve_group(run.distributed, run.process_group)
     if group is not None:
         check_every_rank_entered(group)  # a rank evaluating alone raises within seconds instead of waiting
@@ -337,7 +348,8 @@ class _Sides:
         )
         tasks = _side_tasks(group, target, candidate_ids, id_space, *side_indices)
         requested = inputs.sizes
-        sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size)
+        sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size,
+                             requested.memory_budget)  # fmt: skip
         return rank_side(scorer, tasks, sizes, self.state, observer)
 
 

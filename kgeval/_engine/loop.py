@@ -130,7 +130,8 @@ def rank_side(
         sizes = batching.for_mixed_slices(sizes, device, scorer.num_candidates)  # answer slices' scores for counting
     plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
     workspace = Workspace()
-    scorer.keep_budget = batching.keep_budget(device)  # scores a mixed-slice batch may keep between its passes
+    # scores a mixed-slice batch may keep between its passes
+    scorer.keep_budget = batching.keep_budget(device, sizes.memory_budget)
     # a kernel that reads repeated queries' score rows in place gets batches and tiles of distinct queries, so
     # every model call and GEMM has its full size however many tasks share a query
     by_queries = kernel.reads_rows_in_place

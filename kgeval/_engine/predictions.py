@@ -85,7 +85,8 @@ def _top_k_of_set(
                          probe_queries=queries, checks=checks,
                          model_scores_only=True)  # the L2 GEMM ranks a transform of the scores  # fmt: skip
     requested = options.sizes
-    sizes = choose_sizes(scorer, queries.shape[0], device, requested.batch_size, requested.slice_size)
+    sizes = choose_sizes(scorer, queries.shape[0], device, requested.batch_size, requested.slice_size,
+                         requested.memory_budget)  # fmt: skip
     position_of = candidate_positions(candidate_ids, num_entities, device)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     parts = [

@@ -338,7 +338,8 @@ class ShardedSide:
             return None
         owned_tasks = SideTasks(tasks.queries[owned], true_local[owned], tasks.side_index, position_of,
                                 fine_index=tasks.fine_index)  # fmt: skip
-        chosen = batching.choose_sizes(scorer, count, tasks.queries.device, sizes.batch_size, sizes.slice_size)
+        chosen = batching.choose_sizes(scorer, count, tasks.queries.device, sizes.batch_size, sizes.slice_size,
+                                       sizes.memory_budget)  # fmt: skip
         return rank_side(scorer, owned_tasks, chosen, state, observer)
 
     def _count_others(
@@ -363,7 +364,8 @@ class ShardedSide:
         elsewhere = torch.full((count,), -1, dtype=torch.int64, device=queries.device)
         other_tasks = SideTasks(queries, elsewhere, tasks.side_index, position_of, true_scores[others],
                                 tasks.fine_index)  # fmt: skip
-        chosen = batching.choose_sizes(scorer, count, queries.device, sizes.batch_size, sizes.slice_size)
+        chosen = batching.choose_sizes(scorer, count, queries.device, sizes.batch_size, sizes.slice_size,
+                                       sizes.memory_budget)  # fmt: skip
         return rank_side(scorer, other_tasks, chosen, state, observer)
 
 

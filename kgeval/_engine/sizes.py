@@ -1,8 +1,12 @@
 """Sizes of one side's loop -- candidates per slice, tasks per batch, rows per tile -- and out-of-memory retries.
 
-With ``batch_size=None`` the sizes come from a memory budget (a fraction of the free memory on CUDA, fixed sizes
-on CPU); an out-of-memory error halves the failing batch and retries it, and the size that worked is remembered
-by the evaluator for later calls with the same shapes.
+With ``batch_size=None`` the sizes come from a memory budget in bytes: the evaluator's ``memory_budget`` when set,
+else on CUDA the smaller of 2 GiB and a quarter of the free memory (:func:`default_memory_budget`), and on CPU the
+cache-sized constants below (a budget smaller than them shrinks them). A budget is shared between a batch's scores
+and the kernel's temporaries (:data:`SCORES_SHARE`), its filtered pairs (:data:`PAIRS_SHARE`) and the answer
+slices' scores a mixed-slice batch keeps (:data:`KEEP_SHARE`) -- :func:`budget_shares`. An out-of-memory error
+halves the failing batch and retries it, and the size that worked is remembered by the evaluator for later calls
+with the same shapes.
 """
 
 from __future__ import annotations
@@ -31,11 +35,17 @@ CPU_GEMM_BATCH = 1024
 #: tile rows below which a GEMM loses efficiency (d = 200: 51-row tiles ran 1.6x slower than 128-row ones on
 #: WN18RR's 40,943 entities): wider candidate sets are sliced instead
 MIN_TILE_ROWS = 128
-#: filtered pairs per batch (each costs ~40 bytes while the batch runs)
+#: filtered pairs per batch on CPU (each costs ~PAIR_BYTES while the batch runs)
 MAX_PAIRS = 2**21
-#: fraction of the free accelerator memory one batch may use, and bytes per score element budgeted
-DEVICE_MEMORY_FRACTION = 0.5
+#: the default memory budget of a batch on CUDA: the smaller of DEVICE_MEMORY_CAP bytes and DEVICE_MEMORY_FRACTION
+#: of the free memory (what a training loop holds for its model and optimizer stays free)
+DEVICE_MEMORY_CAP = 2 * 2**30
+DEVICE_MEMORY_FRACTION = 0.25
+#: bytes budgeted per score element (the score and the counting kernel's temporaries) and per filtered pair
 DEVICE_BYTES_PER_SCORE = 16
+PAIR_BYTES = 40
+#: shares of a memory budget: scores with their counting, filtered pairs, answer slices' scores kept between passes
+SCORES_SHARE, PAIRS_SHARE, KEEP_SHARE = 0.5, 0.25, 0.25
 
 T = TypeVar("T")
 
@@ -49,6 +59,7 @@ class Sizes:
     tile_rows: int  #: task rows per tile
     max_pairs: int  #: filtered pairs per batch (beyond a batch's first task)
     automatic: bool  #: batch size chosen here (then out-of-memory errors are retried)
+    memory_budget: int | None = None  #: the caller's budget in bytes the sizes were chosen within (None: default)
 
 
 #: score elements a mixed-slice batch may keep between its two passes on CPU (64 MiB of float32)
@@ -72,25 +83,65 @@ def for_mixed_slices(sizes: Sizes, device: torch.device, num_candidates: int) ->
     scored; a GEMM scorer keeps its tall tiles instead (short GEMMs run far from the BLAS's peak)."""
     if not sizes.automatic:
         return sizes
-    budget, width = keep_budget(device), max(1, sizes.slice_size)
+    budget, width = keep_budget(device, sizes.memory_budget), max(1, sizes.slice_size)
     rows = max(MIN_MIXED_BATCH, budget // max(1, num_candidates), math.isqrt(budget // width))
     if rows >= sizes.batch_size:
         return sizes
     return dataclasses.replace(sizes, batch_size=rows, tile_rows=min(sizes.tile_rows, rows))
 
 
-def keep_budget(device: torch.device) -> int:
+def default_memory_budget(device: torch.device) -> int | None:
+    """The bytes a batch may use on ``device`` when the caller sets no budget: on CUDA the smaller of
+    :data:`DEVICE_MEMORY_CAP` and :data:`DEVICE_MEMORY_FRACTION` of the free memory
+    (``torch.cuda.mem_get_info``); None elsewhere (the CPU's cache-sized constants decide)."""
+    if device.type != "cuda":
+        return None
+    free, _total = torch.cuda.mem_get_info(device)
+    return max(1, min(DEVICE_MEMORY_CAP, int(free * DEVICE_MEMORY_FRACTION)))
+
+
+@dataclass(frozen=True)
+class BudgetShares:
+    """What a batch may hold within a memory budget (:func:`budget_shares`)."""
+
+    scores: int  #: score elements (each with its counting temporaries, :data:`DEVICE_BYTES_PER_SCORE`)
+    pairs: int  #: filtered pairs (:data:`PAIR_BYTES` each)
+    kept: int  #: float32 scores of answer slices kept between a mixed-slice batch's passes
+
+
+def budget_shares(memory_budget: int) -> BudgetShares:
+    """``memory_budget`` bytes shared between a batch's scores, pairs and kept scores (:data:`SCORES_SHARE`,
+    :data:`PAIRS_SHARE`, :data:`KEEP_SHARE`), each at least 1."""
+    return BudgetShares(
+        scores=max(1, int(memory_budget * SCORES_SHARE) // DEVICE_BYTES_PER_SCORE),
+        pairs=max(1, int(memory_budget * PAIRS_SHARE) // PAIR_BYTES),
+        kept=max(1, int(memory_budget * KEEP_SHARE) // 4),
+    )
+
+
+def _budget(device: torch.device, memory_budget: int | None) -> int | None:
+    """The caller's budget, else the device's default (None on CPU: the cache-sized constants)."""
+    return memory_budget if memory_budget is not None else default_memory_budget(device)
+
+
+def keep_budget(device: torch.device, memory_budget: int | None = None) -> int:
     """Score elements a batch may keep to count its answer slices without rescoring them (kgeval._engine.counting):
-    a fixed budget on CPU, the score budget elsewhere."""
-    return CPU_KEEP_BUDGET if device.type == "cpu" else score_budget(device)
+    on CPU :data:`CPU_KEEP_BUDGET`, or the budget's share where smaller; elsewhere the budget's share."""
+    budget = _budget(device, memory_budget)
+    if budget is None:
+        return CPU_KEEP_BUDGET if device.type == "cpu" else score_budget(device)
+    kept = budget_shares(budget).kept
+    return min(CPU_KEEP_BUDGET, kept) if device.type == "cpu" else kept
 
 
-def score_budget(device: torch.device) -> int:
-    """Score elements one batch may hold: a fraction of the free memory on CUDA, a fixed budget on CPU."""
-    if device.type == "cuda":
-        free, _total = torch.cuda.mem_get_info(device)
-        return max(1, int(free * DEVICE_MEMORY_FRACTION) // DEVICE_BYTES_PER_SCORE)
-    return CPU_SCORE_BUDGET
+def score_budget(device: torch.device, memory_budget: int | None = None) -> int:
+    """Score elements one batch may hold: the budget's share (``memory_budget``, else on CUDA the default of
+    :func:`default_memory_budget`), on CPU at most :data:`CPU_SCORE_BUDGET` (its fixed budget without one)."""
+    budget = _budget(device, memory_budget)
+    if budget is None:
+        return CPU_SCORE_BUDGET
+    scores = budget_shares(budget).scores
+    return min(CPU_SCORE_BUDGET, scores) if device.type == "cpu" else scores
 
 
 def choose_sizes(
@@ -99,11 +150,14 @@ def choose_sizes(
     device: torch.device,
     batch_size: int | None = None,
     slice_size: int | None = None,
+    memory_budget: int | None = None,
 ) -> Sizes:
-    """Batch, slice and tile sizes for one side; the caller's ``batch_size`` / ``slice_size`` win."""
-    budget = max(1, score_budget(device) // getattr(scorer, "memory_per_score", 1))
+    """Batch, slice and tile sizes for one side within ``memory_budget`` bytes (None: the device's default, the
+    module docstring); the caller's ``batch_size`` / ``slice_size`` win."""
+    budget_bytes = _budget(device, memory_budget)
+    budget = max(1, score_budget(device, budget_bytes) // getattr(scorer, "memory_per_score", 1))
     on_cpu = device.type == "cpu"
-    tile = CPU_TILE_ELEMENTS if on_cpu else budget
+    tile = min(CPU_TILE_ELEMENTS, budget) if on_cpu else budget
     num_candidates = scorer.num_candidates
     if slice_size is None:
         if scorer.sizing == "full_rows":
@@ -122,18 +176,29 @@ def choose_sizes(
         batch_size = CPU_GEMM_BATCH if scorer.sizing == "gemm" and on_cpu else max(1, budget // slice_size)
     batch_size = max(1, min(batch_size, num_tasks))
     tile_rows = max(1, min(batch_size, tile // slice_size))
-    max_pairs = MAX_PAIRS if on_cpu else max(MAX_PAIRS, budget // 4)
-    return Sizes(batch_size, slice_size, tile_rows, max_pairs, automatic)
+    return Sizes(batch_size, slice_size, tile_rows, _max_pairs(device, budget_bytes), automatic, memory_budget)
+
+
+def _max_pairs(device: torch.device, memory_budget: int | None) -> int:
+    """Filtered pairs per batch: :data:`MAX_PAIRS` on CPU and wherever no budget applies, the budget's share
+    elsewhere and where it is smaller."""
+    if memory_budget is None:
+        return MAX_PAIRS
+    pairs = budget_shares(memory_budget).pairs
+    return min(MAX_PAIRS, pairs) if device.type == "cpu" else pairs
 
 
 def with_tall_tiles(sizes: Sizes, device: torch.device) -> Sizes:
-    """``sizes`` with tiles of :data:`CPU_TALL_TILE_ELEMENTS` on CPU, for a kernel that counts each tile in one pass
-    or a GEMM scorer, whose column-blocked GEMMs (kgeval._engine.gemm_scoring.CPU_GEMM_COLUMNS) run nearer the BLAS's
-    peak with more rows; unchanged elsewhere, where the budget already sets the tiles. Never shorter than before,
-    never more rows than a batch."""
+    """``sizes`` with tiles of :data:`CPU_TALL_TILE_ELEMENTS` on CPU (or the budget's score share where smaller),
+    for a kernel that counts each tile in one pass or a GEMM scorer, whose column-blocked GEMMs
+    (kgeval._engine.gemm_scoring.CPU_GEMM_COLUMNS) run nearer the BLAS's peak with more rows; unchanged elsewhere,
+    where the budget already sets the tiles. Never shorter than before, never more rows than a batch."""
     if device.type != "cpu":
         return sizes
-    rows = max(sizes.tile_rows, min(sizes.batch_size, CPU_TALL_TILE_ELEMENTS // sizes.slice_size))
+    tall = CPU_TALL_TILE_ELEMENTS
+    if sizes.memory_budget is not None:
+        tall = min(tall, score_budget(device, sizes.memory_budget))
+    rows = max(sizes.tile_rows, min(sizes.batch_size, tall // sizes.slice_size))
     return dataclasses.replace(sizes, tile_rows=rows)
 
 

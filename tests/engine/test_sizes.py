@@ -110,7 +110,7 @@ def test_callers_sizes_win_and_batches_never_exceed_the_tasks() -> None:
 
 def test_cuda_budget_comes_from_free_memory(monkeypatch) -> None:
     monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (2**30, 2**34))
-    budget = int(2**30 * batching.DEVICE_MEMORY_FRACTION) // batching.DEVICE_BYTES_PER_SCORE
+    budget = int(2**30 * batching.DEVICE_MEMORY_FRACTION * batching.SCORES_SHARE) // batching.DEVICE_BYTES_PER_SCORE
     assert batching.score_budget(torch.device("cuda")) == budget
     sizes = batching.choose_sizes(_scorer(GemmScorer, 1000), 10**6, torch.device("cuda"))
     assert sizes.batch_size == budget // 1000

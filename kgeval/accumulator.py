@@ -8,7 +8,7 @@ gathers the states and calls :meth:`MetricAccumulator.merge`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from kgeval.typing import RANK_TYPES, RankType, Target
 
 __all__ = [
     "MetricAccumulator",
+    "to_host",
 ]
 
 #: per-task record states and their dtype / trailing shape
@@ -61,6 +62,9 @@ class MetricAccumulator:
         self.keep_records = bool(keep_records)
         self._sums: dict[str, torch.Tensor] = {}
         self._records: dict[str, list[torch.Tensor]] = {}
+        #: every state read to the host (sums by name, records as "records/<name>"), as numpy; None: not read since
+        #: the last change (:func:`to_host`)
+        self._host: dict[str, np.ndarray] | None = None
         self.reset()
 
     # -- declared states -------------------------------------------------------------------------------------
@@ -84,6 +88,7 @@ class MetricAccumulator:
         """Forget every update: sums to zero, records emptied."""
         self._sums = self._default_sums()
         self._records = {name: [] for name in RECORD_STATES} if self.keep_records else {}
+        self._host = None
 
     def to(self, device: torch.device | str) -> MetricAccumulator:
         """Move every state to ``device`` (in place); returns self."""
@@ -96,6 +101,7 @@ class MetricAccumulator:
         other._sums = dict(self._sums)
         other._records = {name: list(parts) for name, parts in self._records.items()}
         other._map_states(torch.clone)
+        other._host = self._host  # never written in place: shared
         return other
 
     @property
@@ -138,6 +144,7 @@ class MetricAccumulator:
     ) -> None:
         """:meth:`update` without validation, for trusted callers (the evaluator); no host synchronisation."""
         device = optimistic.device
+        self._host = None
         if self._sums["count"].device != device:
             self.to(device)
         batch: dict[str, torch.Tensor] = {}
@@ -166,6 +173,7 @@ class MetricAccumulator:
         Sums are added, records concatenated in argument order; ``update`` and ``compute`` keep working. Records
         are kept only if every merged accumulator kept them.
         """
+        host = _merged_host(self, others)
         for other in others:
             _check_mergeable(self, other)
             device = self._sums["count"].device
@@ -176,14 +184,17 @@ class MetricAccumulator:
             elif self.keep_records:
                 self.keep_records = False
                 self._records = {}
+        self._host = host
         return self
 
     # -- records and state dicts ------------------------------------------------------------------------------
     def records(self, target: Target) -> RankRecords:
         """The per-task records on the host, their ``side`` column set to ``target`` (the accumulator does not
-        know which side it holds)."""
-        tensors = self._record_tensors()
-        return RankRecords.from_tensors(target, **tensors)
+        know which side it holds); read with the other states in one transfer (:func:`to_host`)."""
+        if not self.keep_records:
+            raise ValueError("this accumulator keeps no per-task records (keep_records=False)")
+        host = self._host_state()
+        return RankRecords.from_arrays(target, **{name: host[f"records/{name}"].copy() for name in RECORD_STATES})
 
     def _record_tensors(self) -> dict[str, torch.Tensor]:
         """The record states, concatenated on the accumulator's device (each of length n; ``triples`` (n, 3))."""
@@ -214,6 +225,7 @@ class MetricAccumulator:
     def _load(self, state: dict[str, torch.Tensor]) -> None:
         self.ks = tuple(int(k) for k in state["meta:ks"].tolist())
         self.keep_records = bool(state["meta:keep_records"].item())
+        self._host = None
         self._sums = {name[len("sum:") :]: value.clone() for name, value in state.items() if name.startswith("sum:")}
         self._records = {
             name[len("cat:") :]: [value.clone()] for name, value in state.items() if name.startswith("cat:")
@@ -236,24 +248,84 @@ class MetricAccumulator:
 
     # -- compute ----------------------------------------------------------------------------------------------
     def summary(self, rank_type: RankType) -> RankSummary:
-        """The :class:`RankSummary` of one rank type, moved to the CPU."""
+        """The :class:`RankSummary` of one rank type, on the host: every state is read in one transfer, once
+        until the next update (:func:`to_host`), and the metrics are computed from it in numpy."""
+        host = self._host_state()
         sums: dict[str, float | np.ndarray] = {}
-        for name, value in self._sums.items():
+        for name in self._sums:
             prefix, _, stat = name.partition("/")
-            if name == "count" or prefix == "candidates":
-                sums[stat or name] = value.cpu().numpy() if value.dim() else value.item()
-            elif prefix == rank_type:
-                sums[stat] = value.cpu().numpy() if value.dim() else value.item()
+            if name == "count" or prefix == "candidates" or prefix == rank_type:
+                value = host[name]
+                sums[stat or name] = value.item() if value.ndim == 0 else value
         if not self.keep_records:
             return RankSummary(ks=self.ks, sums=sums)
-        records = self._record_tensors()
-        ranks = ranks_of_type(rank_type, records["optimistic"], records["pessimistic"]).cpu().numpy()
-        return RankSummary(ks=self.ks, sums=sums, ranks=ranks, num_candidates=records["num_candidates"].cpu().numpy())
+        ranks = ranks_of_type(rank_type, host["records/optimistic"], host["records/pessimistic"])
+        return RankSummary(ks=self.ks, sums=sums, ranks=ranks, num_candidates=host["records/num_candidates"])
+
+    def _host_state(self) -> dict[str, np.ndarray]:
+        """Every state on the host (:attr:`_host`), read now if it was not since the last change."""
+        if self._host is None:
+            to_host([self])
+        assert self._host is not None
+        return self._host
 
     def compute(self, rank_type: RankType = "realistic") -> dict[str, float]:
         """Every metric supported for ``rank_type`` (metric key -> value); NaN with a warning where undefined."""
         summary = self.summary(rank_type)
         return {key: info.function(summary, k) for key, info, k in reported_keys(self.ks, rank_type, self.keep_records)}
+
+
+def to_host(accumulators: Iterable[MetricAccumulator]) -> None:
+    """Read every state of ``accumulators`` (their sums and records) to the host in one transfer -- one host
+    synchronisation for them all, however many metrics are computed from them next -- and keep it until their
+    next change. The states are packed as int64 (float64 values by their bits, so exactly) into one tensor."""
+    pending = [accumulator for accumulator in accumulators if accumulator._host is None]
+    if not pending:
+        return
+    device = pending[0]._sums["count"].device
+    layouts: list[list[tuple[str, torch.dtype, tuple[int, ...], int]]] = []
+    parts: list[torch.Tensor] = []
+    for accumulator in pending:
+        states = dict(accumulator._sums)
+        if accumulator.keep_records:
+            states.update({f"records/{name}": value for name, value in accumulator._record_tensors().items()})
+        layout = []
+        for name, value in states.items():
+            bits, dtype = _as_int64_bits(value.to(device))
+            layout.append((name, dtype, tuple(value.shape), bits.numel()))
+            parts.append(bits)
+        layouts.append(layout)
+    packed = torch.cat(parts).cpu().numpy()
+    offset = 0
+    for accumulator, layout in zip(pending, layouts, strict=True):
+        host: dict[str, np.ndarray] = {}
+        for name, dtype, shape, size in layout:
+            values = packed[offset : offset + size]
+            offset += size
+            host[name] = (values.view(np.float64) if dtype == torch.float64 else values).reshape(shape)
+        accumulator._host = host
+
+
+def _as_int64_bits(value: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
+    """A state flattened to int64 -- float64 (a floating state is widened to it, exactly) by its bits, integers
+    and booleans widened -- and the dtype it is read back as (float64 or int64)."""
+    flat = value.reshape(-1)
+    if flat.dtype.is_floating_point:
+        return flat.to(torch.float64).view(torch.int64), torch.float64
+    return flat.to(torch.int64), torch.int64
+
+
+def _merged_host(receiver: MetricAccumulator, others: Sequence[MetricAccumulator]) -> dict[str, np.ndarray] | None:
+    """The host states :meth:`MetricAccumulator.merge` gives, from those read already (sums added, records
+    concatenated in order -- what the merged device states hold); None when one of them was not read."""
+    states = [receiver._host, *(getattr(other, "_host", None) for other in others)]
+    if any(state is None for state in states) or len({frozenset(state) for state in states}) != 1:  # type: ignore[arg-type]
+        return None
+    merged: dict[str, np.ndarray] = {}
+    for name in receiver._host:  # type: ignore[union-attr]
+        values = [state[name] for state in states]  # type: ignore[index]
+        merged[name] = np.concatenate(values) if name.startswith("records/") else sum(values[1:], values[0])
+    return merged
 
 
 # -- checks of merged and loaded states -------------------------------------------------------------------------

@@ -8,6 +8,7 @@ gathers the states and calls :meth:`MetricAccumulator.merge`.
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -68,16 +69,10 @@ class MetricAccumulator:
         self.reset()
 
     # -- declared states -------------------------------------------------------------------------------------
-    def _default_sums(self, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        empty_ranks = torch.zeros(0, dtype=torch.float64, device=device)
-        sums = {"count": torch.zeros((), dtype=torch.int64, device=device)}
-        for rank_type in RANK_TYPES:
-            for name, value in rank_statistics(empty_ranks, self.ks).items():
-                if name != "count":
-                    sums[f"{rank_type}/{name}"] = value
-        for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64, device=device), self.ks).items():
-            sums[f"candidates/{name}"] = value
-        return sums
+    def _default_sums(self) -> dict[str, torch.Tensor]:
+        """The sums of no task: :func:`_empty_sums`, computed once per ks and shared -- no state tensor is ever
+        written in place (every change makes new ones), and :meth:`state_dict` hands out copies of them."""
+        return dict(_empty_sums(self.ks))
 
     def _map_states(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Apply ``fn`` to every state tensor in place (serves ``to`` and ``clone``)."""
@@ -89,6 +84,7 @@ class MetricAccumulator:
         self._sums = self._default_sums()
         self._records = {name: [] for name in RECORD_STATES} if self.keep_records else {}
         self._host = None
+        self._fresh = True  #: no update since this reset (known on the host: nothing to read)
 
     def to(self, device: torch.device | str) -> MetricAccumulator:
         """Move every state to ``device`` (in place); returns self."""
@@ -145,7 +141,9 @@ class MetricAccumulator:
         """:meth:`update` without validation, for trusted callers (the evaluator); no host synchronisation."""
         device = optimistic.device
         self._host = None
-        if self._sums["count"].device != device:
+        fresh = self._fresh  # no update since the last reset: the batch's sums are the sums (no additions)
+        self._fresh = False
+        if not fresh and self._sums["count"].device != device:
             self.to(device)
         batch: dict[str, torch.Tensor] = {}
         for rank_type in RANK_TYPES:
@@ -153,7 +151,7 @@ class MetricAccumulator:
             batch["count"] = stats.pop("count")
             batch.update({f"{rank_type}/{name}": value for name, value in stats.items()})
         batch.update({f"candidates/{n}": v for n, v in candidate_statistics(num_candidates, self.ks).items()})
-        self._sums = {name: value + batch[name] for name, value in self._sums.items()}
+        self._sums = {name: batch[name] if fresh else value + batch[name] for name, value in self._sums.items()}
         if self.keep_records:
             n = optimistic.shape[0]
             missing = torch.full((n,), -1, dtype=torch.int64, device=device)
@@ -174,6 +172,7 @@ class MetricAccumulator:
         are kept only if every merged accumulator kept them.
         """
         host = _merged_host(self, others)
+        self._fresh = self._fresh and all(other._fresh for other in others)
         for other in others:
             _check_mergeable(self, other)
             device = self._sums["count"].device
@@ -210,7 +209,7 @@ class MetricAccumulator:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Every state as one tensor (records concatenated), plus ``ks`` and ``keep_records`` as tensors."""
-        state = {f"sum:{name}": value for name, value in self._sums.items()}
+        state = {f"sum:{name}": value.clone() if self._fresh else value for name, value in self._sums.items()}
         if self.keep_records:
             state.update({f"cat:{name}": value for name, value in self._record_tensors().items()})
         state["meta:ks"] = torch.tensor(self.ks, dtype=torch.int64)
@@ -226,6 +225,7 @@ class MetricAccumulator:
         self.ks = tuple(int(k) for k in state["meta:ks"].tolist())
         self.keep_records = bool(state["meta:keep_records"].item())
         self._host = None
+        self._fresh = False
         self._sums = {name[len("sum:") :]: value.clone() for name, value in state.items() if name.startswith("sum:")}
         self._records = {
             name[len("cat:") :]: [value.clone()] for name, value in state.items() if name.startswith("cat:")
@@ -275,6 +275,21 @@ class MetricAccumulator:
         return {key: info.function(summary, k) for key, info, k in reported_keys(self.ks, rank_type, self.keep_records)}
 
 
+@functools.lru_cache(maxsize=16)
+def _empty_sums(ks: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """The sums of no task, on the CPU (shared by fresh accumulators, never written; see
+    :meth:`MetricAccumulator._default_sums`)."""
+    empty_ranks = torch.zeros(0, dtype=torch.float64)
+    sums = {"count": torch.zeros((), dtype=torch.int64)}
+    for rank_type in RANK_TYPES:
+        for name, value in rank_statistics(empty_ranks, ks).items():
+            if name != "count":
+                sums[f"{rank_type}/{name}"] = value
+    for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64), ks).items():
+        sums[f"candidates/{name}"] = value
+    return sums
+
+
 def to_host(accumulators: Iterable[MetricAccumulator]) -> None:
     """Read every state of ``accumulators`` (their sums and records) to the host in one transfer -- one host
     synchronisation for them all, however many metrics are computed from them next -- and keep it until their
@@ -283,36 +298,32 @@ def to_host(accumulators: Iterable[MetricAccumulator]) -> None:
     if not pending:
         return
     device = pending[0]._sums["count"].device
-    layouts: list[list[tuple[str, torch.dtype, tuple[int, ...], int]]] = []
-    parts: list[torch.Tensor] = []
+    # four groups -- floating / integer, scalars (stacked) / arrays (concatenated) -- make the packed tensor in a
+    # few operations however many states there are
+    groups: dict[tuple[bool, bool], list[tuple[MetricAccumulator, str, torch.Tensor]]] = {}
     for accumulator in pending:
         states = dict(accumulator._sums)
         if accumulator.keep_records:
             states.update({f"records/{name}": value for name, value in accumulator._record_tensors().items()})
-        layout = []
         for name, value in states.items():
-            bits, dtype = _as_int64_bits(value.to(device))
-            layout.append((name, dtype, tuple(value.shape), bits.numel()))
-            parts.append(bits)
-        layouts.append(layout)
+            key = (value.dtype.is_floating_point, value.dim() == 0)
+            groups.setdefault(key, []).append((accumulator, name, value.to(device)))
+    parts = []
+    for (floating, scalars), members in groups.items():
+        values = [value for _accumulator, _name, value in members]
+        part = torch.stack(values) if scalars else torch.cat([value.reshape(-1) for value in values])
+        parts.append(part.to(torch.float64).view(torch.int64) if floating else part.to(torch.int64))
     packed = torch.cat(parts).cpu().numpy()
+    hosts: dict[int, dict[str, np.ndarray]] = {id(accumulator): {} for accumulator in pending}
     offset = 0
-    for accumulator, layout in zip(pending, layouts, strict=True):
-        host: dict[str, np.ndarray] = {}
-        for name, dtype, shape, size in layout:
-            values = packed[offset : offset + size]
+    for (floating, _scalars), members in groups.items():
+        for accumulator, name, value in members:
+            size = value.numel()
+            read = packed[offset : offset + size]
             offset += size
-            host[name] = (values.view(np.float64) if dtype == torch.float64 else values).reshape(shape)
-        accumulator._host = host
-
-
-def _as_int64_bits(value: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
-    """A state flattened to int64 -- float64 (a floating state is widened to it, exactly) by its bits, integers
-    and booleans widened -- and the dtype it is read back as (float64 or int64)."""
-    flat = value.reshape(-1)
-    if flat.dtype.is_floating_point:
-        return flat.to(torch.float64).view(torch.int64), torch.float64
-    return flat.to(torch.int64), torch.int64
+            hosts[id(accumulator)][name] = (read.view(np.float64) if floating else read).reshape(value.shape)
+    for accumulator in pending:
+        accumulator._host = hosts[id(accumulator)]
 
 
 def _merged_host(receiver: MetricAccumulator, others: Sequence[MetricAccumulator]) -> dict[str, np.ndarray] | None:

@@ -219,8 +219,8 @@ class GemmScorer(CandidateScorer):
 
     def _bounded(self) -> bool:
         """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c|, plus max ||c||^2 for "l2"
-        (CPU only: a host check)."""
-        if self._vectors.device.type != "cpu":
+        (CPU only, a host check: False on the device's path, ``as_device``)."""
+        if self._vectors.device.type != "cpu" or self.as_device:
             return False
         bound = self._vectors.shape[1] * _largest(self._vectors) * self._candidates_largest()
         if self._norms is not None:
@@ -313,7 +313,7 @@ class L1Scorer(GemmScorer):
         return False  # distances, not products
 
     def _bounded(self) -> bool:
-        if self._vectors.device.type != "cpu":
+        if self._vectors.device.type != "cpu" or self.as_device:
             return False
         return self._vectors.shape[1] * (_largest(self._vectors) + self._candidates_largest()) < FINITE_BOUND
 

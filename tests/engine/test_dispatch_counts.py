@@ -11,6 +11,7 @@ import torch
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine.dispatch_count import DispatchCounter, format_table
+from kgeval.datasets import load_dataset
 from kgeval.models import DistMult
 from tests.helpers.graphs import random_graph
 from tests.helpers.ranks import assert_same_ranks
@@ -82,3 +83,39 @@ def test_the_device_path_is_a_checked_setting() -> None:
     assert evaluator.device_path is False
     with pytest.raises(TypeError, match="device_path must be True or False"):
         evaluator.device_path = "masked"  # type: ignore[assignment]
+
+
+def _counted(device_path: bool, num_triples: int | None) -> DispatchCounter:
+    """The second of two evaluations by one evaluator (as a training loop calls it) of UMLS's first
+    ``num_triples`` test triples (None: all 661), a seeded DistMult, filtered by train + valid, one batch per side."""
+    data = load_dataset("umls")
+    model = DistMult(data.num_entities, data.num_relations, dim=32, seed=0)
+    test = data.test if num_triples is None else data.test[:num_triples]
+    evaluator = RankBasedEvaluator(kernel="eager", batch_size=10**6, slice_size=data.num_entities)
+    evaluator.device_path = device_path
+
+    def evaluate() -> None:
+        evaluator.evaluate(model, test, additional_filter_triples=[data.train, data.valid], use_tqdm=False)
+
+    evaluate()
+    with DispatchCounter() as counter:
+        evaluate()
+    return counter
+
+
+#: (ops, sync ops) one evaluation may cost: the device's path (every read there is a host-device synchronisation)
+#: and the CPU's (one more read per tile: the sign kernel's exactness check of its true scores)
+BOUNDS = {True: (1000, 10), False: (1000, 12)}
+
+
+@pytest.mark.parametrize("device_path", [True, False], ids=["device-path", "cpu-path"])
+def test_the_host_cost_of_an_evaluation_does_not_grow_with_its_tasks(device_path: bool) -> None:
+    """Ops and sync ops are bounded per side and batch -- not per relation, query group, filter group or metric:
+    100 test triples and all 661 cost the same, within the bounds (a per-group or per-metric read put back in the
+    engine or the accumulator fails here)."""
+    few, many = _counted(device_path, 100), _counted(device_path, None)
+    max_ops, max_syncs = BOUNDS[device_path]
+    for counter in (few, many):
+        assert counter.ops <= max_ops and counter.syncs <= max_syncs, format_table(counter, rows=40)
+    assert many.ops <= 1.1 * few.ops, (format_table(few, rows=40), format_table(many, rows=40))
+    assert many.syncs == few.syncs, (dict(few.sync_sites), dict(many.sync_sites))

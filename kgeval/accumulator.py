@@ -171,8 +171,6 @@ class MetricAccumulator:
         Sums are added, records concatenated in argument order; ``update`` and ``compute`` keep working. Records
         are kept only if every merged accumulator kept them.
         """
-        host = _merged_host(self, others)
-        self._fresh = self._fresh and all(other._fresh for other in others)
         for other in others:
             _check_mergeable(self, other)
             device = self._sums["count"].device
@@ -183,7 +181,8 @@ class MetricAccumulator:
             elif self.keep_records:
                 self.keep_records = False
                 self._records = {}
-        self._host = host
+        self._host = _merged_host(self, others)  # the states read before (the loop changes none of them)
+        self._fresh = self._fresh and all(other._fresh for other in others)
         return self
 
     # -- records and state dicts ------------------------------------------------------------------------------

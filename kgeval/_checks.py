@@ -67,7 +67,13 @@ def check_targets(targets: Any, allowed: tuple[Target, ...] = TARGETS) -> tuple[
 
 
 def check_triples(
-    triples: Any, name: str, num_entities: int, num_relations: int | None = None, *, timed: bool = False
+    triples: Any,
+    name: str,
+    num_entities: int,
+    num_relations: int | None = None,
+    *,
+    timed: bool = False,
+    read_ranges: bool = True,
 ) -> torch.Tensor:
     """An integer (n, 3) tensor of (h, r, t) ids inside [0, num_entities) (and [0, num_relations)); with ``timed``
     an (n, 4) tensor of (h, r, t, τ) quadruples whose time ids are >= 0 too.
@@ -93,9 +99,29 @@ def check_triples(
     if triples.device.type == "meta":
         raise ValueError(f"{name} is on the meta device: it holds no ids")
     triples = triples.long()
-    if triples.shape[0] and not _in_range(triples, num_entities, num_relations):
-        _raise_on_first_bad_row(triples, name, num_entities, num_relations, timed)
+    if read_ranges:  # else the caller checks the ranges of several tensors at once (check_id_ranges)
+        check_id_ranges([(triples, name)], num_entities, num_relations, timed=timed)
     return triples
+
+
+def check_id_ranges(
+    named: Sequence[tuple[torch.Tensor, str]], num_entities: int, num_relations: int | None = None, *,
+    timed: bool = False,
+) -> None:  # fmt: skip
+    """Every id of each (int64 (n, 3) / (n, 4) ``triples``, its argument's name) in range (:func:`check_triples`),
+    from each tensor's columns' least and greatest values, read to the host together: one synchronisation per
+    device for them all. The ValueError names the first offending row of the first tensor holding one."""
+    present = [(triples, name) for triples, name in named if triples.shape[0]]
+    by_device: dict[torch.device, list[torch.Tensor]] = {}
+    for triples, _name in present:
+        by_device.setdefault(triples.device, []).append(torch.stack(torch.aminmax(triples, dim=0)).reshape(-1))
+    read = {device: iter(torch.cat(parts).tolist()) for device, parts in by_device.items()}
+    for triples, name in present:
+        values = read[triples.device]
+        width = triples.shape[1]
+        low, high = [next(values) for _ in range(width)], [next(values) for _ in range(width)]
+        if not _in_range(low, high, num_entities, num_relations):
+            _raise_on_first_bad_row(triples, name, num_entities, num_relations, timed)
 
 
 def check_evaluated(triples: torch.Tensor, name: str) -> torch.Tensor:
@@ -106,10 +132,9 @@ def check_evaluated(triples: torch.Tensor, name: str) -> torch.Tensor:
     return triples
 
 
-def _in_range(triples: torch.Tensor, num_entities: int, num_relations: int | None) -> bool:
-    """Whether every id of ``triples`` (int64, (n, 3) or (n, 4), n >= 1) is in range, from its columns' least and
-    greatest values (one pass, one host synchronisation)."""
-    low, high = torch.stack(torch.aminmax(triples, dim=0)).tolist()
+def _in_range(low: list[int], high: list[int], num_entities: int, num_relations: int | None) -> bool:
+    """Whether every id of a tensor of triples (or quadruples) is in range, from its columns' least and greatest
+    values."""
     relations_fit = num_relations is None or high[1] < num_relations
     return min(low) >= 0 and max(high[0], high[2]) < num_entities and relations_fit
 
@@ -146,10 +171,16 @@ def model_num_relations(model: Any) -> int | None:
 
 
 def check_filter_triples(
-    filter_triples: Any, num_entities: int, num_relations: int | None = None, *, timed: bool = False
+    filter_triples: Any,
+    num_entities: int,
+    num_relations: int | None = None,
+    *,
+    timed: bool = False,
+    read_ranges: bool = True,
 ) -> list[torch.Tensor]:
     """``additional_filter_triples`` as a list of checked (m, 3) tensors (None -> empty list); with ``timed``
-    ``additional_filter_quadruples`` as (m, 4) tensors (:func:`check_triples`)."""
+    ``additional_filter_quadruples`` as (m, 4) tensors (:func:`check_triples`; ``read_ranges=False``: the
+    caller checks the ids' ranges, with :func:`check_id_ranges`)."""
     argument = "additional_filter_quadruples" if timed else "additional_filter_triples"
     if filter_triples is None:
         return []
@@ -159,10 +190,14 @@ def check_filter_triples(
         raise TypeError(
             f"{argument} must be a tensor, a sequence of tensors or None, got {type(filter_triples).__name__}"
         )
-    return [
-        check_triples(t, f"{argument}[{i}]", num_entities, num_relations, timed=timed)
+    checked = [
+        check_triples(t, f"{argument}[{i}]", num_entities, num_relations, timed=timed, read_ranges=False)
         for i, t in enumerate(filter_triples)
     ]
+    if read_ranges:
+        named = [(t, f"{argument}[{i}]") for i, t in enumerate(checked)]
+        check_id_ranges(named, num_entities, num_relations, timed=timed)
+    return checked
 
 
 #: where libraries keep a model's number of entities: kgeval and PyKEEN, PyTorch Geometric, TorchKGE

@@ -248,8 +248,11 @@ def check_evaluation_inputs(
             "ranking relations (targets with 'relation') needs the model's number of relations: give the model "
             "a positive int attribute num_relations"
         )
-    triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations).to(device)
-    known = _checks.check_filter_triples(additional_filter_triples, num_entities, num_relations)
+    triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations, read_ranges=False)
+    known = _checks.check_filter_triples(additional_filter_triples, num_entities, num_relations, read_ranges=False)
+    named = [(triples, "mapped_triples"), *((t, f"additional_filter_triples[{i}]") for i, t in enumerate(known))]
+    _checks.check_id_ranges(named, num_entities, num_relations)  # one read for every tensor of ids
+    triples = triples.to(device)
     candidate_ids = check_whitelist(restrict_entities_to, num_entities, device)
     relation_ids = None
     if restrict_relations_to is not None:

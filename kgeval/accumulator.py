@@ -8,7 +8,8 @@ gathers the states and calls :meth:`MetricAccumulator.merge`.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+import functools
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -23,6 +24,7 @@ from kgeval.typing import RANK_TYPES, RankType, Target
 
 __all__ = [
     "MetricAccumulator",
+    "to_host",
 ]
 
 #: per-task record states and their dtype / trailing shape
@@ -61,19 +63,16 @@ class MetricAccumulator:
         self.keep_records = bool(keep_records)
         self._sums: dict[str, torch.Tensor] = {}
         self._records: dict[str, list[torch.Tensor]] = {}
+        #: every state read to the host (sums by name, records as "records/<name>"), as numpy; None: not read since
+        #: the last change (:func:`to_host`)
+        self._host: dict[str, np.ndarray] | None = None
         self.reset()
 
     # -- declared states -------------------------------------------------------------------------------------
-    def _default_sums(self, device: torch.device | str = "cpu") -> dict[str, torch.Tensor]:
-        empty_ranks = torch.zeros(0, dtype=torch.float64, device=device)
-        sums = {"count": torch.zeros((), dtype=torch.int64, device=device)}
-        for rank_type in RANK_TYPES:
-            for name, value in rank_statistics(empty_ranks, self.ks).items():
-                if name != "count":
-                    sums[f"{rank_type}/{name}"] = value
-        for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64, device=device), self.ks).items():
-            sums[f"candidates/{name}"] = value
-        return sums
+    def _default_sums(self) -> dict[str, torch.Tensor]:
+        """The sums of no task: :func:`_empty_sums`, computed once per ks and shared -- no state tensor is ever
+        written in place (every change makes new ones), and :meth:`state_dict` hands out copies of them."""
+        return dict(_empty_sums(self.ks))
 
     def _map_states(self, fn: Callable[[torch.Tensor], torch.Tensor]) -> None:
         """Apply ``fn`` to every state tensor in place (serves ``to`` and ``clone``)."""
@@ -84,6 +83,8 @@ class MetricAccumulator:
         """Forget every update: sums to zero, records emptied."""
         self._sums = self._default_sums()
         self._records = {name: [] for name in RECORD_STATES} if self.keep_records else {}
+        self._host = None
+        self._fresh = True  #: no update since this reset (known on the host: nothing to read)
 
     def to(self, device: torch.device | str) -> MetricAccumulator:
         """Move every state to ``device`` (in place); returns self."""
@@ -96,6 +97,7 @@ class MetricAccumulator:
         other._sums = dict(self._sums)
         other._records = {name: list(parts) for name, parts in self._records.items()}
         other._map_states(torch.clone)
+        other._host = self._host  # never written in place: shared
         return other
 
     @property
@@ -138,7 +140,10 @@ class MetricAccumulator:
     ) -> None:
         """:meth:`update` without validation, for trusted callers (the evaluator); no host synchronisation."""
         device = optimistic.device
-        if self._sums["count"].device != device:
+        self._host = None
+        fresh = self._fresh  # no update since the last reset: the batch's sums are the sums (no additions)
+        self._fresh = False
+        if not fresh and self._sums["count"].device != device:
             self.to(device)
         batch: dict[str, torch.Tensor] = {}
         for rank_type in RANK_TYPES:
@@ -146,7 +151,7 @@ class MetricAccumulator:
             batch["count"] = stats.pop("count")
             batch.update({f"{rank_type}/{name}": value for name, value in stats.items()})
         batch.update({f"candidates/{n}": v for n, v in candidate_statistics(num_candidates, self.ks).items()})
-        self._sums = {name: value + batch[name] for name, value in self._sums.items()}
+        self._sums = {name: batch[name] if fresh else value + batch[name] for name, value in self._sums.items()}
         if self.keep_records:
             n = optimistic.shape[0]
             missing = torch.full((n,), -1, dtype=torch.int64, device=device)
@@ -176,14 +181,18 @@ class MetricAccumulator:
             elif self.keep_records:
                 self.keep_records = False
                 self._records = {}
+        self._host = _merged_host(self, others)  # the states read before (the loop changes none of them)
+        self._fresh = self._fresh and all(other._fresh for other in others)
         return self
 
     # -- records and state dicts ------------------------------------------------------------------------------
     def records(self, target: Target) -> RankRecords:
         """The per-task records on the host, their ``side`` column set to ``target`` (the accumulator does not
-        know which side it holds)."""
-        tensors = self._record_tensors()
-        return RankRecords.from_tensors(target, **tensors)
+        know which side it holds); read with the other states in one transfer (:func:`to_host`)."""
+        if not self.keep_records:
+            raise ValueError("this accumulator keeps no per-task records (keep_records=False)")
+        host = self._host_state()
+        return RankRecords.from_arrays(target, **{name: host[f"records/{name}"].copy() for name in RECORD_STATES})
 
     def _record_tensors(self) -> dict[str, torch.Tensor]:
         """The record states, concatenated on the accumulator's device (each of length n; ``triples`` (n, 3))."""
@@ -199,7 +208,7 @@ class MetricAccumulator:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """Every state as one tensor (records concatenated), plus ``ks`` and ``keep_records`` as tensors."""
-        state = {f"sum:{name}": value for name, value in self._sums.items()}
+        state = {f"sum:{name}": value.clone() if self._fresh else value for name, value in self._sums.items()}
         if self.keep_records:
             state.update({f"cat:{name}": value for name, value in self._record_tensors().items()})
         state["meta:ks"] = torch.tensor(self.ks, dtype=torch.int64, device="cpu")
@@ -214,6 +223,8 @@ class MetricAccumulator:
     def _load(self, state: dict[str, torch.Tensor]) -> None:
         self.ks = tuple(int(k) for k in state["meta:ks"].tolist())
         self.keep_records = bool(state["meta:keep_records"].item())
+        self._host = None
+        self._fresh = False
         self._sums = {name[len("sum:") :]: value.clone() for name, value in state.items() if name.startswith("sum:")}
         self._records = {
             name[len("cat:") :]: [value.clone()] for name, value in state.items() if name.startswith("cat:")
@@ -236,24 +247,95 @@ class MetricAccumulator:
 
     # -- compute ----------------------------------------------------------------------------------------------
     def summary(self, rank_type: RankType) -> RankSummary:
-        """The :class:`RankSummary` of one rank type, moved to the CPU."""
+        """The :class:`RankSummary` of one rank type, on the host: every state is read in one transfer, once
+        until the next update (:func:`to_host`), and the metrics are computed from it in numpy."""
+        host = self._host_state()
         sums: dict[str, float | np.ndarray] = {}
-        for name, value in self._sums.items():
+        for name in self._sums:
             prefix, _, stat = name.partition("/")
-            if name == "count" or prefix == "candidates":
-                sums[stat or name] = value.cpu().numpy() if value.dim() else value.item()
-            elif prefix == rank_type:
-                sums[stat] = value.cpu().numpy() if value.dim() else value.item()
+            if name == "count" or prefix == "candidates" or prefix == rank_type:
+                value = host[name]
+                sums[stat or name] = value.item() if value.ndim == 0 else value
         if not self.keep_records:
             return RankSummary(ks=self.ks, sums=sums)
-        records = self._record_tensors()
-        ranks = ranks_of_type(rank_type, records["optimistic"], records["pessimistic"]).cpu().numpy()
-        return RankSummary(ks=self.ks, sums=sums, ranks=ranks, num_candidates=records["num_candidates"].cpu().numpy())
+        ranks = ranks_of_type(rank_type, host["records/optimistic"], host["records/pessimistic"])
+        return RankSummary(ks=self.ks, sums=sums, ranks=ranks, num_candidates=host["records/num_candidates"])
+
+    def _host_state(self) -> dict[str, np.ndarray]:
+        """Every state on the host (:attr:`_host`), read now if it was not since the last change."""
+        if self._host is None:
+            to_host([self])
+        assert self._host is not None
+        return self._host
 
     def compute(self, rank_type: RankType = "realistic") -> dict[str, float]:
         """Every metric supported for ``rank_type`` (metric key -> value); NaN with a warning where undefined."""
         summary = self.summary(rank_type)
         return {key: info.function(summary, k) for key, info, k in reported_keys(self.ks, rank_type, self.keep_records)}
+
+
+@functools.lru_cache(maxsize=16)
+def _empty_sums(ks: tuple[int, ...]) -> dict[str, torch.Tensor]:
+    """The sums of no task, on the CPU (shared by fresh accumulators, never written; see
+    :meth:`MetricAccumulator._default_sums`)."""
+    empty_ranks = torch.zeros(0, dtype=torch.float64)
+    sums = {"count": torch.zeros((), dtype=torch.int64)}
+    for rank_type in RANK_TYPES:
+        for name, value in rank_statistics(empty_ranks, ks).items():
+            if name != "count":
+                sums[f"{rank_type}/{name}"] = value
+    for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64), ks).items():
+        sums[f"candidates/{name}"] = value
+    return sums
+
+
+def to_host(accumulators: Iterable[MetricAccumulator]) -> None:
+    """Read every state of ``accumulators`` (their sums and records) to the host in one transfer -- one host
+    synchronisation for them all, however many metrics are computed from them next -- and keep it until their
+    next change. The states are packed as int64 (float64 values by their bits, so exactly) into one tensor."""
+    pending = [accumulator for accumulator in accumulators if accumulator._host is None]
+    if not pending:
+        return
+    device = pending[0]._sums["count"].device
+    # four groups -- floating / integer, scalars (stacked) / arrays (concatenated) -- make the packed tensor in a
+    # few operations however many states there are
+    groups: dict[tuple[bool, bool], list[tuple[MetricAccumulator, str, torch.Tensor]]] = {}
+    for accumulator in pending:
+        states = dict(accumulator._sums)
+        if accumulator.keep_records:
+            states.update({f"records/{name}": value for name, value in accumulator._record_tensors().items()})
+        for name, value in states.items():
+            key = (value.dtype.is_floating_point, value.dim() == 0)
+            groups.setdefault(key, []).append((accumulator, name, value.to(device)))
+    parts = []
+    for (floating, scalars), members in groups.items():
+        values = [value for _accumulator, _name, value in members]
+        part = torch.stack(values) if scalars else torch.cat([value.reshape(-1) for value in values])
+        parts.append(part.to(torch.float64).view(torch.int64) if floating else part.to(torch.int64))
+    packed = torch.cat(parts).cpu().numpy()
+    hosts: dict[int, dict[str, np.ndarray]] = {id(accumulator): {} for accumulator in pending}
+    offset = 0
+    for (floating, _scalars), members in groups.items():
+        for accumulator, name, value in members:
+            size = value.numel()
+            read = packed[offset : offset + size]
+            offset += size
+            hosts[id(accumulator)][name] = (read.view(np.float64) if floating else read).reshape(value.shape)
+    for accumulator in pending:
+        accumulator._host = hosts[id(accumulator)]
+
+
+def _merged_host(receiver: MetricAccumulator, others: Sequence[MetricAccumulator]) -> dict[str, np.ndarray] | None:
+    """The host states :meth:`MetricAccumulator.merge` gives, from those read already (sums added, records
+    concatenated in order -- what the merged device states hold); None when one of them was not read."""
+    states = [receiver._host, *(getattr(other, "_host", None) for other in others)]
+    if any(state is None for state in states) or len({frozenset(state) for state in states}) != 1:  # type: ignore[arg-type]
+        return None
+    merged: dict[str, np.ndarray] = {}
+    for name in receiver._host:  # type: ignore[union-attr]
+        values = [state[name] for state in states]  # type: ignore[index]
+        merged[name] = np.concatenate(values) if name.startswith("records/") else sum(values[1:], values[0])
+    return merged
 
 
 # -- checks of merged and loaded states -------------------------------------------------------------------------

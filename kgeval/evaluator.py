@@ -6,6 +6,7 @@ evaluation mode, under ``torch.inference_mode()``), build the results from each 
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Literal
@@ -59,6 +60,21 @@ class RankingSettings:
     def kernel(self) -> KernelChoice:
         """The requested counting kernel ("auto", "eager", "numba" or "triton")."""
         return self._state.kernels.requested  # type: ignore[return-value]
+
+    @property
+    def device_path(self) -> bool:
+        """Whether this evaluator runs the path kgeval takes on an accelerator whatever the device (default False):
+        the filtered pairs kept in one list and masked per tile (no read of the device's values), the eager kernel
+        that never reads the host for ``kernel="eager"``, one tile per batch and slice (``batch_size`` then bounds
+        the memory), no CPU-only step. Set True to count on CPU tensors what an evaluation on a GPU costs the host
+        (docs/performance.md, What an evaluation costs the host); the ranks are the same either way."""
+        return self._state.settings.device_path
+
+    @device_path.setter
+    def device_path(self, value: bool) -> None:
+        if not isinstance(value, bool):
+            raise TypeError(f"device_path must be True or False, got {value!r}")
+        self._state.settings = dataclasses.replace(self._state.settings, device_path=value)
 
     def _rank_options(self, filtered: FilterMode | Literal["all"], filter_relation_stride: int = 1) -> RankOptions:
         """What one pass of an evaluation asks of the engine, filtered as ``filtered`` ("all": filtered, raw and

@@ -135,16 +135,29 @@ class RankRecords:
         task_index: torch.Tensor,
     ) -> RankRecords:
         """The records of one side's tasks from trusted tensors (an accumulator's states), moved to the host."""
-        ids = triples.cpu().numpy()
+        return cls.from_arrays(target, *(value.cpu().numpy() for value in (optimistic, pessimistic, num_candidates,
+                                                                             triples, task_index)))  # fmt: skip
+
+    @classmethod
+    def from_arrays(
+        cls,
+        target: Target,
+        optimistic: np.ndarray,
+        pessimistic: np.ndarray,
+        num_candidates: np.ndarray,
+        triples: np.ndarray,
+        task_index: np.ndarray,
+    ) -> RankRecords:
+        """:meth:`from_tensors` of host arrays (int64; ``triples`` (n, 3)), taken as they are (not copied)."""
         return cls(
-            head=ids[:, 0].copy(),
-            relation=ids[:, 1].copy(),
-            tail=ids[:, 2].copy(),
-            side=np.full(len(ids), TARGETS.index(target), dtype=np.int8),
-            optimistic=optimistic.cpu().numpy(),
-            pessimistic=pessimistic.cpu().numpy(),
-            num_candidates=num_candidates.cpu().numpy(),
-            task_index=task_index.cpu().numpy(),
+            head=triples[:, 0].copy(),
+            relation=triples[:, 1].copy(),
+            tail=triples[:, 2].copy(),
+            side=np.full(len(triples), TARGETS.index(target), dtype=np.int8),
+            optimistic=optimistic,
+            pessimistic=pessimistic,
+            num_candidates=num_candidates,
+            task_index=task_index,
         )
 
     @classmethod

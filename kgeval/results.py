@@ -23,7 +23,7 @@ import torch
 from kgeval import _display as display
 from kgeval._checks import check_ks, check_positive_int, check_writable_file
 from kgeval._documents import document_entries, metric_entry, null_model_entry
-from kgeval.accumulator import MetricAccumulator
+from kgeval.accumulator import MetricAccumulator, to_host
 from kgeval.analysis import plot, relations
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
@@ -120,6 +120,7 @@ class RankBasedMetricResults:
         raw : RankBasedMetricResults, optional
         """
         data, null_model = {}, {}
+        to_host(accumulators.values())  # every state in one transfer; "both" is merged from them on the host too
         sides: dict[str, MetricAccumulator] = {str(target): accumulator for target, accumulator in accumulators.items()}
         entity_sides = [accumulator for target, accumulator in accumulators.items() if target in ENTITY_TARGETS]
         if entity_sides:

@@ -227,3 +227,31 @@ def test_records_are_one_table_type() -> None:
     assert isinstance(records, RankRecords)
     assert set(records.side.tolist()) <= {0}
     assert len(records) == whole.count
+
+
+def test_metrics_read_once_follow_every_later_change() -> None:
+    """The states are read to the host once (one transfer) and kept until the next change: an update, a merge, a
+    reset or a loaded state after a read gives the metrics of the new state (the mean reciprocal rank by hand)."""
+    first = (torch.tensor([1, 2, 3]), torch.tensor([1, 4, 3]), torch.tensor([10, 10, 10]))
+    second = (torch.tensor([5, 1]), torch.tensor([5, 2]), torch.tensor([10, 10]))
+    realistic = lambda opt, pess: [(o + p) / 2 for o, p in zip(opt.tolist(), pess.tolist(), strict=True)]  # noqa: E731
+    mrr = lambda ranks: sum(1 / r for r in ranks) / len(ranks)  # noqa: E731
+    ranks_first, ranks_second = realistic(*first[:2]), realistic(*second[:2])
+    acc = MetricAccumulator(ks=(1,))
+    acc.update(*first)
+    assert acc.compute()["inverse_harmonic_mean_rank"] == pytest.approx(mrr(ranks_first), rel=1e-15)
+    other = MetricAccumulator(ks=(1,))
+    other.update(*second)
+    assert other.compute()["inverse_harmonic_mean_rank"] == pytest.approx(mrr(ranks_second), rel=1e-15)
+    merged = acc.clone().merge(other)  # from the two host copies
+    assert merged.compute()["inverse_harmonic_mean_rank"] == pytest.approx(mrr(ranks_first + ranks_second), rel=1e-15)
+    assert merged.records("head").optimistic.tolist() == [1, 2, 3, 5, 1]
+    acc.update(*second)  # after a read
+    assert acc.compute()["inverse_harmonic_mean_rank"] == pytest.approx(mrr(ranks_first + ranks_second), rel=1e-15)
+    assert acc.compute()["count"] == 5
+    acc.load_state_dict(other.state_dict())
+    assert acc.compute()["inverse_harmonic_mean_rank"] == pytest.approx(mrr(ranks_second), rel=1e-15)
+    acc.reset()
+    assert acc.compute()["count"] == 0
+    MetricAccumulator(ks=(1,)).state_dict()["sum:count"].add_(7)  # a fresh accumulator's sums are shared zeros
+    assert MetricAccumulator(ks=(1,)).compute()["count"] == 0  # that only it reads: a state dict holds copies

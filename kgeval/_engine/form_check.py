@@ -40,11 +40,18 @@ def probe_disagreement(
         windows.append((size - PROBE_WINDOW, size))  # the last candidates (may overlap the first window)
     own_scorer.begin(queries)
     form_scorer.begin(queries)
+    probes, dtype = [], torch.float32
     for start, stop in windows:
         own_scorer.start_slice(start, stop)
         tile = own_scorer.query_tile(0, queries.shape[0])
-        own = tile.detach().double().cpu().numpy()  # the probe's few scores are compared on the host, in numpy
-        form, bound = (values.detach().cpu().numpy() for values in form_scorer.probe_scores(start, stop))
+        dtype = tile.dtype
+        form, bound = form_scorer.probe_scores(start, stop)
+        probes.append(torch.stack([tile.detach().double(), form.detach().double(), bound.detach().double()]))
+    # the probe's few scores are compared on the host, in numpy: every window's in one transfer
+    read = torch.cat(probes, dim=2).cpu().numpy()
+    offsets = np.cumsum([0, *(stop - start for start, stop in windows)])
+    for (start, _stop), lo, hi in zip(windows, offsets[:-1], offsets[1:], strict=True):
+        own, form, bound = read[0][:, lo:hi], read[1][:, lo:hi], read[2][:, lo:hi]
         nan_mismatch = np.isnan(form) != np.isnan(own)
         if nan_mismatch.any():
             row, column = (int(v) for v in np.argwhere(nan_mismatch)[0])
@@ -56,7 +63,7 @@ def probe_disagreement(
             return (f"for query {queries[row].tolist()} its expansion 2 q.c - ||c||^2 loses about {bits:.0f} bits to "
                     f"cancellation (vectors far from the origin next to their distances; more than the "
                     f"{MAX_CANCELLATION_BITS} it may), so its ranks could differ from {method}'s")  # fmt: skip
-        pair = _inverted_pair(form, bound, own, form_scorer.probe_dims, tile.dtype)
+        pair = _inverted_pair(form, bound, own, form_scorer.probe_dims, dtype)
         if pair is not None:
             row, first, second = pair
             return (f"for query {queries[row].tolist()} the fast path scores candidate "

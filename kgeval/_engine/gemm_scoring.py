@@ -219,8 +219,8 @@ class GemmScorer(CandidateScorer):
 
     def _bounded(self) -> bool:
         """Whether no score of this batch can overflow: |q . c| <= d max|q| max|c|, plus max ||c||^2 for "l2"
-        (CPU only: a host check)."""
-        if self._vectors.device.type != "cpu":
+        (CPU only, a host check: False on the device's path, ``as_device``)."""
+        if self._vectors.device.type != "cpu" or self.as_device:
             return False
         bound = self._vectors.shape[1] * _largest(self._vectors) * self._candidates_largest()
         if self._norms is not None:
@@ -280,7 +280,7 @@ class GemmScorer(CandidateScorer):
 
     def _scores(self, vectors: torch.Tensor) -> torch.Tensor:
         width = self._stop - self._start
-        blocked = vectors.device.type == "cpu" and width >= 2 * CPU_GEMM_COLUMNS
+        blocked = vectors.device.type == "cpu" and not self.as_device and width >= 2 * CPU_GEMM_COLUMNS
         # column blocks write through the row stride: rows start on cache lines (FB15k-237's 14,541-wide rows,
         # 576 x 512 blocks: 0.81-0.82 s padded to 14,544 against 0.84-0.88 s)
         stride = -(-width // CACHE_LINE_ELEMENTS) * CACHE_LINE_ELEMENTS if blocked else width
@@ -313,7 +313,7 @@ class L1Scorer(GemmScorer):
         return False  # distances, not products
 
     def _bounded(self) -> bool:
-        if self._vectors.device.type != "cpu":
+        if self._vectors.device.type != "cpu" or self.as_device:
             return False
         return self._vectors.shape[1] * (_largest(self._vectors) + self._candidates_largest()) < FINITE_BOUND
 

@@ -6,6 +6,7 @@ loop: the plan is read once before it, and the counts stay on the device until t
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
@@ -16,6 +17,7 @@ from kgeval._engine.counting import BatchWork, SideCounts, count_batch, runs_fus
 from kgeval._engine.distributed import checksum
 from kgeval._engine.filter_index import FilterIndexCache, SideIndex
 from kgeval._engine.kernel_choice import KernelChooser
+from kgeval._engine.kernels import COMPARE, SIGN, Kernel
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval._engine.plan import PlannedBatch, SidePlan
 from kgeval._engine.resume import SideProgress
@@ -35,6 +37,9 @@ class LoopSettings:
     """The loop's thresholds (tests force every code path through them)."""
 
     layout: str | None = None  #: pair layout; None: "sorted" on CPU, "masked" elsewhere (kgeval._engine.pairs)
+    #: run the path an accelerator takes on any device (:func:`as_on_a_device`): what a GPU's evaluation costs the
+    #: host can then be counted on CPU tensors (kgeval._engine.dispatch_count)
+    device_path: bool = False
     group_min_pairs: int = GROUP_MIN_PAIRS
     min_tasks_per_slice: int = MIN_TASKS_PER_SLICE
 
@@ -114,9 +119,11 @@ def rank_side(
             raise ValueError("a finer filter is counted within a filter: the tasks need a side index")
         fine = (tasks.fine_index, *tasks.fine_index.lookup(queries[:, 0], queries[:, 1]))
     kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
-    if kernel.reads_rows_in_place or scorer.sizing == "gemm":
-        sizes = batching.with_tall_tiles(sizes, device)
     layout = state.settings.layout or default_layout(device)
+    if state.settings.device_path:
+        kernel, sizes, layout = as_on_a_device(kernel, sizes, scorer)
+    elif kernel.reads_rows_in_place or scorer.sizing == "gemm":
+        sizes = batching.with_tall_tiles(sizes, device)
     if runs_fused(kernel, scorer):
         layout = "masked"  # a fused kernel scores the filtered pairs as a list: no query groups, no tile segments
     # query groups share one run of pairs per query; a finer filter marks pairs one by one
@@ -173,6 +180,21 @@ def rank_side(
     restore = torch.empty_like(plan.order)
     restore[plan.order] = torch.arange(plan.num_tasks, device=device)
     return SideCounts.cat(parts, restore)
+
+
+def as_on_a_device(
+    kernel: Kernel, sizes: batching.Sizes, scorer: CandidateScorer
+) -> tuple[Kernel, batching.Sizes, str]:
+    """The choices of an accelerator, whatever the device: the eager kernel that never reads the host
+    (:data:`kgeval._engine.kernels.COMPARE` for the CPU's "sign"), one tile per batch and slice and up to a
+    quarter as many filtered pairs per batch (a device's budget holds a batch: the batch size then bounds the
+    memory), the "masked" pair layout, and a scorer without
+    its CPU-only choices (``CandidateScorer.as_device``). Returns (kernel, sizes, layout)."""
+    scorer.as_device = True
+    kernel = COMPARE if kernel is SIGN else kernel
+    tile = sizes.batch_size * sizes.slice_size  # a device's pairs per batch: a quarter of its scores (sizes.py)
+    sizes = dataclasses.replace(sizes, tile_rows=sizes.batch_size, max_pairs=max(sizes.max_pairs, tile // 4))
+    return kernel, sizes, "masked"
 
 
 def _from(ranges: Iterable[tuple[int, int]], start: int) -> Iterator[tuple[int, int]]:

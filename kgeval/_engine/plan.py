@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 from kgeval._engine.counting import RowBlock
-from kgeval._engine.filter_index import pack_pairs, stable_argsort
+from kgeval._engine.filter_index import pack_pairs
 
 
 @dataclass(frozen=True)
@@ -77,34 +77,40 @@ class SidePlan:
         group_min_pairs: int | None = None,
         by_true_slice: bool = True,
     ) -> None:
+        device = queries.device
         keys = pack_pairs(queries[:, 0], queries[:, 1])
-        slice_of_task = true_positions // slice_size
-        if not by_true_slice:
-            slice_of_task = torch.zeros_like(slice_of_task)
-        order = stable_argsort(keys)
-        order = order[stable_argsort(slice_of_task[order])]
-        sorted_keys, sorted_slices = keys[order], slice_of_task[order]
-        new_query = torch.ones_like(sorted_keys, dtype=torch.bool)
+        columns = [keys, true_positions]
+        if pair_counts is not None:
+            columns.append(pair_counts)
+            if group_min_pairs is not None and pair_starts is not None:
+                columns.append(pair_starts)
+        # the single host synchronisation of the plan: every per-task column in one transfer, planned in numpy
+        host = torch.stack(columns).cpu().numpy()
+        true_slices = host[1] // slice_size
+        slice_of_task = true_slices if by_true_slice else np.zeros_like(true_slices)
+        order = np.lexsort((host[0], slice_of_task))  # by slice, then by query (stable)
+        sorted_keys, sorted_slices = host[0][order], slice_of_task[order]
+        new_query = np.ones(order.size, dtype=bool)
         new_query[1:] = (sorted_keys[1:] != sorted_keys[:-1]) | (sorted_slices[1:] != sorted_slices[:-1])
+        query_id = np.cumsum(new_query) - 1
         self.by_true_slice = by_true_slice
-        self._true_slices = (true_positions[order] // slice_size).cpu().numpy()
-        self.order = order
-        self.query_id = torch.cumsum(new_query, dim=0) - 1  #: distinct-query id of each task, in plan order
-        self.distinct_queries = queries[order[new_query]]
-        self.num_tasks = int(order.numel())
-        # the single host synchronisation of the plan
-        self._query_id = self.query_id.cpu().numpy()
-        self._slices = sorted_slices.cpu().numpy()
-        counts = pair_counts[order].cpu().numpy() if pair_counts is not None else np.zeros(self.num_tasks, np.int64)
+        self._true_slices = true_slices[order]
+        self.order = torch.from_numpy(order).to(device)
+        self.query_id = torch.from_numpy(query_id).to(device)  #: distinct-query id of each task, in plan order
+        self.distinct_queries = queries.index_select(0, torch.from_numpy(order[new_query]).to(device))
+        self.num_tasks = int(order.size)
+        self._query_id = query_id
+        self._slices = sorted_slices
+        counts = host[2][order] if pair_counts is not None else np.zeros(self.num_tasks, np.int64)
         self._run_lengths = counts
         self._grouped = np.zeros(self.num_tasks, dtype=bool)
-        if group_min_pairs is not None and pair_starts is not None and self.num_tasks:
+        if len(columns) == 4 and self.num_tasks:
             multiplicity = np.bincount(self._query_id)[self._query_id]
             self._grouped = (multiplicity >= 2) & (multiplicity * counts >= group_min_pairs)
-            self._run_starts = pair_starts[order].cpu().numpy()
+            self._run_starts = host[3][order]
         expanded = np.where(self._grouped, 0, counts)
         self._pairs_before = np.concatenate([[0], np.cumsum(expanded)])
-        self._expanded = torch.from_numpy(expanded).to(order.device)
+        self._expanded = torch.from_numpy(expanded).to(device)
 
     def ranges(self, batch_size: int, max_pairs: int, by_queries: bool = False) -> Iterator[tuple[int, int]]:
         """Batches as [begin, end) ranges of the order: at most ``batch_size`` tasks (``by_queries``: distinct

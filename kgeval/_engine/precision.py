@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 
 from kgeval.exceptions import PrecisionWarning, warn_caller
@@ -102,8 +103,8 @@ def _autocast_devices() -> list[str]:
 def _denormals_flushed() -> bool:
     """Whether this thread flushes float32 denormals to zero (``torch.set_flush_denormal(True)``): a denormal
     multiplied by one comes back as zero."""
-    tiny = torch.tensor(1e-40, dtype=torch.float32, device="cpu")
-    return bool((tiny * 1.0) == 0)
+    tiny = np.float32(1e-40)  # numpy's scalar arithmetic runs under the same thread's flush-to-zero mode as torch's
+    return bool(tiny * np.float32(1.0) == 0)
 
 
 def _thread_settings() -> list[_Setting]:

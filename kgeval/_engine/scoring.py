@@ -67,6 +67,9 @@ class CandidateScorer:
         self._queries: torch.Tensor | None = None
         self._start, self._stop = 0, self.num_candidates
 
+    #: score as on an accelerator whatever the device: no CPU-only choice (kgeval._engine.loop.as_on_a_device)
+    as_device: bool = False
+
     def use_device(self, device: torch.device) -> None:
         """Score on ``device`` from now on (called by the loop before its first batch; most scorers need not know)."""
 

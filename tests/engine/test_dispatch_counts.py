@@ -1,0 +1,121 @@
+"""What an evaluation costs the host, counted on CPU tensors (kgeval._engine.dispatch_count): the counter sees every
+ATen operation and every data-dependent read, the device's path (``evaluator.device_path``) ranks exactly, and the
+operations and sync ops of one evaluation stay within fixed bounds however many test triples it has, on the device's
+path and on the CPU's. Counts are deterministic: these are not timed tests.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kgeval import RankBasedEvaluator
+from kgeval._engine.dispatch_count import DispatchCounter, format_table
+from kgeval.datasets import load_dataset
+from kgeval.models import DistMult
+from tests.helpers.graphs import random_graph
+from tests.helpers.ranks import assert_same_ranks
+from tests.helpers.reference import reference_ranks
+
+
+def test_the_counter_sees_every_operation_and_read() -> None:
+    x = torch.arange(5.0)
+    with DispatchCounter() as counter:
+        _ = x.sum().item()  # sum, _local_scalar_dense
+        _ = x[x > 2]  # gt, index with a boolean mask
+        _ = torch.arange(3).repeat_interleave(torch.tensor([1, 0, 2]))  # size read from the repeats
+        _ = torch.arange(3).repeat_interleave(torch.tensor([1, 0, 2]), output_size=3)  # size given: no read
+        _ = x.tolist()  # no ATen operation on a CPU tensor, still a read
+        _ = x.nonzero()
+        _ = x + 1  # no read
+    assert counter.sync_names == {"_local_scalar_dense": 1, "index": 1, "repeat_interleave": 1, "Tensor.tolist": 1,
+                                  "nonzero": 1}  # fmt: skip
+    assert counter.syncs == 5
+    assert counter.op_names["repeat_interleave"] == 2 and counter.op_names["add"] == 1
+    assert counter.functions == {"outside kgeval": counter.ops}  # this test is not kgeval's code
+
+
+def test_operations_are_attributed_to_the_innermost_kgeval_function() -> None:
+    from kgeval._engine.kernels import counts_from_code_sums
+
+    with DispatchCounter() as counter:
+        counts_from_code_sums(torch.tensor([1.0, -1.0]), torch.tensor([3.0, 1.0]))
+    assert set(counter.functions) == {"_engine/kernels.py counts_from_code_sums", "outside kgeval"}
+    assert counter.functions["_engine/kernels.py counts_from_code_sums"] == 6  # 2 long, add, sub, 2 floor_divide
+    assert "counts_from_code_sums" in format_table(counter)
+
+
+def integer_distmult(num_entities: int, num_relations: int, seed: int) -> DistMult:
+    """A DistMult whose embeddings are small integers: every score is exact in float32 whatever the order of the
+    products, so the GEMM's scores equal the model's own and ties are real ties."""
+    model = DistMult(num_entities, num_relations, dim=6, seed=seed)
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for table in (model.entity_embeddings.weight, model.relation_embeddings.weight):
+            table.copy_(torch.randint(-2, 3, table.shape, generator=generator).float())
+    return model
+
+
+def score_table(model: DistMult, num_entities: int, num_relations: int) -> torch.Tensor:
+    """(E, R, E): the model's own score of every triple."""
+    heads, relations = torch.meshgrid(torch.arange(num_entities), torch.arange(num_relations), indexing="ij")
+    queries = torch.stack([heads.reshape(-1), relations.reshape(-1)], dim=1)
+    with torch.no_grad():
+        return model.score_t(queries).reshape(num_entities, num_relations, num_entities)
+
+
+@pytest.mark.parametrize("batch_size", [None, 5, 10**6])
+@pytest.mark.parametrize("kernel", ["eager", "auto"])
+def test_the_device_path_ranks_exactly(kernel: str, batch_size: int | None) -> None:
+    graph = random_graph(4, num_entities=25, num_relations=3, num_triples=60, num_filter=120)
+    model = integer_distmult(25, 3, seed=4)
+    evaluator = RankBasedEvaluator(filtered="both", kernel=kernel, batch_size=batch_size)
+    evaluator.device_path = True
+    assert evaluator.device_path is True
+    results = evaluator.evaluate(model, graph.triples, additional_filter_triples=graph.filter_triples, use_tqdm=False)
+    table = score_table(model, 25, 3)
+    assert_same_ranks(results.records, reference_ranks(table, graph.triples, graph.filter_triples))
+    assert_same_ranks(results.raw.records, reference_ranks(table, graph.triples, graph.filter_triples, filtered=False))
+
+
+def test_the_device_path_is_a_checked_setting() -> None:
+    evaluator = RankBasedEvaluator()
+    assert evaluator.device_path is False
+    with pytest.raises(TypeError, match="device_path must be True or False"):
+        evaluator.device_path = "masked"  # type: ignore[assignment]
+
+
+def _counted(device_path: bool, num_triples: int | None) -> DispatchCounter:
+    """The second of two evaluations by one evaluator (as a training loop calls it) of UMLS's first
+    ``num_triples`` test triples (None: all 661), a seeded DistMult, filtered by train + valid, one batch per side."""
+    data = load_dataset("umls")
+    model = DistMult(data.num_entities, data.num_relations, dim=32, seed=0)
+    test = data.test if num_triples is None else data.test[:num_triples]
+    evaluator = RankBasedEvaluator(kernel="eager", batch_size=10**6, slice_size=data.num_entities)
+    evaluator.device_path = device_path
+
+    def evaluate() -> None:
+        evaluator.evaluate(model, test, additional_filter_triples=[data.train, data.valid], use_tqdm=False)
+
+    evaluate()
+    with DispatchCounter() as counter:
+        evaluate()
+    return counter
+
+
+#: (ops, sync ops) one evaluation may cost: the device's path (every read there is a host-device synchronisation)
+#: and the CPU's (one more read per tile: the sign kernel's exactness check of its true scores)
+BOUNDS = {True: (1000, 10), False: (1000, 12)}
+
+
+@pytest.mark.parametrize("device_path", [True, False], ids=["device-path", "cpu-path"])
+def test_the_host_cost_of_an_evaluation_does_not_grow_with_its_tasks(device_path: bool) -> None:
+    """Ops and sync ops are bounded per side and batch -- not per relation, query group, filter group or metric:
+    100 test triples and all 661 cost the same, within the bounds (a per-group or per-metric read put back in the
+    engine or the accumulator fails here)."""
+    few, many = _counted(device_path, 100), _counted(device_path, None)
+    max_ops, max_syncs = BOUNDS[device_path]
+    for counter in (few, many):
+        assert counter.ops <= max_ops and counter.syncs <= max_syncs, format_table(counter, rows=40)
+    assert many.ops <= 1.1 * few.ops, (format_table(few, rows=40), format_table(many, rows=40))
+    assert many.syncs == few.syncs, (dict(few.sync_sites), dict(many.sync_sites))

@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,31 +119,77 @@ def _bits(tensor: torch.Tensor) -> torch.Tensor | None:
     """The tensor's bits as a 2-d integer tensor of its element width ((rows, elements per row); a view, copied
     only when the tensor's strides do not allow a 2-d view); None where kgeval reads no content (a sparse, meta
     or subclass tensor -- a DTensor, say)."""
-    plain = tensor.detach()
-    if type(plain) is not torch.Tensor or plain.layout != torch.strided or plain.is_meta:
+    plain_type = type(tensor) in (torch.Tensor, torch.nn.Parameter) or type(tensor.data) is torch.Tensor
+    if not plain_type or tensor.layout != torch.strided or tensor.is_meta:
         return None
-    if plain.is_complex():
-        plain = torch.view_as_real(plain)
-    integer = _BITS_DTYPES.get(plain.element_size())
-    if integer is None:
-        return None
-    bits = plain if plain.dtype == integer else plain.view(integer)
-    rows = bits.shape[0] if bits.dim() else 1
-    return bits.reshape(rows, bits.numel() // rows if rows else 0)  # (0, -1) is ambiguous for an empty tensor
+    with torch.no_grad():  # integer views of the data, tracking no gradient
+        plain = torch.view_as_real(tensor) if tensor.is_complex() else tensor
+        integer = _BITS_DTYPES.get(plain.element_size())
+        if integer is None:
+            return None
+        bits = plain if plain.dtype == integer else plain.view(integer)
+        if bits.dim() == 2:
+            return bits
+        rows = bits.shape[0] if bits.dim() else 1
+        return bits.reshape(rows, bits.numel() // rows if rows else 0)  # (0, -1) is ambiguous for an empty tensor
 
 
-def _odd_weights(start: int, stop: int, device: torch.device, salt: int) -> torch.Tensor:
-    """Odd int64 weights of positions ``start .. stop - 1``, a hash of the position and ``salt``: an odd weight
-    times any nonzero change of one element below 2**64 is nonzero modulo 2**64."""
-    weights = (torch.arange(start, stop, dtype=torch.int64, device=device) + salt) * _HASH_MULTIPLIER
+def odd_weights(length: int, device: torch.device) -> torch.Tensor:
+    """(length,) odd int64 weights, a hash of the position: an odd weight times any nonzero change of one element
+    below 2**64 is nonzero modulo 2**64. One vector serves every tensor's columns and rows (its prefixes), so a
+    watch computes it once (:class:`Checksums`)."""
+    weights = torch.arange(length, dtype=torch.int64, device=device) * _HASH_MULTIPLIER
     weights = (weights ^ (weights >> 29)) * _HASH_MIXER
     return weights | 1
 
 
-def content_checksum(tensor: torch.Tensor) -> torch.Tensor | None:
+@dataclass(frozen=True)
+class ContentChecksum:
+    """What the content checksum of one tensor reads (:func:`content_checksum`): its bits as a 2-d integer view --
+    read again, the view sees the tensor's content then -- and the odd weights of its columns (in the bits' dtype)
+    and of its rows, made once, so that a checksum taken again costs three ATen ops (one block) or three per
+    block."""
+
+    tensor: torch.Tensor
+    bits: torch.Tensor
+    column_weights: torch.Tensor
+    row_weights: torch.Tensor
+    #: whether ``bits`` shares the tensor's memory (else it is a copy, made again at each reading)
+    is_view: bool
+
+    @classmethod
+    def of(cls, tensor: torch.Tensor, weights: torch.Tensor | None = None) -> ContentChecksum | None:
+        """None where :func:`_bits` reads no content. ``weights``: :func:`odd_weights` on the tensor's device, at
+        least as long as its rows and its columns (computed here when not given)."""
+        bits = _bits(tensor)
+        if bits is None:
+            return None
+        rows, width = bits.shape
+        if weights is None:
+            weights = odd_weights(max(rows, width), bits.device)
+        is_view = bits.untyped_storage().data_ptr() == tensor.untyped_storage().data_ptr()
+        return cls(tensor, bits, weights[:width].to(bits.dtype), weights[:rows], is_view)  # wraps: still odd
+
+    def value(self) -> torch.Tensor:
+        """The checksum now: a 0-d int64 tensor on the tensor's device (nothing read to the host)."""
+        bits = self.bits if self.is_view else _bits(self.tensor)
+        assert bits is not None  # the same tensor as when the checksum was made
+        rows, width = bits.shape
+        step = max(1, CHECKSUM_BLOCK_ELEMENTS // max(1, width))
+        if rows <= step:  # one block: the common case, in the fewest ops
+            return torch.dot(_row_sums(bits, self.column_weights).to(torch.int64), self.row_weights)
+        total = torch.zeros((), dtype=torch.int64, device=bits.device)
+        for start in range(0, rows, step):
+            row_sums = _row_sums(bits[start : start + step], self.column_weights).to(torch.int64)
+            total += torch.dot(row_sums, self.row_weights[start : start + row_sums.shape[0]])
+        return total
+
+
+def content_checksum(tensor: torch.Tensor, weights: torch.Tensor | None = None) -> torch.Tensor | None:
     """A 0-d int64 tensor on the tensor's device: a sum of each element's bits (an integer of its width) times an
     odd weight of its column, modulo 2**width per row, and of the row sums times an odd weight of their row,
-    modulo 2**64; None where :func:`_bits` reads no content.
+    modulo 2**64; None where :func:`_bits` reads no content. ``weights``: :func:`odd_weights` on the tensor's
+    device, at least as long as its rows and its columns (computed here when not given).
 
     Integer sums are exact and do not depend on the order they are summed in (threads, kernels, devices), so an
     unchanged tensor gives the same checksum every time, and a change of any one element always changes it (an
@@ -150,20 +197,10 @@ def content_checksum(tensor: torch.Tensor) -> torch.Tensor | None:
     with a probability of about 2**-width. Nothing is read to the host: the caller compares checksums on the device
     and reads the verdict once (:meth:`StateWatch.changed`). On the CPU each row sum is one integer matrix-vector
     product over the table in place (about 2 ms for a 14,541 x 200 float32 table); elsewhere the products are
-    formed per block of :data:`CHECKSUM_BLOCK_ELEMENTS`."""
-    bits = _bits(tensor)
-    if bits is None:
-        return None
-    rows, width = bits.shape
-    column_weights = _odd_weights(0, width, bits.device, salt=width).to(bits.dtype)  # wraps to the bits' width
-    total = torch.zeros((), dtype=torch.int64, device=bits.device)
-    step = max(1, CHECKSUM_BLOCK_ELEMENTS // max(1, width))
-    with torch.no_grad():
-        for start in range(0, rows, step):
-            block = bits[start : start + step]
-            row_sums = _row_sums(block, column_weights).to(torch.int64)
-            total += (row_sums * _odd_weights(start, start + block.shape[0], bits.device, salt=-width)).sum()
-    return total
+    formed per block of :data:`CHECKSUM_BLOCK_ELEMENTS`. A watch keeps the :class:`ContentChecksum` to take it
+    again."""
+    made = ContentChecksum.of(tensor, weights)
+    return None if made is None else made.value()
 
 
 def _row_sums(block: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
@@ -180,12 +217,17 @@ class StateWatch:
     """The parameters and buffers of a model when the watch began: each path's tensor object, version and content
     checksum (:func:`content_checksum`; None where it has none)."""
 
-    recorded: dict[str, tuple[torch.Tensor, int | None, torch.Tensor | None]]
+    recorded: dict[str, tuple[torch.Tensor, int | None, tuple[ContentChecksum, torch.Tensor] | None]]
 
     @classmethod
     def of(cls, model: Any) -> StateWatch:
-        return cls({path: (tensor, _version(tensor), content_checksum(tensor))
-                    for path, tensor in _named_state(model).items()})  # fmt: skip
+        state = _named_state(model)
+        weights = _weights_by_device(state.values())
+        recorded = {}
+        for path, tensor in state.items():
+            checksum = ContentChecksum.of(tensor, weights.get(tensor.device))
+            recorded[path] = (tensor, _version(tensor), None if checksum is None else (checksum, checksum.value()))
+        return cls(recorded)
 
     def changed(self, model: Any) -> list[str]:
         """The paths whose tensor was written in place (its version counter or its content changed: a write
@@ -194,7 +236,7 @@ class StateWatch:
         now = _named_state(model)
         replaced = {path for path, (tensor, version, _) in self.recorded.items()
                     if now.get(path) is not tensor or _version(tensor) != version}  # fmt: skip
-        rewritten = _rewritten({path: (tensor, checksum) for path, (tensor, _, checksum) in self.recorded.items()
+        rewritten = _rewritten({path: checksum for path, (_, _, checksum) in self.recorded.items()
                                 if path not in replaced and checksum is not None})  # fmt: skip
         paths = [path for path in self.recorded if path in replaced or path in rewritten]
         return paths + [path for path in now if path not in self.recorded]
@@ -216,14 +258,23 @@ class StateWatch:
         )
 
 
-def _rewritten(recorded: dict[str, tuple[torch.Tensor, torch.Tensor]]) -> set[str]:
-    """The paths among ``recorded`` (path -> (tensor, checksum when the watch began)) whose content checksum
-    differs now: compared on each device, one read to the host per device."""
+def _weights_by_device(tensors: Iterable[torch.Tensor]) -> dict[torch.device, torch.Tensor]:
+    """:func:`odd_weights` on each device of ``tensors``, as long as the longest row count or row width of the
+    tensors there whose content is checksummed (:func:`_bits`)."""
+    lengths: dict[torch.device, int] = {}
+    for tensor in tensors:
+        bits = _bits(tensor)
+        if bits is not None:
+            lengths[bits.device] = max(lengths.get(bits.device, 0), *bits.shape)
+    return {device: odd_weights(length, device) for device, length in lengths.items()}
+
+
+def _rewritten(recorded: dict[str, tuple[ContentChecksum, torch.Tensor]]) -> set[str]:
+    """The paths among ``recorded`` (path -> (its checksum, the value when the watch began)) whose content
+    checksum differs now: compared on each device, one read to the host per device."""
     by_device: dict[torch.device, list[tuple[str, torch.Tensor, torch.Tensor]]] = {}
-    for path, (tensor, before) in recorded.items():
-        after = content_checksum(tensor)
-        assert after is not None  # the same tensor as when its checksum was taken
-        by_device.setdefault(before.device, []).append((path, before, after))
+    for path, (checksum, before) in recorded.items():
+        by_device.setdefault(before.device, []).append((path, before, checksum.value()))
     changed: set[str] = set()
     for entries in by_device.values():
         differs = torch.stack([before for _, before, _ in entries]) != torch.stack([after for *_, after in entries])

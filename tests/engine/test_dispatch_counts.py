@@ -104,8 +104,11 @@ def _counted(device_path: bool, num_triples: int | None) -> DispatchCounter:
 
 
 #: (ops, sync ops) one evaluation may cost: the device's path (every read there is a host-device synchronisation)
-#: and the CPU's (one more read per tile: the sign kernel's exactness check of its true scores)
-BOUNDS = {True: (1000, 10), False: (1000, 12)}
+#: and the CPU's (one more read per tile: the sign kernel's exactness check of its true scores). Both include the
+#: model's change watch (a content checksum of each parameter at the start and the end: about 30 ops and one read).
+#: The CPU's path is held to what it costs on UMLS today: its cache-sized tiles make its ops grow with the data
+#: (FB15k-237: ~20,600), a target still open
+BOUNDS = {True: (1000, 10), False: (1050, 12)}
 
 
 @pytest.mark.parametrize("device_path", [True, False], ids=["device-path", "cpu-path"])

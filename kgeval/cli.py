@@ -22,6 +22,7 @@ from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval._cli_common import check_ranks_fit, count_of, metrics_document, provenance, version, with_provenance
 from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
+from kgeval._cli_many import add_many_arguments, run_many
 from kgeval._cli_report import add_report_arguments, run_report
 from kgeval._cli_temporal import evaluate_temporal_table, run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval._display import filter_order_note
@@ -718,6 +719,12 @@ COMMANDS: dict[str, Command] = {
         help="print the metrics of a saved model on a dataset split, or of a rank table",
         add_arguments=_add_evaluate_arguments,
         run=_run_evaluate,
+    ),
+    "evaluate-many": Command(
+        help="evaluate the built-in graph-conditioned baseline over many graphs (transductive, inductive, fully "
+        "inductive): one row per graph and the group averages",
+        add_arguments=add_many_arguments,
+        run=run_many,
     ),
     "audit": Command(
         help="is a number on this dataset worth reporting? leakage, relation pairs, coverage, a rule-only baseline",

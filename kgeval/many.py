@@ -1,0 +1,265 @@
+"""Many graphs in one run (:func:`evaluate_many`): one model -- or one model per graph, e.g. a zero-shot model -- over
+a list of datasets of every kind (transductive, entity-inductive, fully inductive), one row per graph and the group
+averages as the field's papers report them (ULTRA's tables: the mean over the graphs of each group, and over all).
+
+Each graph is evaluated as its own single-graph evaluation would be: the dataset's ``evaluation_kwargs(split)``
+(its filter and, for an inductive one, its mode), a graph-conditioned model (``score_t(hr_batch, *, graph)``,
+:mod:`kgeval.adapters.graph`) handed the graph it reasons over -- the inference graph of an inductive dataset
+(:func:`kgeval.adapters.graph.on_graphs`), the training graph of a transductive one. Pessimistic ranks (what the
+field's code reports) stand beside realistic ones, with the share of tasks whose true answer ties another candidate
+(docs/inductive.md, "Many graphs in one run").
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+from tqdm.auto import tqdm
+
+from kgeval.adapters.devices import model_device
+from kgeval.adapters.graph import on_graphs
+from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, TriplesDataset, load_dataset
+from kgeval.evaluator import RankBasedEvaluator
+from kgeval.graphs import Graph
+from kgeval.results import RankBasedMetricResults
+
+__all__ = ["GROUPS", "METRIC_COLUMNS", "ManyGraphs", "OnTrainingGraph", "evaluate_many", "group_of"]
+
+#: the groups of graphs, in the order of the field's tables (ULTRA: 16 transductive, 18 entity-inductive, 23
+#: entity-and-relation-inductive graphs)
+GROUPS: tuple[str, ...] = ("transductive", "inductive (e)", "inductive (e, r)")
+#: the metric columns of a row and of an average: each metric pessimistic beside realistic, then the tie share
+METRIC_COLUMNS: tuple[str, ...] = ("mrr_pessimistic", "mrr_realistic", "hits@1_pessimistic", "hits@1_realistic",
+                                   "hits@10_pessimistic", "hits@10_realistic", "tied")  # fmt: skip
+#: (column, metric key of the results)
+_KEYS: tuple[tuple[str, str], ...] = tuple(
+    (f"{metric}_{rank_type}", f"both.{rank_type}.{metric}")
+    for metric in ("mrr", "hits@1", "hits@10") for rank_type in ("pessimistic", "realistic"))  # fmt: skip
+
+#: a model, or a function giving the model of a dataset
+ModelFor = Callable[[Any], Any]
+
+
+@dataclass(frozen=True)
+class ManyGraphs:
+    """The results of :func:`evaluate_many`.
+
+    Attributes
+    ----------
+    table : DataFrame
+        One row per graph, in the order given: ``dataset``, ``group`` (one of :data:`GROUPS`), ``split``, ``tasks``
+        (ranking tasks, head and tail), the :data:`METRIC_COLUMNS` (``tied``: the share of tasks whose true answer
+        ties another candidate, pessimistic rank > optimistic rank; NaN where the evaluator kept no rank records)
+        and ``seconds``.
+    averages : DataFrame
+        Indexed by group (those present, in :data:`GROUPS` order) and ``"all"``: ``graphs`` and the mean of each
+        metric column over the group's graphs (each graph counts once, whatever its size, as the field averages).
+    results : dict of str to RankBasedMetricResults
+        Each graph's own results, by dataset name.
+    """
+
+    table: pd.DataFrame
+    averages: pd.DataFrame
+    results: dict[str, RankBasedMetricResults] = field(repr=False)
+
+    def to_text(self) -> str:
+        """The per-graph table and the group averages as two plain-text tables (4 decimals)."""
+        shown = self.table.drop(columns=["seconds"]).to_string(index=False, float_format=lambda x: f"{x:.4f}")
+        averages = self.averages.to_string(float_format=lambda x: f"{x:.4f}")
+        return f"{shown}\n\nGroup averages (mean over each group's graphs):\n{averages}"
+
+    def to_dict(self) -> dict[str, Any]:
+        """``{"graphs": [row, ...], "averages": {group: {column: value}}}``, NaN as None (strict JSON)."""
+
+        def clean(record: Mapping[str, Any]) -> dict[str, Any]:
+            return {key: _plain(value) for key, value in record.items()}
+
+        return {"graphs": [clean(row) for row in self.table.to_dict(orient="records")],
+                "averages": {str(group): clean(row) for group, row in self.averages.to_dict(orient="index").items()}}
+
+
+def group_of(dataset: Any) -> str:
+    """The group of a dataset (:data:`GROUPS`): ``"transductive"`` (a :class:`TriplesDataset`), ``"inductive (e)"``
+    (new entities: an :class:`InductiveDataset`), ``"inductive (e, r)"`` (new entities and relations: a
+    :class:`FullyInductiveDataset`); a TypeError for any other kind."""
+    if isinstance(dataset, FullyInductiveDataset):
+        return GROUPS[2]
+    if isinstance(dataset, InductiveDataset):
+        return GROUPS[1]
+    if isinstance(dataset, TriplesDataset):
+        return GROUPS[0]
+    if isinstance(dataset, TemporalDataset):
+        raise TypeError(f"{dataset.name} is a temporal dataset: evaluate_many takes triples, inductive and fully "
+                        "inductive datasets (evaluate a temporal one with kgeval.temporal)")  # fmt: skip
+    raise TypeError(f"evaluate_many takes datasets (or their names), got {type(dataset).__name__}")
+
+
+def evaluate_many(
+    model_for: ModelFor | Any,
+    datasets: Iterable[Any],
+    *,
+    split: str = "test",
+    evaluator: RankBasedEvaluator | None = None,
+    validation_filter: str = "inference",
+    use_tqdm: bool = True,
+    **evaluate_kwargs: Any,
+) -> ManyGraphs:
+    """Evaluate a model over many graphs: one row per graph and the group averages.
+
+    Parameters
+    ----------
+    model_for : callable or model
+        ``model_for(dataset) -> model``: the model of each loaded dataset (one object for all, or one built per
+        graph). An object with ``score_t`` and ``score_h`` is the model of every graph itself. A graph-conditioned
+        model (its ``score_t`` takes ``graph=``) is handed each graph it reasons over; any other model is
+        evaluated as :meth:`RankBasedEvaluator.evaluate` takes it (an inductive one with ``mode=``).
+    datasets : iterable of dataset or str or path
+        Loaded datasets, or names / folders :func:`kgeval.datasets.load_dataset` reads.
+    split : {"test", "valid"}
+        The split of every graph, filtered as its dataset's ``evaluation_kwargs(split)`` says.
+    evaluator : RankBasedEvaluator, optional
+        Default: ``RankBasedEvaluator()``; its ``ks`` must hold 1 and 10.
+    validation_filter : {"inference", "inference+test"}
+        How a fully inductive dataset filters validation (:meth:`FullyInductiveDataset.evaluation_kwargs`).
+    use_tqdm : bool
+        A progress bar over the graphs.
+    **evaluate_kwargs
+        Passed to each :meth:`RankBasedEvaluator.evaluate` (``batch_size``, ``device``, ...).
+
+    Returns
+    -------
+    ManyGraphs
+    """
+    evaluator = RankBasedEvaluator() if evaluator is None else evaluator
+    missing = [k for k in (1, 10) if k not in evaluator.ks]
+    if missing:
+        raise ValueError(f"evaluate_many reports hits@1 and hits@10: the evaluator's ks {tuple(evaluator.ks)} lack "
+                         f"{missing}; pass RankBasedEvaluator(ks=(1, 3, 5, 10))")  # fmt: skip
+    given = list(datasets)
+    if not given:
+        raise ValueError("evaluate_many needs at least one dataset")
+    rows: list[dict[str, Any]] = []
+    results: dict[str, RankBasedMetricResults] = {}
+    bar = tqdm(given, desc="graphs", unit="graph", disable=not use_tqdm)
+    for item in bar:
+        dataset = load_dataset(item) if isinstance(item, (str, os.PathLike)) else item
+        group = group_of(dataset)
+        bar.set_postfix_str(dataset.name)
+        if dataset.name in results:
+            raise ValueError(f"two datasets are named {dataset.name!r}: each row of the table is one graph, by name")
+        model = model_for if _is_model(model_for) else model_for(dataset)
+        start = time.perf_counter()
+        result = evaluate_one(evaluator, model, dataset, split, validation_filter, **evaluate_kwargs)
+        results[dataset.name] = result
+        rows.append({"dataset": dataset.name, "group": group, "split": split, **row_of(result),
+                     "seconds": time.perf_counter() - start})  # fmt: skip
+    table = pd.DataFrame(rows, columns=["dataset", "group", "split", "tasks", *METRIC_COLUMNS, "seconds"])
+    return ManyGraphs(table=table, averages=group_averages(table), results=results)
+
+
+def evaluate_one(evaluator: RankBasedEvaluator, model: Any, dataset: Any, split: str,
+                 validation_filter: str = "inference", **evaluate_kwargs: Any) -> RankBasedMetricResults:  # fmt: skip
+    """One graph's evaluation, as :func:`evaluate_many` makes it: the dataset's ``evaluation_kwargs(split)``, a
+    graph-conditioned model bound to the dataset's graphs."""
+    if isinstance(dataset, FullyInductiveDataset):
+        kwargs = dataset.evaluation_kwargs(split, validation_filter=validation_filter)  # type: ignore[arg-type]
+    else:
+        kwargs = dataset.evaluation_kwargs(split)
+    if is_graph_conditioned(model):
+        model = on_graphs(model, dataset) if "mode" in kwargs else OnTrainingGraph(model, training_graph(dataset))
+    evaluate_kwargs.setdefault("use_tqdm", False)
+    return evaluator.evaluate(model, **kwargs, **evaluate_kwargs)
+
+
+def row_of(results: RankBasedMetricResults) -> dict[str, Any]:
+    """``tasks``, the :data:`METRIC_COLUMNS` of one graph's results (``tied`` from the rank records: the share of
+    tasks with pessimistic rank > optimistic rank; NaN without records)."""
+    row: dict[str, Any] = {column: float(results[key]) for column, key in _KEYS}
+    records = results.records
+    if records is None:
+        row["tasks"], row["tied"] = math.nan, math.nan
+    else:
+        pessimistic, optimistic = np.asarray(records["pessimistic"]), np.asarray(records["optimistic"])
+        row["tasks"], row["tied"] = len(pessimistic), float(np.mean(pessimistic > optimistic))
+    return row
+
+
+def group_averages(table: pd.DataFrame) -> pd.DataFrame:
+    """The mean of each metric column over the graphs of each group present (in :data:`GROUPS` order) and over
+    all graphs, with their count (``graphs``)."""
+    parts = [(group, table[table["group"] == group]) for group in GROUPS if (table["group"] == group).any()]
+    parts.append(("all", table))
+    averages = pd.DataFrame([{"graphs": len(part), **{c: part[c].mean() for c in METRIC_COLUMNS}}
+                             for _, part in parts], index=[name for name, _ in parts])  # fmt: skip
+    averages.index.name = "group"
+    return averages
+
+
+def is_graph_conditioned(model: Any) -> bool:
+    """Whether ``model.score_t`` takes a ``graph`` keyword (:class:`kgeval.adapters.graph.GraphConditionedModel`)."""
+    method = getattr(model, "score_t", None)
+    if not callable(method):
+        return False
+    try:
+        return "graph" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def training_graph(dataset: TriplesDataset) -> Graph:
+    """A transductive dataset's training graph: what a graph-conditioned model reasons over for its valid and test
+    queries (ULTRA's transductive protocol), in the dataset's ids."""
+    return Graph(dataset.train, dataset.num_entities, dataset.num_relations,
+                 tuple(_labels(dataset.entity_to_id)), tuple(_labels(dataset.relation_to_id)),
+                 torch.arange(dataset.num_relations), f"{dataset.name} training graph")  # fmt: skip
+
+
+class OnTrainingGraph:
+    """A graph-conditioned model bound to one graph, as an ordinary model: ``score_t(hr_batch)`` /
+    ``score_h(rt_batch)`` -> (B, graph.num_nodes), each call handing the model the graph (with inverse edges where
+    it asks for them, ``kgeval_inverse_edges``) on its device."""
+
+    def __init__(self, model: Any, graph: Graph) -> None:
+        self.model = model
+        self._bound = on_graphs(model, {"testing": graph})
+        self.num_entities = graph.num_nodes
+        self.num_relations = graph.num_relations
+
+    @property
+    def device(self) -> torch.device:
+        return model_device(self.model)
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return self._bound.score_t(hr_batch, mode="testing")
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        return self._bound.score_h(rt_batch, mode="testing")
+
+
+def _is_model(candidate: Any) -> bool:
+    return all(callable(getattr(candidate, name, None)) for name in ("score_t", "score_h"))
+
+
+def _labels(vocabulary: Mapping[str, int]) -> list[str]:
+    labels = [""] * len(vocabulary)
+    for label, index in vocabulary.items():
+        labels[index] = label
+    return labels
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready value: numpy scalars as Python ones, NaN as None."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    return value

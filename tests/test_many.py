@@ -21,6 +21,7 @@ from kgeval.cli import main
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TriplesDataset, load_dataset
 from kgeval.graphs import Graph
 from kgeval.many import GROUPS, METRIC_COLUMNS, evaluate_many
+from kgeval.models import DistMult
 from kgeval.models.graph_baseline import NeighbourhoodBaseline
 from tests.helpers.loop_ranks import loop_ranks
 
@@ -167,6 +168,21 @@ def test_loaded_datasets_and_one_model_object(folders: list[Path]) -> None:
     again = evaluate_many(lambda dataset: NeighbourhoodBaseline(), folders, use_tqdm=False)
     pd.testing.assert_frame_equal(many.table.drop(columns="seconds"), again.table.drop(columns="seconds"))
     assert set(many.results) == {dataset.name for dataset in datasets}
+
+
+def test_an_ordinary_model_per_graph(folders: list[Path]) -> None:
+    """A model of kgeval's ordinary form (DistMult built for each transductive graph) is evaluated as the evaluator
+    takes it: its rows equal its own evaluation on each graph."""
+    datasets = [load_dataset(folder) for folder in folders[:2]]
+    models = {dataset.name: DistMult(dataset.num_entities, dataset.num_relations, dim=8, seed=3)
+              for dataset in datasets}  # fmt: skip
+    many = evaluate_many(lambda dataset: models[dataset.name], datasets, use_tqdm=False)
+    for dataset, (_, row) in zip(datasets, many.table.iterrows(), strict=True):
+        own = RankBasedEvaluator().evaluate(models[dataset.name], **dataset.evaluation_kwargs("test"),
+                                            use_tqdm=False)  # fmt: skip
+        assert row["group"] == "transductive"
+        assert row["mrr_pessimistic"] == own["both.pessimistic.mrr"]
+        assert row["hits@10_realistic"] == own["both.realistic.hits@10"]
 
 
 def test_misuse_is_refused(folders: list[Path]) -> None:

@@ -32,8 +32,8 @@ def add_many_arguments(parser: argparse.ArgumentParser) -> None:
         f"the shared sets {', '.join(DEFAULT_SETS)} that are present")  # fmt: skip
     add("--split", choices=("test", "valid"), default="test", help="the split of every graph (default: test)")
     add("--validation-filter", choices=("inference", "inference+test"), default="inference",
-        help="fully inductive sets' validation filter: kgeval's (inference graph) or InGram's / ULTRA's (with the "
-        "test triples too)")  # fmt: skip
+        help="inductive and fully inductive sets' validation filter: kgeval's and ILPC's (the inference graph) or "
+        "InGram's / ULTRA's (with the test triples too)")  # fmt: skip
     add("--json", action="store_true", help="print the table and the averages as one JSON object")
     add("--csv", metavar="PATH", help="also write the per-graph table to PATH (CSV)")
     add("--no-progress", action="store_true", help="hide the progress bar over the graphs")

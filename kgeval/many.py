@@ -129,7 +129,8 @@ def evaluate_many(
     evaluator : RankBasedEvaluator, optional
         Default: ``RankBasedEvaluator()``; its ``ks`` must hold 1 and 10.
     validation_filter : {"inference", "inference+test"}
-        How a fully inductive dataset filters validation (:meth:`FullyInductiveDataset.evaluation_kwargs`).
+        How an inductive or fully inductive dataset filters validation
+        (:meth:`InductiveDataset.evaluation_kwargs`, :meth:`FullyInductiveDataset.evaluation_kwargs`).
     use_tqdm : bool
         A progress bar over the graphs.
     **evaluate_kwargs
@@ -170,7 +171,7 @@ def evaluate_one(evaluator: RankBasedEvaluator, model: Any, dataset: Any, split:
                  validation_filter: str = "inference", **evaluate_kwargs: Any) -> RankBasedMetricResults:  # fmt: skip
     """One graph's evaluation, as :func:`evaluate_many` makes it: the dataset's ``evaluation_kwargs(split)``, a
     graph-conditioned model bound to the dataset's graphs."""
-    if isinstance(dataset, FullyInductiveDataset):
+    if isinstance(dataset, FullyInductiveDataset | InductiveDataset):
         kwargs = dataset.evaluation_kwargs(split, validation_filter=validation_filter)  # type: ignore[arg-type]
     else:
         kwargs = dataset.evaluation_kwargs(split)

@@ -400,3 +400,26 @@ def test_the_command_line_honours_or_refuses_each_option_on_inductive_data(tmp_p
     for option in (["--progress-file", str(tmp_path / "p.pt")], ["--unseen", "drop"]):
         assert main([*common, *option]) == 2
         assert f"{option[0]} is not available for inductive data yet" in capsys.readouterr().err
+
+
+def test_the_validation_filter_choice_adds_the_test_triples_to_validation_only(tmp_path: Path) -> None:
+    """ILPC's validation split filtered as ULTRA's code filters it ("inference+test"): the filters are the inference
+    graph and the test triples, the ranks equal the brute-force reference over those filters, and the test split is
+    filtered the same either way."""
+    from kgeval.models import RelationContextDistMult
+
+    data = load_inductive_dataset(tiny_inductive(tmp_path / "tiny"))
+    model = RelationContextDistMult.for_dataset(data, dim=5, seed=0)
+    with torch.no_grad():
+        table = torch.einsum("hd,rd,td->hrt", model.entity_vectors("testing"), model.relation_weights,
+                             model.entity_vectors("testing"))  # fmt: skip
+    for choice in ("inference", "inference+test"):
+        kwargs = data.evaluation_kwargs("valid", validation_filter=choice)  # type: ignore[arg-type]
+        known = [data.inference] + ([data.test] if choice == "inference+test" else [])
+        assert all(torch.equal(a, b) for a, b in zip(kwargs["additional_filter_triples"], known, strict=True))
+        results = RankBasedEvaluator().evaluate(model, **kwargs, use_tqdm=False)
+        assert_same_ranks(results.records, reference_ranks(table, data.valid, known))
+    test_filters = data.evaluation_kwargs("test", validation_filter="inference+test")["additional_filter_triples"]
+    assert len(test_filters) == 2 and test_filters[1] is data.valid
+    with pytest.raises(ValueError, match="validation_filter must be one of"):
+        data.evaluation_kwargs("valid", validation_filter="test")  # type: ignore[arg-type]

@@ -28,10 +28,11 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import torch
 
+from kgeval.datasets.inductive import VALIDATION_FILTERS, ValidationFilter
 from kgeval.datasets.labelled import Duplicates, check_id_table, handle_duplicates, map_splits
 from kgeval.datasets.reading import FILE_PATTERNS, ReadOptions, read_splits
 from kgeval.graphs import Graph
@@ -41,10 +42,6 @@ __all__ = ["FULLY_INDUCTIVE_FILES", "FullyInductiveDataset", "ValidationFilter",
 
 #: InGram's files: the training graph, the inference graph ("msg"), and the queries over the inference graph
 FULLY_INDUCTIVE_FILES: tuple[str, ...] = ("train", "msg", "valid", "test")
-#: how validation triples are filtered: "inference" (kgeval's inductive protocol: the inference graph and the
-#: validation triples) or "inference+test" (InGram's and ULTRA's code: the test triples too)
-ValidationFilter = Literal["inference", "inference+test"]
-VALIDATION_FILTERS: tuple[str, ...] = get_args(ValidationFilter)
 
 
 @dataclass(frozen=True, eq=False)

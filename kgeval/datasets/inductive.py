@@ -25,7 +25,7 @@ import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import torch
 
@@ -34,7 +34,14 @@ from kgeval.datasets.labelled import Duplicates, LabelledSplit, check_id_table, 
 from kgeval.datasets.reading import FILE_PATTERNS, ReadOptions, read_splits
 from kgeval.exceptions import UnseenLabelsWarning
 
-__all__ = ["INDUCTIVE_FILES", "InductiveDataset", "is_inductive_folder", "load_inductive_dataset"]
+__all__ = ["INDUCTIVE_FILES", "VALIDATION_FILTERS", "InductiveDataset", "ValidationFilter", "is_inductive_folder",
+           "load_inductive_dataset"]  # fmt: skip
+
+#: how an inductive dataset's validation triples are filtered: "inference" (kgeval's inductive protocol, ILPC's
+#: organisers': the inference graph and the validation triples) or "inference+test" (ULTRA's and InGram's code:
+#: the test triples too)
+ValidationFilter = Literal["inference", "inference+test"]
+VALIDATION_FILTERS: tuple[str, ...] = get_args(ValidationFilter)
 
 #: the files of an inductive dataset (any of kgeval's file patterns: ``.txt``, ``.txt.gz``, ``.tsv``, ``.tsv.gz``)
 INDUCTIVE_FILES: tuple[str, ...] = ("train", "inference", "inference_validation", "inference_test")
@@ -109,12 +116,19 @@ class InductiveDataset:
     def num_relations(self) -> int:
         return len(self.relation_to_id)
 
-    def evaluation_kwargs(self, split: str) -> dict[str, Any]:
+    def evaluation_kwargs(self, split: str, validation_filter: ValidationFilter = "inference") -> dict[str, Any]:
         """``mapped_triples``, ``additional_filter_triples`` and ``mode`` for evaluating ``split`` over the
         inference graph: "valid" filtered by the inference graph, "test" by the inference graph and the validation
-        triples (the organisers' protocol of ILPC 2022; the evaluated triples are always filtered)."""
+        triples (the organisers' protocol of ILPC 2022; the evaluated triples are always filtered).
+
+        ``validation_filter="inference+test"`` filters the validation triples by the test triples too, as ULTRA's
+        code filters ILPC's validation split (its papers' validation numbers); the test split is the same either
+        way. The same choice as :meth:`kgeval.datasets.fully_inductive.FullyInductiveDataset.evaluation_kwargs`."""
+        if validation_filter not in VALIDATION_FILTERS:
+            raise ValueError(f"validation_filter must be one of {VALIDATION_FILTERS}, got {validation_filter!r}")
         if split in ("valid", "validation", "val"):
-            return {"mapped_triples": self.valid, "additional_filter_triples": [self.inference], "mode": "validation"}
+            known = [self.inference] + ([self.test] if validation_filter == "inference+test" else [])
+            return {"mapped_triples": self.valid, "additional_filter_triples": known, "mode": "validation"}
         if split == "test":
             return {"mapped_triples": self.test, "additional_filter_triples": [self.inference, self.valid],
                     "mode": "testing"}  # fmt: skip

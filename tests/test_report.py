@@ -13,8 +13,12 @@ import os
 import re
 import shutil
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -267,52 +271,70 @@ CHART_BOXES = """() => Array.from(document.querySelectorAll("figure[data-chart] 
 COLUMN = """(i) => Array.from(document.querySelectorAll("#relation-table tbody tr")).map(r => r.cells[i].textContent)"""
 
 
-def test_the_report_in_chromium(evaluation, tmp_path: Path) -> None:
-    """Chromium opens the file offline: no console error, no request beyond the file, the numbers in the DOM equal
-    the results', every chart drawn, a column sorts on click; the same page without JavaScript still has them."""
-    playwright_api = _browser()
-    data, models, path = evaluation
-    errors: list[str] = []
-    requests: list[str] = []
+@dataclass
+class OfflinePage:
+    """A Chromium page opened on a local file with every request beyond ``file://`` refused: the browser (for a
+    second page), the page, the console / page errors and the refused requests, and the route that refuses them."""
 
-    def route(handle, request) -> None:
+    browser: Any
+    page: Any
+    errors: list[str]
+    requests: list[str]
+
+    def route(self, handle: Any, request: Any) -> None:
         if request.url.startswith("file://"):
             handle.continue_()
         else:
-            requests.append(request.url)
+            self.requests.append(request.url)
             handle.abort()
 
+
+@contextmanager
+def offline_page(path: Path) -> Iterator[OfflinePage]:
+    """:class:`OfflinePage` of ``path`` (1150 pixels wide), loaded; the browser closed after the block (skips
+    without Playwright or Chromium)."""
+    playwright_api = _browser()
     with playwright_api.sync_playwright() as driver:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
-            page = browser.new_page(viewport={"width": 1150, "height": 900})
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.route("**/*", route)
-            page.goto(path.as_uri(), wait_until="load")
-            cells = [{key: value for key, value in cell.items()} for cell in page.evaluate(READ_CELLS)]
-            charts = page.evaluate(CHART_BOXES)
-            header = page.locator("#relation-table thead th").nth(2)
-            before = page.evaluate(COLUMN, 2)
-            header.click()
-            descending = page.evaluate(COLUMN, 2)
-            header.click()
-            ascending = page.evaluate(COLUMN, 2)
-            aria = header.get_attribute("aria-sort")
-            shot = SCREENSHOT if os.environ.get("KGEVAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "report.png"
-            page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1150, "height": 2000})
-
-            quiet = browser.new_page(java_script_enabled=False)
-            quiet.route("**/*", route)
-            quiet.goto(path.as_uri(), wait_until="load")
-            quiet_cells = quiet.locator("[data-key]").count()
-            boxes = quiet.locator("figure[data-chart] svg").evaluate_all(
-                "(all) => all.map(s => s.getBoundingClientRect())"
-            )
-            quiet_charts = [box["width"] * box["height"] for box in boxes]
+            opened = OfflinePage(browser, browser.new_page(viewport={"width": 1150, "height": 900}), [], [])
+            opened.page.on("console",
+                           lambda message: opened.errors.append(message.text) if message.type == "error" else None)
+            opened.page.on("pageerror", lambda error: opened.errors.append(str(error)))
+            opened.page.route("**/*", opened.route)
+            opened.page.goto(path.as_uri(), wait_until="load")
+            yield opened
         finally:
             browser.close()
-    assert errors == [] and requests == []
+
+
+def test_the_report_in_chromium(evaluation, tmp_path: Path) -> None:
+    """Chromium opens the file offline: no console error, no request beyond the file, the numbers in the DOM equal
+    the results', every chart drawn, a column sorts on click; the same page without JavaScript still has them."""
+    data, models, path = evaluation
+    with offline_page(path) as opened:
+        page = opened.page
+        cells = [{key: value for key, value in cell.items()} for cell in page.evaluate(READ_CELLS)]
+        charts = page.evaluate(CHART_BOXES)
+        header = page.locator("#relation-table thead th").nth(2)
+        before = page.evaluate(COLUMN, 2)
+        header.click()
+        descending = page.evaluate(COLUMN, 2)
+        header.click()
+        ascending = page.evaluate(COLUMN, 2)
+        aria = header.get_attribute("aria-sort")
+        shot = SCREENSHOT if os.environ.get("KGEVAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "report.png"
+        page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1150, "height": 2000})
+
+        quiet = opened.browser.new_page(java_script_enabled=False)
+        quiet.route("**/*", opened.route)
+        quiet.goto(path.as_uri(), wait_until="load")
+        quiet_cells = quiet.locator("[data-key]").count()
+        boxes = quiet.locator("figure[data-chart] svg").evaluate_all(
+            "(all) => all.map(s => s.getBoundingClientRect())"
+        )
+        quiet_charts = [box["width"] * box["height"] for box in boxes]
+    assert opened.errors == [] and opened.requests == []
     assert len(cells) == len(_parse(path.read_text(encoding="utf-8")).cells)
     _check_numbers(cells, models, data)
     assert {box["chart"] for box in charts} == {"hits-curve", "per-relation", "rank-histogram", "strat-curve"}
@@ -626,34 +648,14 @@ def test_a_temporal_evaluation_goes_from_save_ranks_to_the_report(temporal_repor
 def test_the_temporal_report_in_chromium(temporal_report, tmp_path: Path) -> None:
     """Chromium opens the temporal page offline: no error, no request, its DOM numbers equal the results', every
     chart drawn; a screenshot (docs/report_temporal.png with KGEVAL_UPDATE_SCREENSHOT=1)."""
-    playwright_api = _browser()
     folder, results, popularity = temporal_report
     path = folder / "tnt.html"
-    errors: list[str] = []
-    requests: list[str] = []
-
-    def route(handle, request) -> None:
-        if request.url.startswith("file://"):
-            handle.continue_()
-        else:
-            requests.append(request.url)
-            handle.abort()
-
-    with playwright_api.sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = browser.new_page(viewport={"width": 1150, "height": 900})
-            page.on("console", lambda message: errors.append(message.text) if message.type == "error" else None)
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            page.route("**/*", route)
-            page.goto(path.as_uri(), wait_until="load")
-            cells = [dict(cell) for cell in page.evaluate(READ_CELLS)]
-            charts = page.evaluate(CHART_BOXES)
-            shot = TEMPORAL_SCREENSHOT if os.environ.get("KGEVAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "t.png"
-            page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1150, "height": 2000})
-        finally:
-            browser.close()
-    assert errors == [] and requests == []
+    with offline_page(path) as opened:
+        cells = [dict(cell) for cell in opened.page.evaluate(READ_CELLS)]
+        charts = opened.page.evaluate(CHART_BOXES)
+        shot = TEMPORAL_SCREENSHOT if os.environ.get("KGEVAL_UPDATE_SCREENSHOT") == "1" else tmp_path / "t.png"
+        opened.page.screenshot(path=str(shot), full_page=True, clip={"x": 0, "y": 0, "width": 1150, "height": 2000})
+    assert opened.errors == [] and opened.requests == []
     assert len(cells) == len(_parse(path.read_text(encoding="utf-8")).cells)
     _check_numbers(cells, {"TNTComplEx": results}, popularity)
     assert {box["chart"] for box in charts} == {"hits-curve", "per-relation", "rank-histogram", "strat-curve"}

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 import torch
 
-from kgeval.datasets.inductive import VALIDATION_FILTERS, ValidationFilter
+from kgeval.datasets.inductive import ValidationFilter, inference_split_kwargs
 from kgeval.datasets.labelled import Duplicates, check_id_table, handle_duplicates, map_splits
 from kgeval.datasets.reading import FILE_PATTERNS, ReadOptions, read_splits
 from kgeval.graphs import Graph
@@ -147,15 +147,7 @@ class FullyInductiveDataset:
         protocol; with ``"inference+test"`` by the test triples too, as InGram's and ULTRA's code filter them
         (their papers' validation numbers).
         """
-        if validation_filter not in VALIDATION_FILTERS:
-            raise ValueError(f"validation_filter must be one of {VALIDATION_FILTERS}, got {validation_filter!r}")
-        if split in ("valid", "validation", "val"):
-            known = [self.inference] + ([self.test] if validation_filter == "inference+test" else [])
-            return {"mapped_triples": self.valid, "additional_filter_triples": known, "mode": "validation"}
-        if split == "test":
-            return {"mapped_triples": self.test, "additional_filter_triples": [self.inference, self.valid],
-                    "mode": "testing"}  # fmt: skip
-        raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        return inference_split_kwargs(split, self.inference, self.valid, self.test, validation_filter)
 
     def summary(self) -> str:
         """The dataset in a few lines: its graphs' sizes and vocabularies."""

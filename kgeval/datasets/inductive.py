@@ -34,14 +34,31 @@ from kgeval.datasets.labelled import Duplicates, LabelledSplit, check_id_table, 
 from kgeval.datasets.reading import FILE_PATTERNS, ReadOptions, read_splits
 from kgeval.exceptions import UnseenLabelsWarning
 
-__all__ = ["INDUCTIVE_FILES", "VALIDATION_FILTERS", "InductiveDataset", "ValidationFilter", "is_inductive_folder",
-           "load_inductive_dataset"]  # fmt: skip
+__all__ = ["INDUCTIVE_FILES", "VALIDATION_FILTERS", "InductiveDataset", "ValidationFilter", "inference_split_kwargs",
+           "is_inductive_folder", "load_inductive_dataset"]  # fmt: skip
 
 #: how an inductive dataset's validation triples are filtered: "inference" (kgeval's inductive protocol, ILPC's
 #: organisers': the inference graph and the validation triples) or "inference+test" (ULTRA's and InGram's code:
 #: the test triples too)
 ValidationFilter = Literal["inference", "inference+test"]
 VALIDATION_FILTERS: tuple[str, ...] = get_args(ValidationFilter)
+
+
+def inference_split_kwargs(split: str, inference: torch.Tensor, valid: torch.Tensor, test: torch.Tensor,
+                           validation_filter: ValidationFilter) -> dict[str, Any]:  # fmt: skip
+    """``mapped_triples``, ``additional_filter_triples`` and ``mode`` of ``split`` ("valid" or "test") over an
+    inference graph, for :class:`InductiveDataset` and
+    :class:`kgeval.datasets.fully_inductive.FullyInductiveDataset` alike: test filtered by the inference graph and
+    the validation triples, validation by the inference graph (``validation_filter="inference"``) and the test
+    triples too (``"inference+test"``); the evaluated triples are always filtered."""
+    if validation_filter not in VALIDATION_FILTERS:
+        raise ValueError(f"validation_filter must be one of {VALIDATION_FILTERS}, got {validation_filter!r}")
+    if split in ("valid", "validation", "val"):
+        known = [inference] + ([test] if validation_filter == "inference+test" else [])
+        return {"mapped_triples": valid, "additional_filter_triples": known, "mode": "validation"}
+    if split == "test":
+        return {"mapped_triples": test, "additional_filter_triples": [inference, valid], "mode": "testing"}
+    raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
 
 #: the files of an inductive dataset (any of kgeval's file patterns: ``.txt``, ``.txt.gz``, ``.tsv``, ``.tsv.gz``)
 INDUCTIVE_FILES: tuple[str, ...] = ("train", "inference", "inference_validation", "inference_test")
@@ -124,15 +141,7 @@ class InductiveDataset:
         ``validation_filter="inference+test"`` filters the validation triples by the test triples too, as ULTRA's
         code filters ILPC's validation split (its papers' validation numbers); the test split is the same either
         way. The same choice as :meth:`kgeval.datasets.fully_inductive.FullyInductiveDataset.evaluation_kwargs`."""
-        if validation_filter not in VALIDATION_FILTERS:
-            raise ValueError(f"validation_filter must be one of {VALIDATION_FILTERS}, got {validation_filter!r}")
-        if split in ("valid", "validation", "val"):
-            known = [self.inference] + ([self.test] if validation_filter == "inference+test" else [])
-            return {"mapped_triples": self.valid, "additional_filter_triples": known, "mode": "validation"}
-        if split == "test":
-            return {"mapped_triples": self.test, "additional_filter_triples": [self.inference, self.valid],
-                    "mode": "testing"}  # fmt: skip
-        raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
+        return inference_split_kwargs(split, self.inference, self.valid, self.test, validation_filter)
 
     def to_pykeen(self, create_inverse_triples: bool = False) -> dict[str, Any]:
         """PyKEEN ``TriplesFactory`` objects of the four files with these ids -- ``transductive_training``,

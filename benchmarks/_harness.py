@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import resource
+import statistics
 import subprocess
 import sys
 import time
@@ -58,6 +59,24 @@ def measure(run: Callable[[], Any], repeats: int, **extra: Any) -> dict[str, Any
     peak = peak_rss_mib()
     return {"seconds": min(times), "first_seconds": times[0], "peak_rss_mib": peak, "rss_before_mib": before,
             "extra_rss_mib": peak - before, **extra}  # fmt: skip
+
+
+def median_seconds(run: Callable[[], Any], repeats: int, threads: int | None = None) -> float:
+    """The median time of ``repeats`` calls of ``run`` after a first, untimed one, with ``threads`` torch threads
+    (None: as the process has them; the process's count restored after)."""
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        run()
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            run()
+            times.append(time.perf_counter() - start)
+        return statistics.median(times)
+    finally:
+        torch.set_num_threads(before)
 
 
 def best_time(run: Callable[[], Any], repeats: int, device: torch.device | None = None) -> tuple[float, Any]:

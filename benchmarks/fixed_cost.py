@@ -15,9 +15,7 @@ import argparse
 import cProfile
 import io
 import pstats
-import statistics
 import sys
-import time
 import warnings
 from pathlib import Path
 
@@ -25,7 +23,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import format_table, machine
+from _harness import format_table, machine, median_seconds
 
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_dataset
@@ -40,16 +38,6 @@ def bare_gemm(model: DistMult, triples: torch.Tensor, out: torch.Tensor) -> None
             queries = model.kgeval_query(torch.unique(triples[:, columns], dim=0), target)
             candidates = model.kgeval_candidates(target)
             torch.matmul(queries, candidates.T, out=out[: len(queries) * len(candidates)].view(len(queries), -1))
-
-
-def median_seconds(run, repeats: int) -> float:
-    run()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        run()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> None:

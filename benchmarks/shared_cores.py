@@ -16,7 +16,6 @@ them with the load average printed above the table.
 from __future__ import annotations
 
 import argparse
-import statistics
 import subprocess
 import sys
 import time
@@ -29,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from _harness import format_table, load_average, machine
+from _harness import format_table, load_average, machine, median_seconds
 
 from kgeval import RankBasedEvaluator
 from kgeval.datasets import load_dataset
@@ -57,24 +56,6 @@ def competing(load: str, seconds: float) -> Iterator[None]:
             process.terminate()
         for process in processes:
             process.wait(timeout=10)
-
-
-def median_seconds(run: Callable[[], object], repeats: int, threads: int | None) -> float:
-    """The median time of ``repeats`` calls of ``run`` after a first one, with ``threads`` torch threads (None: as
-    the process has them)."""
-    before = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        run()
-        times = []
-        for _ in range(repeats):
-            start = time.perf_counter()
-            run()
-            times.append(time.perf_counter() - start)
-        return statistics.median(times)
-    finally:
-        torch.set_num_threads(before)
 
 
 def kgeval_case(name: str, triples_of: Callable[[object], torch.Tensor]) -> Callable[[], object] | None:

@@ -144,21 +144,6 @@ def own_running_threads(tasks: Path = PROC_SELF_TASKS) -> int:
     return max(1, running)
 
 
-#: seconds a sample of :func:`others_running` is reused for (an evaluation called time step by time step samples
-#: once a second, not once per call)
-LOAD_SAMPLE_TTL_S = 1.0
-_last_sample: tuple[float, float | None] | None = None  #: (time.monotonic() of the sample, its value)
-
-
-def recent_others_running() -> float | None:
-    """:func:`others_running`, sampled again when the last sample is older than :data:`LOAD_SAMPLE_TTL_S`."""
-    global _last_sample
-    now = time.monotonic()
-    if _last_sample is None or now - _last_sample[0] > LOAD_SAMPLE_TTL_S:
-        _last_sample = (now, others_running())
-    return _last_sample[1]
-
-
 def others_running(samples: int = LOAD_SAMPLES, pause: float = LOAD_SAMPLE_PAUSE_S) -> float | None:
     """Threads of other processes runnable on this process's cores now: the median over ``samples`` reads of the
     machine's runnable threads less this process's, scaled by this process's share of the machine's cores; None

@@ -139,7 +139,7 @@ def rank(
 
     Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after.
     """
-    with threads_for_the_machine():
+    with threads_for_the_machine(state.load_sample.recent):
         return _rank(prepare, options, run, state)
 
 

@@ -22,6 +22,7 @@ from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_gro
 from kgeval._engine.plan import PlannedBatch, SidePlan
 from kgeval._engine.resume import SideProgress
 from kgeval._engine.scoring import CandidateScorer, Workspace
+from kgeval._engine.threads import LoadSample
 
 #: a query shared by several tasks whose known answers add up to this many pairs is filtered as one block
 GROUP_MIN_PAIRS = 2048
@@ -47,13 +48,14 @@ class LoopSettings:
 @dataclass
 class EngineState:
     """What one evaluator carries from call to call: its kernel chooser (with the ski-rental tally), the batch
-    sizes that worked after an out-of-memory retry, the filter indices it built (cached by content), and the
-    loop's settings."""
+    sizes that worked after an out-of-memory retry, the filter indices it built (cached by content), the loop's
+    settings, and its last sample of the machine's load (kgeval._engine.threads)."""
 
     kernels: KernelChooser = field(default_factory=KernelChooser)
     settings: LoopSettings = field(default_factory=LoopSettings)
     batch_sizes: dict[Hashable, int] = field(default_factory=dict)
     filter_indices: FilterIndexCache = field(default_factory=FilterIndexCache)
+    load_sample: LoadSample = field(default_factory=LoadSample)
 
 
 def default_layout(device: torch.device) -> str:

@@ -62,7 +62,7 @@ class ThreadsSeen(TableModel):
 
 @pytest.mark.parametrize(("others", "expected"), [(0.0, 4), (1.0, 3), (5.0, 1), (None, 4)])
 def test_an_evaluation_runs_on_the_idle_cores_and_restores_the_count(monkeypatch, four_threads, others, expected):
-    monkeypatch.setattr(machine, "recent_others_running", lambda: others)
+    monkeypatch.setattr(machine, "others_running", lambda: others)
     monkeypatch.setattr(machine, "usable_cores", lambda: 4)
     graph = random_graph(5, num_entities=20, num_relations=2, num_triples=30, num_filter=40)
     table = quantised_table(5, 20, 2, levels=3)

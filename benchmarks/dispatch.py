@@ -1,15 +1,21 @@
 """What one evaluation costs the host: ATen operations (kernel launches on a GPU) and sync ops (host-device
 synchronisations on a GPU), counted on CPU tensors, per evaluation and per kgeval function.
 
-    python benchmarks/dispatch.py --dataset FB15k-237                      # full test set, both layouts
-    python benchmarks/dispatch.py --dataset WN18RR --triples 2000 --layout masked
+    python benchmarks/dispatch.py --dataset FB15k-237                      # full test set, every path
+    python benchmarks/dispatch.py --dataset WN18RR --triples 2000 --path device
 
 A seeded DistMult (d = 200), its test triples filtered by train + valid, ``kernel="eager"``, ``batch_size=10**6``
 and ``slice_size`` = the number of entities (one batch of every query of a side, as a GPU's sizing gives). One
 evaluator evaluates twice, as a training loop calls it every epoch; the second evaluation is counted (under
-kgeval._engine.dispatch_count.DispatchCounter). ``--layout masked`` is the device's path
-(``evaluator.device_path = True``: the masked pairs, the eager kernel and the tile sizes of an accelerator),
-``sorted`` the CPU's own path. Counts are deterministic: no timing, no repeats.
+kgeval._engine.dispatch_count.DispatchCounter). The paths (``--path``):
+
+- ``device``: the device's path (``evaluator.device_path = True``: the masked pairs, the eager kernel and the tile
+  sizes of an accelerator);
+- ``device-sorted``: the same with the "sorted" pair layout (``evaluator.pair_layout = "sorted"``: tile segments
+  from host offsets, query groups kept once);
+- ``cpu``: the CPU's own path (sorted pairs, cache-sized tiles: a fixed cost per tile, so it grows with the work).
+
+Counts are deterministic: no timing, no repeats.
 """
 
 from __future__ import annotations
@@ -26,8 +32,11 @@ from kgeval._engine.dispatch_count import DispatchCounter, format_table
 from kgeval.datasets import load_dataset
 from kgeval.models import DistMult
 
+#: --path: (device_path, pair_layout)
+PATHS = {"device": (True, None), "device-sorted": (True, "sorted"), "cpu": (False, None)}
 
-def count(dataset: str, triples: int | None, layout: str) -> tuple[DispatchCounter, float]:
+
+def count(dataset: str, triples: int | None, path: str) -> tuple[DispatchCounter, float]:
     """The counter of the second of two evaluations by one evaluator, and its MRR."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -35,7 +44,7 @@ def count(dataset: str, triples: int | None, layout: str) -> tuple[DispatchCount
     model = DistMult(data.num_entities, data.num_relations, dim=200, seed=0)
     test = data.test if triples is None else data.test[:triples]
     evaluator = RankBasedEvaluator(kernel="eager", batch_size=10**6, slice_size=data.num_entities)
-    evaluator.device_path = layout == "masked"
+    evaluator.device_path, evaluator.pair_layout = PATHS[path]
 
     def evaluate() -> float:
         results = evaluator.evaluate(model, test, additional_filter_triples=[data.train, data.valid], use_tqdm=False)
@@ -51,14 +60,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--dataset", default="FB15k-237", help="FB15k-237, WN18RR, or any dataset load_dataset takes")
     parser.add_argument("--triples", type=int, default=None, help="the first N test triples (default: all)")
-    parser.add_argument("--layout", choices=("masked", "sorted", "both"), default="both")
+    parser.add_argument("--path", choices=(*PATHS, "all"), default="all")
     parser.add_argument("--rows", type=int, default=15, help="kgeval functions listed")
     args = parser.parse_args()
-    layouts = ("masked", "sorted") if args.layout == "both" else (args.layout,)
-    for layout in layouts:
-        counter, mrr = count(args.dataset, args.triples, layout)
+    for path in PATHS if args.path == "all" else (args.path,):
+        counter, mrr = count(args.dataset, args.triples, path)
         size = "all" if args.triples is None else args.triples
-        print(f"{args.dataset}, {size} test triples, layout {layout!r} (MRR {mrr:.9f}):")
+        print(f"{args.dataset}, {size} test triples, path {path!r} (MRR {mrr:.9f}):")
         print(format_table(counter, args.rows))
 
 

@@ -18,12 +18,13 @@ import torch
 from kgeval._checks import check_ks, check_rank_batch, check_rank_records
 from kgeval.metrics.null_model import candidate_statistics
 from kgeval.metrics.registry import reported_keys
-from kgeval.metrics.summary import RankSummary, rank_statistics
+from kgeval.metrics.summary import RankSummary, rank_statistics, rank_sums
 from kgeval.records import RankRecords, ranks_of_type
 from kgeval.typing import RANK_TYPES, RankType, Target
 
 __all__ = [
     "MetricAccumulator",
+    "merged",
     "to_host",
 ]
 
@@ -145,10 +146,10 @@ class MetricAccumulator:
         self._fresh = False
         if not fresh and self._sums["count"].device != device:
             self.to(device)
-        batch: dict[str, torch.Tensor] = {}
+        batch: dict[str, torch.Tensor] = {"count": torch.tensor(optimistic.numel(), dtype=torch.int64, device=device)}
+        k_tensor = torch.tensor(self.ks, dtype=torch.float64, device=device)
         for rank_type in RANK_TYPES:
-            stats = rank_statistics(ranks_of_type(rank_type, optimistic, pessimistic), self.ks)
-            batch["count"] = stats.pop("count")
+            stats = rank_sums(ranks_of_type(rank_type, optimistic, pessimistic), k_tensor)
             batch.update({f"{rank_type}/{name}": value for name, value in stats.items()})
         batch.update({f"candidates/{n}": v for n, v in candidate_statistics(num_candidates, self.ks).items()})
         self._sums = {name: batch[name] if fresh else value + batch[name] for name, value in self._sums.items()}
@@ -323,6 +324,23 @@ def to_host(accumulators: Iterable[MetricAccumulator]) -> None:
             hosts[id(accumulator)][name] = (read.view(np.float64) if floating else read).reshape(value.shape)
     for accumulator in pending:
         accumulator._host = hosts[id(accumulator)]
+
+
+def merged(accumulators: Sequence[MetricAccumulator]) -> MetricAccumulator:
+    """A new accumulator holding the merge of ``accumulators`` (in order; the inputs unchanged), as
+    ``accumulators[0].clone().merge(*accumulators[1:])`` gives it. When every input was read to the host
+    (:func:`to_host`) and kept its records, the merge is made there alone -- no operation on the device -- and
+    its states are CPU tensors of the merged host values."""
+    first, *rest = accumulators
+    host = _merged_host(first, rest)
+    if host is None or not all(accumulator.keep_records == first.keep_records for accumulator in rest):
+        return first.clone().merge(*rest)
+    out = copy.copy(first)
+    out._sums = {name: torch.from_numpy(np.array(host[name])) for name in first._sums}
+    out._records = {name: [torch.from_numpy(host[f"records/{name}"])] for name in first._records}
+    out._host = host
+    out._fresh = first._fresh and all(accumulator._fresh for accumulator in rest)
+    return out
 
 
 def _merged_host(receiver: MetricAccumulator, others: Sequence[MetricAccumulator]) -> dict[str, np.ndarray] | None:

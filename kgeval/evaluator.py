@@ -76,6 +76,21 @@ class RankingSettings:
             raise TypeError(f"device_path must be True or False, got {value!r}")
         self._state.settings = dataclasses.replace(self._state.settings, device_path=value)
 
+    @property
+    def pair_layout(self) -> Literal["sorted", "masked"] | None:
+        """How the filtered pairs of a batch are laid out (default None: the device's choice -- "sorted" on CPU,
+        "masked" on an accelerator and with :attr:`device_path`). "sorted": grouped by tile with host-known
+        offsets, the known answers of a query shared by many tasks kept once (query groups); "masked": one list
+        masked per tile, never read by the host. Ranks are the same either way; set it to count either layout's
+        host cost (docs/performance.md, What an evaluation costs the host)."""
+        return self._state.settings.layout  # type: ignore[return-value]
+
+    @pair_layout.setter
+    def pair_layout(self, value: Literal["sorted", "masked"] | None) -> None:
+        if value not in (None, "sorted", "masked"):
+            raise ValueError(f"pair_layout must be None, 'sorted' or 'masked', got {value!r}")
+        self._state.settings = dataclasses.replace(self._state.settings, layout=value)
+
     def _rank_options(self, filtered: FilterMode | Literal["all"], filter_relation_stride: int = 1) -> RankOptions:
         """What one pass of an evaluation asks of the engine, filtered as ``filtered`` ("all": filtered, raw and
         filtered with relations compared as ``r // filter_relation_stride``, kgeval._engine.RankOptions)."""

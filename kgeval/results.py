@@ -23,7 +23,7 @@ import torch
 from kgeval import _display as display
 from kgeval._checks import check_ks, check_positive_int, check_writable_file
 from kgeval._documents import document_entries, metric_entry, null_model_entry
-from kgeval.accumulator import MetricAccumulator, to_host
+from kgeval.accumulator import MetricAccumulator, merged, to_host
 from kgeval.analysis import plot, relations
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
@@ -124,8 +124,7 @@ class RankBasedMetricResults:
         sides: dict[str, MetricAccumulator] = {str(target): accumulator for target, accumulator in accumulators.items()}
         entity_sides = [accumulator for target, accumulator in accumulators.items() if target in ENTITY_TARGETS]
         if entity_sides:
-            first, *rest = entity_sides
-            sides["both"] = first.clone().merge(*rest)
+            sides["both"] = merged(entity_sides)  # on the host: the states were read
         for side, accumulator in sides.items():
             for rank_type in RANK_TYPES:
                 for key, value in accumulator.compute(rank_type).items():

@@ -212,7 +212,7 @@ def _task_runs(pairs: PairTiles | None, size: int, num_candidates: int) -> _Task
     gathers = torch.ones(size, dtype=torch.bool, device=rows.device)
     parts, fine_parts = [positions], [in_fine]
     offset = positions.numel()
-    for group in pairs.groups:
+    for group in pairs.groups or ():
         group_positions = group.positions
         if group_positions.numel() > 1 and bool((group_positions[1:] < group_positions[:-1]).any()):
             group_positions = torch.sort(group_positions).values

@@ -123,7 +123,8 @@ def rank_side(
     kernel = state.kernels.choose(device, queries.shape[0] * scorer.num_candidates)
     layout = state.settings.layout or default_layout(device)
     if state.settings.device_path:
-        kernel, sizes, layout = as_on_a_device(kernel, sizes, scorer)
+        kernel, sizes, device_layout = as_on_a_device(kernel, sizes, scorer)
+        layout = state.settings.layout or device_layout
     elif kernel.reads_rows_in_place or scorer.sizing == "gemm":
         sizes = batching.with_tall_tiles(sizes, device)
     if runs_fused(kernel, scorer):
@@ -155,15 +156,15 @@ def rank_side(
         tiles = num_filtered = None
         if side_index is not None:
             pairs = _pairs(side_index, batch, starts, batch_true, position_of, fine)  # type: ignore[arg-type]
-            groups = query_groups(side_index, batch.groups, position_of)
+            groups = query_groups(side_index, batch.groups, position_of, scorer.num_candidates)
             row_starts: Sequence[int] = [block.row_start for block in batch.blocks] + [end - begin]
             offsets: Sequence[int] = batch.pair_offsets
             if given is not None and layout == "sorted":  # answers elsewhere: drop the pairs at position -1 (the
                 pairs, offsets = pairs.candidates_only(row_starts)  # masked layout skips them, never synchronising)
             tiles = pair_tiles(pairs, row_starts, offsets, bounds, layout, groups)
             num_filtered = pairs.num_filtered
-            for group in groups:
-                num_filtered[group.row_start : group.row_stop] = group.num_filtered
+            if groups is not None:
+                num_filtered[groups.rows] = groups.num_filtered
         true_slice = None if given is not None else batch.true_slice
         truth = given[batch.tasks] if given is not None else None
         work = BatchWork(batch.queries, batch_true, true_slice, bounds, batch.blocks, tiles, num_filtered, truth)
@@ -190,7 +191,7 @@ def as_on_a_device(
     """The choices of an accelerator, whatever the device: the eager kernel that never reads the host
     (:data:`kgeval._engine.kernels.COMPARE` for the CPU's "sign"), one tile per batch and slice and up to a
     quarter as many filtered pairs per batch (a device's budget holds a batch: the batch size then bounds the
-    memory), the "masked" pair layout, and a scorer without
+    memory), the "masked" pair layout (unless the settings name one), and a scorer without
     its CPU-only choices (``CandidateScorer.as_device``). Returns (kernel, sizes, layout)."""
     scorer.as_device = True
     kernel = COMPARE if kernel is SIGN else kernel

@@ -6,9 +6,11 @@ filtered entities are never written into a dense matrix (layouts: :class:`Sorted
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import itertools
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from kgeval._engine.filter_index import SideIndex, stable_argsort
@@ -124,16 +126,86 @@ class QueryGroup:
         return int(self.positions.numel()) - 1
 
 
-def query_groups(side: SideIndex, plans: Sequence, position_of: torch.Tensor | None) -> list[QueryGroup]:
-    """The :class:`QueryGroup` of each planned group (kgeval._engine.plan.QueryGroupPlan); CPU only (masks)."""
-    groups = []
-    for plan in plans:
-        positions = side.values[plan.run_start : plan.run_start + plan.run_length]
-        if position_of is not None:
-            positions = position_of[positions]
-            positions = positions[positions >= 0]
-        groups.append(QueryGroup(plan.row_start, plan.row_stop, positions))
-    return groups
+@dataclass(frozen=True)
+class QueryGroups:
+    """Every query group of a batch as flat tensors, so that their filtered candidates cost a fixed number of
+    operations per batch and per tile, however many groups there are (no per-group operation, no host read).
+
+    Group g holds the task rows [row_bounds[g][0], row_bounds[g][1]) of the batch and the candidate positions
+    ``positions[offsets[g]:offsets[g + 1]]`` of its query's known answers, ascending; an answer that is no candidate
+    sits at the end of its group as ``sentinel`` (the number of candidates: inside no slice)."""
+
+    row_bounds: tuple[tuple[int, int], ...]  #: (row_start, row_stop) of each group, ascending, disjoint
+    offsets: tuple[int, ...]  #: (G + 1,) each group's first index into ``positions``, then their number
+    positions: torch.Tensor  #: LongTensor (M,)
+    sentinel: int  #: the position of answers that are no candidates
+    rows: torch.Tensor  #: LongTensor (n,): the task rows of every group, ascending
+    num_filtered: torch.Tensor  #: LongTensor (n,): each of those rows' filtered candidates but the true answer
+    has_sentinels: bool = False  #: some positions may be the sentinel (the candidates are a subset)
+
+    def __len__(self) -> int:
+        return len(self.row_bounds)
+
+    def __iter__(self) -> Iterator[QueryGroup]:
+        """Each group as a :class:`QueryGroup` (its candidates only): a few operations per group, for host-side
+        consumers (kgeval._engine.block_counting)."""
+        for g, (row_start, row_stop) in enumerate(self.row_bounds):
+            positions = self.positions[self.offsets[g] : self.offsets[g + 1]]
+            yield QueryGroup(row_start, row_stop, positions[positions < self.sentinel])
+
+    @classmethod
+    def of(cls, groups: Sequence[QueryGroup], num_candidates: int, device: torch.device) -> QueryGroups:
+        """From :class:`QueryGroup` objects (sorted candidate positions each)."""
+        parts = [group.positions.to(device) for group in groups]
+        positions = torch.cat(parts) if parts else torch.zeros(0, dtype=torch.int64, device=device)
+        lengths = np.array([part.numel() for part in parts], dtype=np.int64)
+        return cls._build(tuple((g.row_start, g.row_stop) for g in groups), positions, lengths, num_candidates,
+                          all_candidates=True)  # fmt: skip
+
+    @classmethod
+    def _build(cls, row_bounds: tuple[tuple[int, int], ...], positions: torch.Tensor, lengths: np.ndarray,
+               num_candidates: int, all_candidates: bool) -> QueryGroups:  # fmt: skip
+        """Groups from their concatenated positions (``lengths`` per group). ``all_candidates``: every position is
+        a candidate's, ascending within its group; else -1 marks a non-candidate and each group is sorted here
+        (a candidate list in another order than the entity ids). Host-known sizes travel in one transfer each."""
+        device = positions.device
+        offsets = (0, *np.cumsum(lengths).tolist())
+        row_counts = np.array([stop - start for start, stop in row_bounds], dtype=np.int64)
+        rows = np.repeat([start for start, _ in row_bounds], row_counts) + _ranks_within(row_counts)
+        if all_candidates:
+            per_row = torch.from_numpy(np.stack([rows, np.repeat(lengths - 1, row_counts)])).to(device)
+            return cls(row_bounds, offsets, positions, num_candidates, per_row[0], per_row[1])
+        group_of = torch.from_numpy(np.repeat(np.arange(lengths.size), lengths)).to(device)
+        stride = num_candidates + 1  # by (group, position): groups stay where they are, each one ascending
+        positions = torch.where(positions < 0, num_candidates, positions)
+        positions = torch.sort(group_of * stride + positions).values - group_of * stride
+        candidates = torch.zeros(lengths.size, dtype=torch.int64, device=device)
+        candidates.index_add_(0, group_of, (positions < num_candidates).long())
+        per_row = torch.from_numpy(np.stack([rows, np.repeat(np.arange(lengths.size), row_counts)])).to(device)
+        return cls(row_bounds, offsets, positions, num_candidates, per_row[0], candidates[per_row[1]] - 1, True)
+
+
+def _ranks_within(counts: np.ndarray) -> np.ndarray:
+    """0, 1, ..., counts[0] - 1, 0, 1, ..., counts[1] - 1, ... (host)."""
+    ends = np.cumsum(counts)
+    return np.arange(int(ends[-1]) if ends.size else 0) - np.repeat(ends - counts, counts)
+
+
+def query_groups(
+    side: SideIndex, plans: Sequence, position_of: torch.Tensor | None, num_candidates: int
+) -> QueryGroups | None:
+    """The :class:`QueryGroups` of a batch's planned groups (kgeval._engine.plan.QueryGroupPlan), None without
+    any: one gather of their runs, a fixed number of operations whatever their number."""
+    if not plans:
+        return None
+    lengths = np.array([plan.run_length for plan in plans], dtype=np.int64)
+    starts = np.array([plan.run_start for plan in plans], dtype=np.int64)
+    run_index = np.repeat(starts, lengths) + _ranks_within(lengths)
+    positions = side.values[torch.from_numpy(run_index).to(side.values.device)]
+    if position_of is not None:
+        positions = position_of[positions]
+    row_bounds = tuple((plan.row_start, plan.row_stop) for plan in plans)
+    return QueryGroups._build(row_bounds, positions, lengths, num_candidates, all_candidates=position_of is None)
 
 
 class PairTiles:
@@ -166,7 +238,7 @@ class PairTiles:
         self.bounds = list(bounds)
         #: (P,) the comparison code of each pair: 1 above, -1 below its row's true score, 0 equal (or NaN score)
         self.codes = torch.zeros(pairs.rows.numel(), dtype=torch.float32, device=pairs.rows.device)
-        self.groups: Sequence[QueryGroup] = ()  #: the batch's query groups (the "sorted" layout's)
+        self.groups: QueryGroups | None = None  #: the batch's query groups (the "sorted" layout's)
         self._rows = pairs.rows
         self._in_fine = pairs.in_fine  #: in the order of ``codes``
 
@@ -203,8 +275,9 @@ class SortedPairs(PairTiles):
     """Pairs grouped by (slice, row block) with host-side offsets: each tile gathers one contiguous segment.
 
     With a single slice the pairs are already grouped (they are sorted by row) and the offsets come from the
-    plan; with several slices one stable sort per batch groups them. :class:`QueryGroup` rows are handled as
-    blocks: one ``index_select`` over their rows and their shared positions per tile.
+    plan; with several slices one stable sort per batch groups them. :class:`QueryGroups` are expanded per tile:
+    a fixed number of operations gathers the codes of every group row inside the tile against its group's
+    positions in the slice, however many groups there are.
     """
 
     def __init__(
@@ -213,13 +286,13 @@ class SortedPairs(PairTiles):
         row_starts: Sequence[int],
         pair_offsets: Sequence[int],
         bounds: Sequence[tuple[int, int]],
-        groups: Sequence[QueryGroup] = (),
+        groups: QueryGroups | None = None,
     ) -> None:
         super().__init__(pairs, row_starts, pair_offsets, bounds)
         self.groups = groups
         if groups and pairs.in_fine is not None:
             raise ValueError("query groups share one run of pairs: a finer filter needs them expanded into pairs")
-        self._groups_of_block = self._place_groups(groups)
+        self._placed = self._place_groups(groups)
         self._group_sums = torch.zeros(2, self.row_starts[-1], dtype=torch.float64, device=pairs.rows.device)
         rows, positions = pairs.rows, pairs.positions
         self._positions = positions
@@ -252,27 +325,35 @@ class SortedPairs(PairTiles):
             local = tile_rows[local]
         return lo, hi, local * tile.shape[1] + (self._positions[lo:hi] - start)
 
-    def _place_groups(self, groups: Sequence[QueryGroup]) -> list[list[tuple[int, int, torch.Tensor, list[int]]]]:
-        """Per row block: (first row, last row + 1, positions, per-slice offsets into positions) of its groups."""
-        starts = torch.tensor([start for start, _stop in self.bounds], device="cpu")
-        placed: list[list] = [[] for _ in self.row_starts[:-1]]
-        for group in groups:
-            offsets = [0, group.positions.numel()]
-            if len(self.bounds) > 1:
-                offsets = [*torch.searchsorted(group.positions.cpu(), starts).tolist(), group.positions.numel()]
-            for block, (first, last) in enumerate(zip(self.row_starts[:-1], self.row_starts[1:], strict=True)):
-                lo, hi = max(group.row_start, first), min(group.row_stop, last)
-                if lo < hi:
-                    placed[block].append((lo, hi, group.positions, offsets))
-        return placed
-
-    def _group_columns(self, block: int, slice_index: int):
-        """(local rows slice, batch rows slice, columns in the tile) of the groups inside a tile."""
-        first, start = self.row_starts[block], self.bounds[slice_index][0]
-        for lo, hi, positions, offsets in self._groups_of_block[block]:
-            a, b = (offsets[slice_index], offsets[slice_index + 1]) if len(self.bounds) > 1 else (0, offsets[-1])
-            if b > a:
-                yield slice(lo - first, hi - first), slice(lo, hi), positions[a:b] - start
+    def _place_groups(self, groups: QueryGroups | None) -> dict[tuple[int, int], np.ndarray]:
+        """Per tile (block, slice) with group rows: a (4, k) host array of (first row, rows, first index into the
+        groups' positions, positions) of the k groups inside it. With several slices each group's range per slice
+        comes from one search over all groups and one host read per batch; with one slice a group's whole run is
+        used and its non-candidates (at the sentinel, outside the slice) are masked while gathering."""
+        if not groups:
+            return {}
+        num_slices = len(self.bounds)
+        if num_slices == 1:
+            ranges = np.array([[groups.offsets[g], groups.offsets[g + 1]] for g in range(len(groups))])
+        else:
+            lengths = np.diff(groups.offsets)
+            group_of = torch.from_numpy(np.repeat(np.arange(lengths.size), lengths)).to(groups.positions.device)
+            stride = groups.sentinel + 1
+            keys = group_of * stride + groups.positions  # ascending: groups in order, each ascending
+            edges = torch.tensor([start for start, _ in self.bounds] + [groups.sentinel], device=keys.device)
+            probes = torch.arange(len(groups), device=keys.device).unsqueeze(1) * stride + edges
+            ranges = torch.searchsorted(keys, probes).cpu().numpy()  # (G, S + 1): one host read per batch
+        placed: dict[tuple[int, int], list[tuple[int, int, int, int]]] = {}
+        for g, (row_start, row_stop) in enumerate(groups.row_bounds):
+            for block, (first, last) in enumerate(itertools.pairwise(self.row_starts)):
+                lo, hi = max(row_start, first), min(row_stop, last)
+                if lo >= hi:
+                    continue
+                for j in range(num_slices):
+                    a, b = int(ranges[g, j]), int(ranges[g, j + 1])
+                    if b > a:
+                        placed.setdefault((block, j), []).append((lo, hi - lo, a, b - a))
+        return {tile: np.array(entries, dtype=np.int64).T for tile, entries in placed.items()}
 
     def gather_(
         self,
@@ -286,14 +367,41 @@ class SortedPairs(PairTiles):
         if hi > lo:
             values = torch.take(tile, flat)
             self.codes[lo:hi] = codes_against(values, true_scores[self._rows[lo:hi]], mark_nan=False)
-        for local, rows, columns in self._group_columns(block, slice_index):
-            if tile_rows is None:
-                values = tile[local].index_select(1, columns)
-            else:  # a group's tasks share one query: one tile row
-                values = tile[tile_rows[local.start]].index_select(0, columns).unsqueeze(0)
-            codes = codes_against(values, true_scores[rows].unsqueeze(1), mark_nan=False)
-            self._group_sums[0, rows] += codes.sum(dim=1, dtype=torch.float64)
-            self._group_sums[1, rows] += codes.abs_().sum(dim=1, dtype=torch.float64)
+        placed = self._placed.get((block, slice_index))
+        if placed is not None:
+            self._gather_groups(tile, tile_rows, true_scores, block, slice_index, placed)
+
+    def _gather_groups(
+        self,
+        tile: torch.Tensor,
+        tile_rows: torch.Tensor | None,
+        true_scores: torch.Tensor,
+        block: int,
+        slice_index: int,
+        placed: np.ndarray,
+    ) -> None:
+        """Add the codes of every group row of a tile against its group's positions in the slice to the group
+        sums: the (row, position index) pairs laid out on the host from the plan's sizes, one transfer, one gather
+        for all groups."""
+        assert self.groups is not None
+        first_rows, row_counts, first_indices, lengths = placed
+        rows = np.repeat(first_rows, row_counts) + _ranks_within(row_counts)
+        per_row = np.repeat(lengths, row_counts)
+        pair_rows = np.repeat(rows, per_row)
+        indices = np.repeat(np.repeat(first_indices, row_counts), per_row) + _ranks_within(per_row)
+        host = torch.from_numpy(np.stack([pair_rows, indices])).to(tile.device)  # one transfer
+        batch_rows, positions = host[0], self.groups.positions[host[1]]
+        local = batch_rows - self.row_starts[block]
+        if tile_rows is not None:
+            local = tile_rows[local]
+        start, stop = self.bounds[slice_index]
+        masked = self.groups.has_sentinels and len(self.bounds) == 1  # several slices: ranges without sentinels
+        columns = (positions - start).clamp_(max=stop - start - 1) if masked else positions - start
+        values = torch.take(tile, local * tile.shape[1] + columns)
+        codes = codes_against(values, true_scores[batch_rows], mark_nan=False)
+        if masked:
+            codes.masked_fill_(positions >= stop, 0)
+        self._group_sums.index_add_(1, batch_rows, torch.stack([codes, codes.abs()]).double())
 
     def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         total, absolute = super()._sums(size)
@@ -333,10 +441,13 @@ def pair_tiles(
     pair_offsets: Sequence[int],
     bounds: Sequence[tuple[int, int]],
     layout: str,
-    groups: Sequence[QueryGroup] = (),
+    groups: QueryGroups | Sequence[QueryGroup] | None = None,
 ) -> PairTiles:
-    """The pair layout by name: ``"sorted"`` (CPU; may take query groups) or ``"masked"`` (devices, no
-    synchronisation; groups must be expanded into pairs instead)."""
+    """The pair layout by name: ``"sorted"`` (may take query groups: :class:`QueryGroups`, or a sequence of
+    :class:`QueryGroup` over the candidates the bounds cover) or ``"masked"`` (no synchronisation at all; groups
+    must be expanded into pairs instead)."""
+    if groups is not None and not isinstance(groups, QueryGroups):
+        groups = QueryGroups.of(groups, bounds[-1][1], pairs.rows.device) if groups else None
     if layout == "sorted":
         return SortedPairs(pairs, row_starts, pair_offsets, bounds, groups)
     if groups:

@@ -38,10 +38,16 @@ def rank_statistics(ranks: torch.Tensor, ks: Sequence[int]) -> dict[str, torch.T
     dict with ``count`` (int64 scalar), ``sum_rank``, ``sum_reciprocal_rank``, ``sum_log_rank`` (float64
     scalars) and ``hits`` (int64 tensor of shape (len(ks),): number of ranks <= k).
     """
-    ranks = ranks.to(torch.float64)
     k_tensor = torch.as_tensor(list(ks), dtype=torch.float64, device=ranks.device)
+    return {"count": torch.tensor(ranks.numel(), dtype=torch.int64, device=ranks.device),
+            **rank_sums(ranks, k_tensor)}  # fmt: skip
+
+
+def rank_sums(ranks: torch.Tensor, k_tensor: torch.Tensor) -> dict[str, torch.Tensor]:
+    """:func:`rank_statistics` without ``count``, the ks given as a float64 tensor (K,) on the ranks' device --
+    for a caller summing several rank types of one batch, which makes both once."""
+    ranks = ranks.to(torch.float64)
     return {
-        "count": torch.tensor(ranks.numel(), dtype=torch.int64, device=ranks.device),
         "sum_rank": ranks.sum(),
         "sum_reciprocal_rank": ranks.reciprocal().sum(),
         "sum_log_rank": ranks.log().sum(),

@@ -277,7 +277,8 @@ class SortedPairs(PairTiles):
     With a single slice the pairs are already grouped (they are sorted by row) and the offsets come from the
     plan; with several slices one stable sort per batch groups them. :class:`QueryGroups` are expanded per tile:
     a fixed number of operations gathers the codes of every group row inside the tile against its group's
-    positions in the slice, however many groups there are.
+    positions in the slice, however many groups there are -- except in a tile of distinct queries (the CPU's
+    kernels), where each group reads its one shared row once instead.
     """
 
     def __init__(
@@ -368,8 +369,12 @@ class SortedPairs(PairTiles):
             values = torch.take(tile, flat)
             self.codes[lo:hi] = codes_against(values, true_scores[self._rows[lo:hi]], mark_nan=False)
         placed = self._placed.get((block, slice_index))
-        if placed is not None:
-            self._gather_groups(tile, tile_rows, true_scores, block, slice_index, placed)
+        if placed is None:
+            return
+        if tile_rows is None:
+            self._gather_groups(tile, None, true_scores, block, slice_index, placed)
+        else:
+            self._gather_shared_rows(tile, tile_rows, true_scores, block, slice_index, placed)
 
     def _gather_groups(
         self,
@@ -402,6 +407,32 @@ class SortedPairs(PairTiles):
         if masked:
             codes.masked_fill_(positions >= stop, 0)
         self._group_sums.index_add_(1, batch_rows, torch.stack([codes, codes.abs()]).double())
+
+    def _gather_shared_rows(
+        self,
+        tile: torch.Tensor,
+        tile_rows: torch.Tensor,
+        true_scores: torch.Tensor,
+        block: int,
+        slice_index: int,
+        placed: np.ndarray,
+    ) -> None:
+        """:meth:`_gather_groups` for a tile of distinct queries (a row map): a group's tasks share one tile row,
+        so each group's positions are read once and compared with its rows' true scores by broadcasting -- a few
+        operations per group, which on the CPU costs less time than expanding rows x positions (FB15k-237, eager:
+        1.38 s against 1.11 s per evaluation)."""
+        assert self.groups is not None
+        first, (start, stop) = self.row_starts[block], self.bounds[slice_index]
+        masked = self.groups.has_sentinels and len(self.bounds) == 1
+        for lo, count, a, length in placed.T.tolist():
+            positions = self.groups.positions[a : a + length]
+            columns = (positions - start).clamp_(max=stop - start - 1) if masked else positions - start
+            values = tile[tile_rows[lo - first]].index_select(0, columns).unsqueeze(0)
+            codes = codes_against(values, true_scores[lo : lo + count].unsqueeze(1), mark_nan=False)
+            if masked:
+                codes.masked_fill_(positions >= stop, 0)
+            self._group_sums[0, lo : lo + count] += codes.sum(dim=1, dtype=torch.float64)
+            self._group_sums[1, lo : lo + count] += codes.abs_().sum(dim=1, dtype=torch.float64)
 
     def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         total, absolute = super()._sums(size)

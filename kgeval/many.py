@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -26,12 +27,14 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from kgeval._checks import check_writable_file
 from kgeval._many_store import GraphStore, graph_fingerprint, model_identity
 from kgeval.adapters.devices import model_device
 from kgeval.adapters.graph import on_graphs
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, TriplesDataset, load_dataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.graphs import Graph
+from kgeval.report import many_report_html
 from kgeval.results import RankBasedMetricResults
 
 __all__ = ["GROUPS", "METRIC_COLUMNS", "ManyGraphs", "OnTrainingGraph", "evaluate_many", "group_of"]
@@ -81,6 +84,18 @@ class ManyGraphs:
         shown = self.table.drop(columns=["seconds"]).to_string(index=False, float_format=lambda x: f"{x:.4f}")
         averages = self.averages.to_string(float_format=lambda x: f"{x:.4f}")
         return f"{shown}\n\nGroup averages (mean over each group's graphs):\n{averages}"
+
+    def to_html(self, path: str | os.PathLike[str] | None = None, *, model: str = "model",
+                title: str | None = None) -> str:  # fmt: skip
+        """One self-contained HTML page (no network) of the per-graph table and the group averages, pessimistic
+        beside realistic with the tie share (:func:`kgeval.report.many_report_html`); also written to ``path`` (UTF-8)
+        where given. ``model``: the model's name on the page."""
+        splits = sorted(set(self.table["split"]))
+        page = many_report_html(self.table, self.averages, model=model, title=title,
+                                split=splits[0] if len(splits) == 1 else None)  # fmt: skip
+        if path is not None:
+            Path(check_writable_file(path, "the page's path")).write_text(page, encoding="utf-8")
+        return page
 
     def to_dict(self) -> dict[str, Any]:
         """``{"graphs": [row, ...], "averages": {group: {column: value}}}``, NaN as None (strict JSON)."""

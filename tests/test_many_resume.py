@@ -196,3 +196,13 @@ def test_the_dataset_content_fingerprint(folders: list[Path], tmp_path: Path) ->
         assert dataset_content_fingerprint(load_dataset(copy)) != dataset_content_fingerprint(load_dataset(folder))
     fingerprints = {dataset_content_fingerprint(load_dataset(folder)) for folder in folders}
     assert len(fingerprints) == len(folders)
+
+
+def test_the_progress_bar_names_each_graph_read_back(folders: list[Path], tmp_path: Path,
+                                                     capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    results_dir = tmp_path / "results"
+    evaluate_many(NeighbourhoodBaseline(), folders[:2], use_tqdm=False, results_dir=results_dir, model_id="m")
+    capsys.readouterr()
+    evaluate_many(NeighbourhoodBaseline(), folders, use_tqdm=True, results_dir=results_dir, model_id="m")
+    lines = [line for line in capsys.readouterr().err.splitlines() if "resumed from" in line]
+    assert [line.split(":")[0].split()[-1] for line in lines] == [folders[0].name, folders[1].name]

@@ -41,7 +41,8 @@ def add_many_arguments(parser: argparse.ArgumentParser) -> None:
         "model (importing it runs its code)")  # fmt: skip
     add("--checkpoint", metavar="PATH",
         help="the model of every graph, read from PATH: a kgeval checkpoint, or with --trust-checkpoint a model "
-        "saved whole with torch.save (an nn.Module with score_t / score_h, graph-conditioned or not)")  # fmt: skip
+        "saved whole with torch.save (an nn.Module with score_t / score_h, graph-conditioned or not; unpickling "
+        "runs code from the file, so only files you made or trust)")  # fmt: skip
     add("--trust-checkpoint", action="store_true",
         help="read a pickled model (torch.load with weights_only=False): unpickling runs code from the file, so "
         "only for files you made or trust")  # fmt: skip

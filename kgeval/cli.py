@@ -721,8 +721,8 @@ COMMANDS: dict[str, Command] = {
         run=_run_evaluate,
     ),
     "evaluate-many": Command(
-        help="evaluate the built-in graph-conditioned baseline over many graphs (transductive, inductive, fully "
-        "inductive): one row per graph and the group averages",
+        help="evaluate one model (the built-in graph-conditioned baseline, a checkpoint, a factory) over many graphs "
+        "(transductive, inductive, fully inductive): one row per graph and the group averages, resumable",
         add_arguments=add_many_arguments,
         run=run_many,
     ),

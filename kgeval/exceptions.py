@@ -86,4 +86,6 @@ class DistributedEvaluationError(RuntimeError):
 
 class ResumeWarning(UserWarning):
     """A resumed evaluation found the model's plain attributes (numbers, strings) changed since its progress was
-    saved: a setting would change the scores, a counter would not; kgeval cannot tell which, so it says so."""
+    saved: a setting would change the scores, a counter would not; kgeval cannot tell which, so it says so. Also: a
+    resumed many-graph run (:func:`kgeval.many.evaluate_many`'s ``results_dir``) found a graph's saved result made
+    with other inputs, or unreadable, and evaluates that graph again."""

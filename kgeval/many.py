@@ -15,9 +15,11 @@ from __future__ import annotations
 import inspect
 import math
 import os
+import sys
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,11 +27,14 @@ import pandas as pd
 import torch
 from tqdm.auto import tqdm
 
+from kgeval._checks import check_writable_file
+from kgeval._many_store import GraphStore, graph_fingerprint, model_identity
 from kgeval.adapters.devices import model_device
 from kgeval.adapters.graph import on_graphs
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, TriplesDataset, load_dataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.graphs import Graph
+from kgeval.report import many_report_html
 from kgeval.results import RankBasedMetricResults
 
 __all__ = ["GROUPS", "METRIC_COLUMNS", "ManyGraphs", "OnTrainingGraph", "evaluate_many", "group_of"]
@@ -65,17 +70,32 @@ class ManyGraphs:
         metric column over the group's graphs (each graph counts once, whatever its size, as the field averages).
     results : dict of str to RankBasedMetricResults
         Each graph's own results, by dataset name.
+    resumed : tuple of str
+        The graphs whose results were read from ``results_dir`` rather than evaluated (:func:`evaluate_many`).
     """
 
     table: pd.DataFrame
     averages: pd.DataFrame
     results: dict[str, RankBasedMetricResults] = field(repr=False)
+    resumed: tuple[str, ...] = ()
 
     def to_text(self) -> str:
         """The per-graph table and the group averages as two plain-text tables (4 decimals)."""
         shown = self.table.drop(columns=["seconds"]).to_string(index=False, float_format=lambda x: f"{x:.4f}")
         averages = self.averages.to_string(float_format=lambda x: f"{x:.4f}")
         return f"{shown}\n\nGroup averages (mean over each group's graphs):\n{averages}"
+
+    def to_html(self, path: str | os.PathLike[str] | None = None, *, model: str = "model",
+                title: str | None = None) -> str:  # fmt: skip
+        """One self-contained HTML page (no network) of the per-graph table and the group averages, pessimistic
+        beside realistic with the tie share (:func:`kgeval.report.many_report_html`); also written to ``path`` (UTF-8)
+        where given. ``model``: the model's name on the page."""
+        splits = sorted(set(self.table["split"]))
+        page = many_report_html(self.table, self.averages, model=model, title=title,
+                                split=splits[0] if len(splits) == 1 else None)  # fmt: skip
+        if path is not None:
+            Path(check_writable_file(path, "the page's path")).write_text(page, encoding="utf-8")
+        return page
 
     def to_dict(self) -> dict[str, Any]:
         """``{"graphs": [row, ...], "averages": {group: {column: value}}}``, NaN as None (strict JSON)."""
@@ -111,6 +131,8 @@ def evaluate_many(
     evaluator: RankBasedEvaluator | None = None,
     validation_filter: str = "inference",
     use_tqdm: bool = True,
+    results_dir: str | os.PathLike[str] | None = None,
+    model_id: str | None = None,
     **evaluate_kwargs: Any,
 ) -> ManyGraphs:
     """Evaluate a model over many graphs: one row per graph and the group averages.
@@ -132,7 +154,19 @@ def evaluate_many(
         How an inductive or fully inductive dataset filters validation
         (:meth:`InductiveDataset.evaluation_kwargs`, :meth:`FullyInductiveDataset.evaluation_kwargs`).
     use_tqdm : bool
-        A progress bar over the graphs.
+        A progress bar over the graphs (a resumed graph is named on it, and in one line on stderr).
+    results_dir : str or path-like, optional
+        Make the run resumable: each graph's result is written to its own JSON file in this folder (made where
+        missing) as the graph completes, with a fingerprint of what its numbers depend on (the dataset's name and
+        contents, the split, the validation filter where it applies, the evaluator's settings that change numbers,
+        the keywords below other than sizes and devices, ``model_id``, kgeval's version; ``kgeval._many_store``).
+        A later call with the same folder takes each graph whose file matches instead of evaluating it (its
+        ``model_for`` is not called), and evaluates again -- with a :class:`kgeval.exceptions.ResumeWarning`
+        naming what differs -- each graph whose file does not; the files of one graph are never mixed.
+    model_id : str, optional
+        The model's identity in the fingerprint (e.g. a checkpoint's hash, a run's name). Default: a hash of the
+        model object's weights and plain settings, or of the function ``model_for``'s code and what its closure
+        holds -- name the model yourself when that does not identify it (a factory that reads files).
     **evaluate_kwargs
         Passed to each :meth:`RankBasedEvaluator.evaluate` (``batch_size``, ``device``, ...).
 
@@ -145,11 +179,17 @@ def evaluate_many(
     if missing:
         raise ValueError(f"evaluate_many reports hits@1 and hits@10: the evaluator's ks {tuple(evaluator.ks)} lack "
                          f"{missing}; pass RankBasedEvaluator(ks=(1, 3, 5, 10))")  # fmt: skip
+    if model_id is not None and not isinstance(model_id, str):
+        raise TypeError(f"model_id must be a str, got {type(model_id).__name__}")
     given = list(datasets)
     if not given:
         raise ValueError("evaluate_many needs at least one dataset")
+    store = None if results_dir is None else GraphStore(results_dir)
+    if store is not None and model_id is None:
+        model_id = model_identity(model_for, _is_model(model_for))
     rows: list[dict[str, Any]] = []
     results: dict[str, RankBasedMetricResults] = {}
+    resumed: list[str] = []
     bar = tqdm(given, desc="graphs", unit="graph", disable=not use_tqdm)
     for item in bar:
         dataset = load_dataset(item) if isinstance(item, (str, os.PathLike)) else item
@@ -157,14 +197,29 @@ def evaluate_many(
         bar.set_postfix_str(dataset.name)
         if dataset.name in results:
             raise ValueError(f"two datasets are named {dataset.name!r}: each row of the table is one graph, by name")
-        model = model_for if _is_model(model_for) else model_for(dataset)
-        start = time.perf_counter()
-        result = evaluate_one(evaluator, model, dataset, split, validation_filter, **evaluate_kwargs)
+        fingerprint = saved = None
+        if store is not None:
+            fingerprint = graph_fingerprint(dataset, group, split, validation_filter, evaluator, evaluate_kwargs,
+                                            str(model_id))  # fmt: skip
+            saved = store.load(dataset.name, fingerprint)
+            if saved is not None:
+                resumed.append(dataset.name)
+                bar.set_postfix_str(f"{dataset.name} (resumed)")
+                if use_tqdm:
+                    tqdm.write(f"{dataset.name}: resumed from {store.path_of(dataset.name)}", file=sys.stderr)
+        if saved is not None:
+            result, seconds = saved
+        else:
+            model = model_for if _is_model(model_for) else model_for(dataset)
+            start = time.perf_counter()
+            result = evaluate_one(evaluator, model, dataset, split, validation_filter, **evaluate_kwargs)
+            seconds = time.perf_counter() - start
         results[dataset.name] = result
-        rows.append({"dataset": dataset.name, "group": group, "split": split, **row_of(result),
-                     "seconds": time.perf_counter() - start})  # fmt: skip
+        rows.append({"dataset": dataset.name, "group": group, "split": split, **row_of(result), "seconds": seconds})
+        if store is not None and saved is None:
+            store.save(dataset.name, fingerprint or {}, {key: _plain(value) for key, value in rows[-1].items()}, result)
     table = pd.DataFrame(rows, columns=["dataset", "group", "split", "tasks", *METRIC_COLUMNS, "seconds"])
-    return ManyGraphs(table=table, averages=group_averages(table), results=results)
+    return ManyGraphs(table=table, averages=group_averages(table), results=results, resumed=tuple(resumed))
 
 
 def evaluate_one(evaluator: RankBasedEvaluator, model: Any, dataset: Any, split: str,

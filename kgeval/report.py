@@ -30,7 +30,7 @@ from kgeval.analysis.stratified import strat_curve
 if TYPE_CHECKING:
     from kgeval.results import RankBasedMetricResults
 
-__all__ = ["report_html", "write_report"]
+__all__ = ["many_report_html", "report_html", "write_report"]
 
 #: one colour per model (Okabe-Ito), repeated beyond eight
 PALETTE = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000")
@@ -155,7 +155,11 @@ def report_html(
         sections.append(_compare_section(named, n_resamples, seed))
     if audit is not None:
         sections.append(_audit_section(audit if isinstance(audit, str) else audit.to_markdown()))
-    body = "\n".join(sections)
+    return _page(title, "\n".join(sections))
+
+
+def _page(title: str, body: str) -> str:
+    """The whole document: ``body`` under the escaped ``title``, the inline style and the sorting script."""
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
@@ -172,6 +176,76 @@ def write_report(
     path = Path(check_writable_file(path, "the report's path"))
     path.write_text(report_html(models, **options), encoding="utf-8")
     return path
+
+
+# -- many graphs (kgeval.many) ----------------------------------------------------------------------------------
+#: (column of a many-graph table, heading): each metric pessimistic beside realistic, then the tie share
+MANY_COLUMNS = (("mrr_pessimistic", "MRR pess."), ("mrr_realistic", "MRR real."), ("hits@1_pessimistic", "H@1 pess."),
+                ("hits@1_realistic", "H@1 real."), ("hits@10_pessimistic", "H@10 pess."),
+                ("hits@10_realistic", "H@10 real."), ("tied", "tied"))  # fmt: skip
+
+
+def many_report_html(table: pd.DataFrame, averages: pd.DataFrame, *, model: str = "model", title: str | None = None,
+                     split: str | None = None) -> str:  # fmt: skip
+    """One self-contained HTML page of a many-graph run (:meth:`kgeval.many.ManyGraphs.to_html`): the per-graph
+    table and the group averages, MRR, Hits@1 and Hits@10 pessimistic beside realistic and the tie share, every
+    number a cell with ``data-key`` (``many.<column>``), ``data-model``, ``data-dataset`` (a graph's row) or
+    ``data-group`` (an average) and the exact ``data-value``; names escaped, columns sortable, no network.
+
+    Parameters
+    ----------
+    table, averages : DataFrame
+        :attr:`ManyGraphs.table` (``dataset``, ``group``, ``tasks`` and the metric columns) and
+        :attr:`ManyGraphs.averages` (indexed by group, ``graphs`` and the metric columns).
+    model : str
+        The model's name, shown and written in each cell's ``data-model``.
+    title : str, optional
+        Default: "<model> on <n> graphs (<split> split)".
+    split : str, optional
+        The split every graph was evaluated on, for the header.
+    """
+    on = f" ({split} split)" if split else ""
+    title = title or f"{model} on {len(table)} graph{'s' if len(table) != 1 else ''}{on}"
+    head = "".join(f"<th>{_e(heading)}</th>" for _, heading in MANY_COLUMNS)
+    rows = []
+    for _, row in table.iterrows():
+        where = {"dataset": str(row["dataset"])}
+        cells = [f'<td class="label">{_e(row["dataset"])}</td>', f'<td class="label">{_e(row["group"])}</td>',
+                 _tasks_cell(row["tasks"], model, where)]  # fmt: skip
+        cells += [_cell(row[column], f"many.{column}", model, extra=where) for column, _ in MANY_COLUMNS]
+        rows.append("<tr>" + "".join(cells) + "</tr>")
+    means = []
+    for group, row in averages.iterrows():
+        where = {"group": str(group)}
+        cells = [f'<td class="label">{_e(group)}</td>',
+                 f'<td data-key="many.graphs" data-model="{_e(model)}" data-group="{_e(group)}" '
+                 f'data-value="{int(row["graphs"])!r}">{int(row["graphs"])}</td>']  # fmt: skip
+        cells += [_cell(row[column], f"many.{column}", model, extra=where) for column, _ in MANY_COLUMNS]
+        means.append("<tr>" + "".join(cells) + "</tr>")
+    sections = [
+        f"<h1>{_e(title)}</h1>",
+        f'<p class="note">Model {_e(model)}{_e(on)}, filtered ranks. Pessimistic ranks (what the field\'s code '
+        "reports) beside realistic ones (the mean of the optimistic and pessimistic rank); tied: the share of "
+        "ranking tasks (head and tail) whose true answer ties another candidate. Hits@1 is the same for both rank "
+        "types (a realistic rank of 1 needs no tie).</p>",
+        '<section id="graphs"><h2>Graphs</h2><table class="sortable"><thead><tr><th class="label">dataset</th>'
+        f'<th class="label">group</th><th>tasks</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        "</section>",
+        '<section id="averages"><h2>Group averages</h2><table><thead><tr><th class="label">group</th>'
+        f'<th>graphs</th>{head}</tr></thead><tbody>{"".join(means)}</tbody></table>'
+        '<p class="note">The plain mean over each group\'s graphs (each graph counts once, whatever its size), as '
+        "the field's tables average them.</p></section>",
+    ]
+    return _page(title, "\n".join(sections))
+
+
+def _tasks_cell(value: Any, model: str, where: Mapping[str, str]) -> str:
+    """A graph's count of ranking tasks (a dash where the evaluation kept no records)."""
+    if isinstance(value, float) and math.isnan(value):
+        return _cell(math.nan, "many.tasks", model, extra=where)
+    attributes = "".join(f' data-{name}="{_e(text)}"' for name, text in where.items())
+    return (f'<td data-key="many.tasks" data-model="{_e(model)}"{attributes} data-value="{int(value)!r}">'
+            f"{int(value):,}</td>")  # fmt: skip
 
 
 # -- inputs -----------------------------------------------------------------------------------------------------

@@ -20,13 +20,18 @@ convention, asked for by ``kgeval_inverse_edges = True`` -- in the graph's own i
   ``h_batch`` of ULTRA's ``tasks.all_negative``, which its ``test()`` scores; ULTRA's model itself turns the head
   batch into tail prediction with the inverse relation ``r + R``. Either returns (B, num_nodes) scores.
 
-The graph is handed in kgeval's ids (labels sorted), not in the first-appearance ids ULTRA's loaders give:
-ULTRA's message passing is permutation-equivariant, and on ILPC2022-small, InGram-NL-25 and InGram-WK-25 every
-compared task's rank equals ULTRA's (``benchmarks/ultra.py``, docs/inductive.md, "ULTRA"; checked against ULTRA
-commit 427966a, February 2025, with the ``ultra_4g.pth`` checkpoint). ULTRA's ``compute_ranking`` counts every
-unfiltered candidate scored at least as high as the answer: kgeval's **pessimistic** rank. ULTRA filters ILPC's and
-InGram's test triples by the inference graph and the validation and test triples: kgeval's default
-``evaluation_kwargs("test")`` filter.
+ULTRA's loaders number entities and relations by first appearance in the inference graph's file, kgeval by sorted
+label. ULTRA's message passing is permutation-equivariant, but its sums run in an order set by the ids, and a score
+that differs in the last float bit can swap a near tie (one task of 128 on ILPC2022-small in kgeval's ids). So the
+adapter hands ULTRA the graph renumbered as ULTRA's loaders number it: nodes and relations by first appearance in
+the graph's edges (the file's order; nodes without an edge after them, in kgeval's order), the edges in their order;
+the queries are renumbered alike and the scores returned in kgeval's ids. The ranks were checked task for task
+against ULTRA's own ``test()`` on ILPC2022-small, InGram-NL-25 and InGram-WK-25 (``benchmarks/ultra.py``;
+docs/inductive.md, "ULTRA": ULTRA commit 427966a, February 2025, checkpoint ``ultra_4g.pth``).
+
+ULTRA's ``compute_ranking`` counts every unfiltered candidate scored at least as high as the answer: kgeval's
+**pessimistic** rank. ULTRA filters ILPC's and InGram's test triples by the inference graph and the
+validation and test triples: kgeval's default ``evaluation_kwargs("test")`` filter.
 
 Nothing of ULTRA is imported when this module is: the adapter takes the model object, and imports
 ``torch_geometric`` (ULTRA's graph type) and the ``build_relation_graph`` function when it first builds a graph.
@@ -85,7 +90,7 @@ class UltraAdapter(torch.nn.Module):
                             f"and entity_model submodules), got {type(model).__name__}")  # fmt: skip
         self.model = model
         self._build_relation_graph = build_relation_graph
-        self._data: dict[tuple[int, torch.device], tuple[Graph, Any]] = {}
+        self._data: dict[tuple[int, torch.device], tuple[Graph, Any, torch.Tensor, torch.Tensor]] = {}
 
     def relation_graph_builder(self) -> RelationGraphBuilder:
         """ULTRA's ``build_relation_graph``: the one given, else ``<package of the model's class>.tasks``'s."""
@@ -107,17 +112,18 @@ class UltraAdapter(torch.nn.Module):
         self._build_relation_graph = builder
         return builder
 
-    def data(self, graph: Graph) -> Any:
-        """The ``torch_geometric.data.Data`` ULTRA reasons over for ``graph`` (which must carry its inverse edges):
-        built on the CPU as ULTRA's datasets build it, its relation graph added, moved to the graph's device, kept
-        for later calls with the same graph object."""
+    def data(self, graph: Graph) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        """The ``torch_geometric.data.Data`` ULTRA reasons over for ``graph`` (which must carry its inverse edges),
+        with ``node_id`` (num_nodes,) and ``relation_id`` (num_relations / 2,): each kgeval id's id in it. Built on
+        the CPU as ULTRA's datasets build it (renumbered by first appearance, see the module docstring), its
+        relation graph added, moved to the graph's device, kept for later calls with the same graph object."""
         key = (id(graph), graph.device)
         if key not in self._data:
             with torch.inference_mode(False), torch.no_grad():  # ordinary tensors, kept for later evaluations
-                self._data[key] = (graph, self._build(graph))
-        return self._data[key][1]
+                self._data[key] = (graph, *self._build(graph))
+        return self._data[key][1:]
 
-    def _build(self, graph: Graph) -> Any:
+    def _build(self, graph: Graph) -> tuple[Any, torch.Tensor, torch.Tensor]:
         _check_inverse_edges(graph)
         try:
             from torch_geometric.data import Data
@@ -126,34 +132,53 @@ class UltraAdapter(torch.nn.Module):
                               f"torch_geometric.data.Data): pip install torch_geometric ({error})"
                               ) from error  # fmt: skip
         cpu = graph.to("cpu")
-        data = Data(edge_index=cpu.edge_index.contiguous(), edge_type=cpu.edge_type.contiguous(),
-                    num_nodes=cpu.num_nodes, num_relations=cpu.num_relations)  # fmt: skip
+        edges = cpu.triples[: len(cpu.triples) // 2]
+        node_id = _first_appearance(edges[:, [0, 2]].reshape(-1), cpu.num_nodes)
+        relation_id = _first_appearance(edges[:, 1], cpu.num_relations // 2)
+        forward = torch.stack([node_id[edges[:, 0]], node_id[edges[:, 2]]])
+        types = relation_id[edges[:, 1]]
+        data = Data(edge_index=torch.cat([forward, forward.flip(0)], dim=1),
+                    edge_type=torch.cat([types, types + cpu.num_relations // 2]), num_nodes=cpu.num_nodes,
+                    num_relations=cpu.num_relations)  # fmt: skip
         built = self.relation_graph_builder()(data)
         data = data if built is None else built
         if getattr(data, "relation_graph", None) is None:
             raise ValueError("build_relation_graph(data) set no data.relation_graph: pass ULTRA's "
                              "tasks.build_relation_graph")  # fmt: skip
-        return data.to(graph.device)
+        return data.to(graph.device), node_id.to(graph.device), relation_id.to(graph.device)
 
     def score_t(self, hr_batch: torch.Tensor, *, graph: Graph) -> torch.Tensor:
         """(B, num_nodes) scores of ``(h, r, e)`` for each row ``(h, r)`` of ``hr_batch`` (B, 2) and every node e:
         ULTRA's ``t_batch``."""
+        data, node_id, relation_id = self.data(graph)
         nodes = graph.num_nodes
-        heads, relations = hr_batch[:, 0], hr_batch[:, 1]
+        heads, relations = node_id[hr_batch[:, 0]], relation_id[hr_batch[:, 1]]
         candidates = torch.arange(nodes, device=hr_batch.device).expand(len(hr_batch), -1)
         batch = torch.stack([heads[:, None].expand(-1, nodes), candidates, relations[:, None].expand(-1, nodes)],
                             dim=-1)  # fmt: skip
-        return self.model(self.data(graph), batch)
+        return self.model(data, batch)[:, node_id]
 
     def score_h(self, rt_batch: torch.Tensor, *, graph: Graph) -> torch.Tensor:
         """(B, num_nodes) scores of ``(e, r, t)`` for each row ``(r, t)`` of ``rt_batch`` (B, 2) and every node e:
         ULTRA's ``h_batch``, which its model answers as tail prediction with the inverse relation."""
+        data, node_id, relation_id = self.data(graph)
         nodes = graph.num_nodes
-        relations, tails = rt_batch[:, 0], rt_batch[:, 1]
+        relations, tails = relation_id[rt_batch[:, 0]], node_id[rt_batch[:, 1]]
         candidates = torch.arange(nodes, device=rt_batch.device).expand(len(rt_batch), -1)
         batch = torch.stack([candidates, tails[:, None].expand(-1, nodes), relations[:, None].expand(-1, nodes)],
                             dim=-1)  # fmt: skip
-        return self.model(self.data(graph), batch)
+        return self.model(data, batch)[:, node_id]
+
+
+def _first_appearance(ids: torch.Tensor, count: int) -> torch.Tensor:
+    """(count,) LongTensor: each id's number by its first appearance in ``ids`` (ids that never appear after, in
+    their order), as ULTRA's loaders number a file's labels."""
+    first = torch.full((count,), len(ids), dtype=torch.long)
+    first.scatter_reduce_(0, ids, torch.arange(len(ids)), "amin")
+    order = torch.sort(first, stable=True).indices  # new id -> kgeval id
+    renumbered = torch.empty(count, dtype=torch.long)
+    renumbered[order] = torch.arange(count)
+    return renumbered
 
 
 def _check_inverse_edges(graph: Graph) -> None:

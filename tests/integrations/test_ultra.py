@@ -83,9 +83,9 @@ def test_ranks_equal_the_brute_force_loop_through_on_graphs() -> None:
     data = random_fully_inductive(seed=5)
     model = TinyUltra()
     kwargs = data.evaluation_kwargs("test")
-    results = RankBasedEvaluator(batch_size=4).evaluate(
-        on_graphs(UltraAdapter(model, build_relation_graph=count_relation_graph), data), **kwargs, use_tqdm=False
-    )
+    adapter = UltraAdapter(model, build_relation_graph=count_relation_graph)
+    bound = on_graphs(adapter, data)
+    results = RankBasedEvaluator(batch_size=4).evaluate(bound, **kwargs, use_tqdm=False)
     graph = data.graph("testing")
     expected = loop_ranks(lambda query, side: brute_force_row(graph, query, side), kwargs["mapped_triples"],
                           kwargs["additional_filter_triples"])  # fmt: skip
@@ -96,19 +96,34 @@ def test_ranks_equal_the_brute_force_loop_through_on_graphs() -> None:
     for rank_type, ranks in (("optimistic", optimistic), ("pessimistic", pessimistic),
                              ("realistic", (optimistic + pessimistic) / 2)):  # fmt: skip
         assert results[f"both.{rank_type}.mrr"] == pytest.approx(float(np.mean(1 / ranks)))
-    # the graph ULTRA reasons over: every edge then its inverse, built once and kept
-    built = {id(seen) for seen in model.data_seen}
-    assert len(built) == 1
+    # the graph ULTRA reasons over: every edge then its inverse, renumbered, built once and kept
+    assert len({id(seen) for seen in model.data_seen}) == 1
     seen = model.data_seen[0]
-    inverse = graph.with_inverse_edges()
-    assert torch.equal(seen.edge_index, inverse.edge_index)
-    assert torch.equal(seen.edge_type, inverse.edge_type)
+    built, node_id, relation_id = adapter.data(bound.graph("testing"))
+    assert built is seen
+    heads, tails = node_id[graph.triples[:, 0]], node_id[graph.triples[:, 2]]
+    relations = relation_id[graph.triples[:, 1]]
+    assert torch.equal(seen.edge_index, torch.stack([torch.cat([heads, tails]), torch.cat([tails, heads])]))
+    assert torch.equal(seen.edge_type, torch.cat([relations, relations + graph.num_relations]))
     assert (seen.num_nodes, seen.num_relations) == (graph.num_nodes, 2 * graph.num_relations)
 
 
+def test_the_graph_is_renumbered_by_first_appearance_as_ultras_loaders_number_it() -> None:
+    pytest.importorskip("torch_geometric")
+    triples = torch.tensor([[5, 2, 3], [3, 0, 5], [1, 2, 0]])
+    graph = Graph(triples, num_nodes=7, num_relations=3).with_inverse_edges()
+    adapter = UltraAdapter(TinyUltra(), build_relation_graph=count_relation_graph)
+    data, node_id, relation_id = adapter.data(graph)
+    # first appearance, head then tail, row by row: 5, 3, 1, 0; then the nodes without an edge: 2, 4, 6
+    assert node_id.tolist() == [3, 2, 4, 1, 5, 0, 6]
+    assert relation_id.tolist() == [1, 2, 0]  # relations 2, 0, then 1 (no edge)
+    assert data.edge_index.tolist() == [[0, 1, 2, 1, 0, 3], [1, 0, 3, 0, 1, 2]]
+    assert data.edge_type.tolist() == [0, 1, 0, 3, 4, 3]
+
+
 def test_head_and_tail_batches_are_ultras_all_negative_layout() -> None:
-    """score_t's batch row b is (h_b, e, r_b) for every node e, score_h's (e, t_b, r_b): as ULTRA's t_batch and
-    h_batch (tasks.all_negative), recorded from the model's calls."""
+    """score_t's batch row b is (h_b, e, r_b) for every node e, score_h's (e, t_b, r_b), in the renumbered ids: as
+    ULTRA's t_batch and h_batch (tasks.all_negative), recorded from the model's calls."""
     pytest.importorskip("torch_geometric")
     graph = random_fully_inductive(seed=2).graph("testing").with_inverse_edges()
     batches: list[torch.Tensor] = []
@@ -121,10 +136,15 @@ def test_head_and_tail_batches_are_ultras_all_negative_layout() -> None:
     adapter = UltraAdapter(Recording(), build_relation_graph=count_relation_graph)
     adapter.score_t(torch.tensor([[3, 1], [0, 2]]), graph=graph)
     adapter.score_h(torch.tensor([[1, 4]]), graph=graph)
+    _, node_id, relation_id = adapter.data(graph)
     nodes = torch.arange(graph.num_nodes)
-    expected_t = torch.stack([torch.stack([torch.full_like(nodes, h), nodes, torch.full_like(nodes, r)], dim=1)
-                              for h, r in ((3, 1), (0, 2))])  # fmt: skip
-    expected_h = torch.stack([nodes, torch.full_like(nodes, 4), torch.full_like(nodes, 1)], dim=1)[None]
+
+    def rows(head: Any, tail: Any, relation: int) -> torch.Tensor:
+        return torch.stack(torch.broadcast_tensors(torch.as_tensor(head), torch.as_tensor(tail),
+                                                   torch.as_tensor(int(relation_id[relation]))), dim=1)  # fmt: skip
+
+    expected_t = torch.stack([rows(node_id[3], nodes, 1), rows(node_id[0], nodes, 2)])
+    expected_h = rows(nodes, node_id[4], 1)[None]
     assert torch.equal(batches[0], expected_t)
     assert torch.equal(batches[1], expected_h)
 

@@ -305,8 +305,14 @@ class MeasuredBatch:
     fixed_bytes: int  #: a call's memory whatever its queries
     per_query_bytes: int  #: a call's memory per query (at least DEVICE_BYTES_PER_SCORE per candidate)
     memory_budget: int  #: the budget in bytes (given, or the default of :func:`measured_memory_budget`)
-    batch_size: int  #: queries per model call: the budget less the pairs' share, less fixed, over per_query
-    within_budget: bool  #: False when even one query exceeds the budget (batch_size is then 1)
+    #: the queries a call may score within the budget: its share less fixed, over per_query (0: not even one)
+    queries_within_budget: int
+    batch_size: int  #: the tasks per batch chosen: the usual batch (choose_sizes), lowered to the above, at least 1
+
+    @property
+    def within_budget(self) -> bool:
+        """Whether one query fits the budget (else the batches hold one query each, beyond it)."""
+        return self.queries_within_budget >= 1
 
 
 @dataclass
@@ -407,15 +413,17 @@ def measured_sizes(
     probes: MemoryProbes,
 ) -> Sizes:
     """The sizes of one side of a model sized by its measured memory (:func:`measures_memory`): whole rows per call
-    (the model computes every candidate's score anyway; a given ``requested_slice`` wins) in batches of
+    (the model computes every candidate's score anyway; a given ``requested_slice`` wins) in batches of the usual
+    size for such rows (:func:`choose_sizes`, from the scores alone: on CPU cache-sized, where larger batches of a
+    cheap model run no faster) lowered to
 
         max(1, (budget * (1 - PAIRS_SHARE) - fixed) // max(per_query, DEVICE_BYTES_PER_SCORE * num_entities))
 
-    queries, at most the side's tasks (``queries`` (B, 2), one per task): the budget
-    (:func:`measured_memory_budget`) less the share of the batch's filtered pairs holds one model call; each query
-    costs what the probe measured (:func:`measure_memory_per_query`, remembered in ``probes``), and at least its
-    scores with the counting kernel's temporaries. A budget smaller than one query gives batches of one query with
-    a :class:`kgeval.exceptions.MemoryBudgetWarning`. Out-of-memory errors are still halved and retried."""
+    queries: the budget (:func:`measured_memory_budget`) less the share of the batch's filtered pairs holds one model
+    call; each query costs what the probe measured (:func:`measure_memory_per_query`, remembered in ``probes``), and
+    at least its scores with the counting kernel's temporaries. ``queries`` (B, 2) holds one query per task. A
+    budget smaller than one query gives batches of one query with a :class:`kgeval.exceptions.MemoryBudgetWarning`.
+    Out-of-memory errors are still halved and retried."""
     device = queries.device
     budget = measured_memory_budget(device, memory_budget)
     memory = _memory(scorer, queries, probes)
@@ -431,9 +439,12 @@ def measured_sizes(
                     f"than the memory budget's {_mib(int(budget * (1 - PAIRS_SHARE)))} for a model call "
                     f"(memory_budget={budget}): it is scored one query at a time. Pass a larger memory_budget, or "
                     "batch_size=1 to choose this yourself", MemoryBudgetWarning)  # fmt: skip
-    batch = max(1, min(fits, queries.shape[0]))
-    sizes = choose_sizes(scorer, queries.shape[0], device, batch, requested_slice or scorer.num_candidates, budget)
-    measured = MeasuredBatch(name, mode, scorer.target, str(device), memory.fixed, per_query, budget, batch, fits >= 1)
+    width = requested_slice or scorer.num_candidates
+    usual = choose_sizes(scorer, queries.shape[0], device, None, width, memory_budget).batch_size
+    batch = max(1, min(fits, usual))
+    sizes = choose_sizes(scorer, queries.shape[0], device, batch, width, budget)
+    measured = MeasuredBatch(name, mode, scorer.target, str(device), memory.fixed, per_query, budget, max(0, fits),
+                             batch)  # fmt: skip
     probes.batches[mode, scorer.target, str(device)] = measured
     logger.info("kgeval: %s (%s, %s side) uses %s per call and %s per query on %s: batches of %d queries within "
                 "memory_budget=%d", name, mode, scorer.target, _mib(memory.fixed), _mib(per_query), device, batch,

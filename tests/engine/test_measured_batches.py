@@ -170,7 +170,8 @@ def test_the_batch_is_what_the_budget_holds_of_the_known_workspace_and_the_evalu
         lowest = (budget * 3 // 4 - 4 * ENTITIES) // (workspace + 16 * ENTITIES)
         highest = budget * 3 // 4 // workspace
         assert lowest <= measured.batch_size <= highest
-        assert measured.batch_size == (budget * 3 // 4 - measured.fixed_bytes) // measured.per_query_bytes
+        within = (budget * 3 // 4 - measured.fixed_bytes) // measured.per_query_bytes
+        assert measured.batch_size == measured.queries_within_budget == within  # below the usual batch (491 here)
         assert measured.batch_size < len(kwargs["mapped_triples"])  # the budget, not the tasks, decides
         assert (measured.memory_budget, measured.within_budget, measured.model) == (budget, True, "WideWorkspace")
     batch = evaluator.measured_batches["testing", "head", "cpu"].batch_size
@@ -232,3 +233,15 @@ def test_a_model_without_the_declaration_keeps_the_usual_sizes() -> None:
         warnings.simplefilter("error", MemoryBudgetWarning)
         evaluator.evaluate(FullScoreTableModel(table), triples, use_tqdm=False)
     assert evaluator.measured_batches == {}
+
+
+def test_the_measure_lowers_the_usual_batch_and_never_raises_it(monkeypatch) -> None:
+    data, model = _data(), WideWorkspace()
+    kwargs = data.evaluation_kwargs("test")
+    monkeypatch.setattr(batching, "CPU_SCORE_BUDGET", 7 * ENTITIES)  # the usual CPU batch: 7 rows of scores
+    evaluator = RankBasedEvaluator(memory_budget=GiB)
+    results = evaluator.evaluate(on_graphs(model, data), **kwargs, use_tqdm=False)
+    measured = evaluator.measured_batches["testing", "tail", "cpu"]
+    assert measured.queries_within_budget > 1000 and measured.batch_size == 7
+    assert max(model.calls) == 7
+    assert_same_ranks(results.records, _loop(model, data, kwargs))

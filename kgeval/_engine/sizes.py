@@ -30,6 +30,7 @@ import torch
 
 from kgeval._engine.memory_meter import peak_call_bytes
 from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer
+from kgeval.adapters.inductive import ModeBound
 from kgeval.exceptions import MemoryBudgetWarning, warn_caller
 
 #: score elements one model call may produce on CPU (16 MiB of float32)
@@ -389,7 +390,9 @@ def measure_memory_per_query(
 def _probe_key(scorer: CandidateScorer, device: torch.device) -> tuple[Any, Hashable]:
     """(the model the measure belongs to, the key of the measure among its own)."""
     view = scorer.model
-    owner = getattr(view, "model", view)  # the model an inductive view binds to its mode
+    # an inductive view is made anew for each evaluation: the measure belongs to the model it binds to its mode (a
+    # graph-conditioned model's binding to its graphs: a model shared between graphs is measured on each)
+    owner = view.model if isinstance(view, ModeBound) else view
     return owner, (getattr(view, "mode", None), scorer.target, str(device), scorer.num_entities)
 
 

@@ -245,3 +245,15 @@ def test_the_measure_lowers_the_usual_batch_and_never_raises_it(monkeypatch) -> 
     assert measured.queries_within_budget > 1000 and measured.batch_size == 7
     assert max(model.calls) == 7
     assert_same_ranks(results.records, _loop(model, data, kwargs))
+
+
+def test_one_model_on_two_graphs_is_measured_on_each() -> None:
+    model, evaluator = WideWorkspace(), RankBasedEvaluator(memory_budget=3 * MiB)
+    for seed, entities in ((5, ENTITIES), (6, ENTITIES), (5, ENTITIES // 2)):  # the same node count, then fewer
+        data = random_fully_inductive(seed=seed, entities=entities)
+        model.calls.clear()
+        evaluator.evaluate(on_graphs(model, data), **data.evaluation_kwargs("test"), use_tqdm=False)
+        assert model.calls[:3] == [1, 1, 4]  # probed: a graph of its own, whatever its node count
+        workspace = 4 * entities * WIDTH
+        measured = evaluator.measured_batches["testing", "tail", "cpu"]
+        assert workspace <= measured.per_query_bytes <= workspace + 4 * (4 * entities)

@@ -14,7 +14,7 @@ from typing import Any, Literal
 import torch
 
 from kgeval import _checks
-from kgeval._engine import RankOptions, RunSettings, new_state, rank
+from kgeval._engine import MeasuredBatch, RankOptions, RunSettings, new_state, rank
 from kgeval._inputs import check_evaluation_inputs
 from kgeval.constraints import TypeConstraints
 from kgeval.results import RankBasedMetricResults
@@ -91,6 +91,15 @@ class RankingSettings:
             raise ValueError(f"pair_layout must be None, 'sorted' or 'masked', got {value!r}")
         self._state.settings = dataclasses.replace(self._state.settings, layout=value)
 
+    @property
+    def measured_batches(self) -> dict[tuple[str | None, str, str], MeasuredBatch]:
+        """The batch sizes this evaluator derived from a graph-conditioned model's measured memory (a model bound by
+        :func:`kgeval.adapters.graph.on_graphs`, evaluated without ``batch_size``), by (mode, side, device), the
+        latest of each: the model's memory per call and per query, the budget and the batch size chosen
+        (kgeval._engine.sizes.MeasuredBatch; also logged at INFO level by the logger ``kgeval.sizes``). Empty when
+        none was measured."""
+        return dict(self._state.memory_probes.batches)
+
     def _rank_options(self, filtered: FilterMode | Literal["all"], filter_relation_stride: int = 1) -> RankOptions:
         """What one pass of an evaluation asks of the engine, filtered as ``filtered`` ("all": filtered, raw and
         filtered with relations compared as ``r // filter_relation_stride``, kgeval._engine.RankOptions)."""
@@ -111,7 +120,9 @@ class RankBasedEvaluator(RankingSettings):
     batch_size : int, optional
         Ranking tasks scored at once (with the numba kernel: distinct queries, whatever number of tasks
         share them). None: chosen from the device's memory (kgeval._engine.sizes), and a batch that runs out of
-        memory is halved and retried.
+        memory is halved and retried; for a graph-conditioned model (bound by ``on_graphs``), from its memory per
+        query, measured once on a few of the evaluation's queries, and the memory budget (reported in
+        ``measured_batches``).
     slice_size : int, optional
         Candidates scored per model call / GEMM. None: all when they fit the memory budget, otherwise slices.
     memory_budget : int, optional
@@ -119,7 +130,8 @@ class RankBasedEvaluator(RankingSettings):
         quarter; answer slices' scores kept between two passes: a quarter) when kgeval chooses the batch, slice and
         tile sizes (``batch_size`` / ``slice_size`` None; given ones win). None: on CUDA the smaller of 2 GiB and a
         quarter of the free memory (``torch.cuda.mem_get_info``) -- room for a training loop's model and optimizer
-        beside it; on CPU cache-sized tiles (8-32 MiB of scores; a smaller budget shrinks them). The model, the
+        beside it; on CPU cache-sized tiles (8-32 MiB of scores; a smaller budget shrinks them), and for a
+        graph-conditioned model's batches the smaller of 2 GiB and a quarter of the available memory. The model, the
         evaluated triples, the filter index and the per-task results (tens of bytes per task) come on top. A
         positive integer, else a ValueError.
     keep_records : bool, default=True

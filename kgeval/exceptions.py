@@ -12,6 +12,7 @@ __all__ = [
     "DistributedEvaluationError",
     "FastPathWarning",
     "IgnoredCandidatesWarning",
+    "MemoryBudgetWarning",
     "ModelChangedWarning",
     "ModelInUseWarning",
     "PrecisionWarning",
@@ -59,6 +60,11 @@ class IgnoredCandidatesWarning(UserWarning):
     """A model's scoring method accepts candidate ids (``tails=`` / ``heads=``, or ``**kwargs``) but returned the
     scores of every entity when asked for a slice: kgeval ranks from those rows (exactly) and stops asking for
     slices, so the model's memory per call is a batch of whole rows, not bounded by ``slice_size``."""
+
+
+class MemoryBudgetWarning(UserWarning):
+    """One query of a graph-conditioned model needs more memory than the budget its batch size was derived from
+    holds (kgeval._engine.sizes.measured_sizes): the evaluation runs one query at a time, beyond the budget."""
 
 
 class PrecisionWarning(UserWarning):

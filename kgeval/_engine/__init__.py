@@ -5,7 +5,9 @@
   between two calls that every rank of a distributed evaluation fails together);
 - :func:`top_k` (:mod:`kgeval._engine.predictions`): filtered top-k predictions, with :class:`TopKOptions`;
 - :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_arithmetic`: the pieces the sampled
-  evaluator ranks its negatives with.
+  evaluator ranks its negatives with;
+- :class:`MeasuredBatch`: a batch size derived from a graph-conditioned model's measured memory, as the evaluator
+  reports it.
 
 Nothing here is public API.
 """
@@ -15,9 +17,11 @@ from kgeval._engine.front import RankOptions, RunSettings, SideRanks, new_state,
 from kgeval._engine.own_candidates import candidate_scorer
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.predictions import TopKOptions, top_k
+from kgeval._engine.sizes import MeasuredBatch
 
 __all__ = [
     "FilterIndex",
+    "MeasuredBatch",
     "RankOptions",
     "RunSettings",
     "SideRanks",

@@ -49,13 +49,16 @@ class LoopSettings:
 class EngineState:
     """What one evaluator carries from call to call: its kernel chooser (with the ski-rental tally), the batch
     sizes that worked after an out-of-memory retry, the filter indices it built (cached by content), the loop's
-    settings, and its last sample of the machine's load (kgeval._engine.threads)."""
+    settings, its last sample of the machine's load (kgeval._engine.threads), and the memory per query it measured
+    of graph-conditioned models (kgeval._engine.sizes.MemoryProbes)."""
 
     kernels: KernelChooser = field(default_factory=KernelChooser)
     settings: LoopSettings = field(default_factory=LoopSettings)
     batch_sizes: dict[Hashable, int] = field(default_factory=dict)
     filter_indices: FilterIndexCache = field(default_factory=FilterIndexCache)
     load_sample: LoadSample = field(default_factory=LoadSample)
+    #: the memory per query measured of graph-conditioned models, and the batch sizes derived (sizes.measured_sizes)
+    memory_probes: batching.MemoryProbes = field(default_factory=batching.MemoryProbes)
 
 
 def default_layout(device: torch.device) -> str:

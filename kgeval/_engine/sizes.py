@@ -7,19 +7,31 @@ and the kernel's temporaries (:data:`SCORES_SHARE`), its filtered pairs (:data:`
 slices' scores a mixed-slice batch keeps (:data:`KEEP_SHARE`) -- :func:`budget_shares`. An out-of-memory error
 halves the failing batch and retries it, and the size that worked is remembered by the evaluator for later calls
 with the same shapes.
+
+A graph-conditioned model (``kgeval_measure_memory``, set by ``on_graphs``) needs far more memory per query than
+its row of scores -- message passing over the whole graph for each query -- so its batches come from its measured
+memory instead (:func:`measured_sizes`): a probe of a few queries (kgeval._engine.memory_meter) gives its memory
+per call and per query, and the batch is what the budget holds (on CPU too, where the budget is then a fraction of
+the available memory, :func:`measured_memory_budget`).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import math
+import os
+import weakref
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import torch
 
-from kgeval._engine.scoring import CandidateScorer
+from kgeval._engine.memory_meter import peak_call_bytes
+from kgeval._engine.scoring import SCORE_METHOD, CandidateScorer
+from kgeval.adapters.inductive import ModeBound
+from kgeval.exceptions import MemoryBudgetWarning, warn_caller
 
 #: score elements one model call may produce on CPU (16 MiB of float32)
 CPU_SCORE_BUDGET = 2**22
@@ -264,3 +276,184 @@ def _release(device: torch.device) -> None:
     """Return cached blocks to the device after an out-of-memory error."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
+
+
+# -- batch sizes measured from a model's memory per query -----------------------------------------------------------
+#: the queries of the probe's larger call (its first calls score one): the memory of 1 and of this many queries
+#: separate a call's fixed cost from its cost per query
+MEMORY_PROBE_QUERIES = 4
+
+logger = logging.getLogger("kgeval.sizes")
+
+
+@dataclass(frozen=True)
+class MemoryPerQuery:
+    """What one call of a model's scoring method allocates (:func:`measure_memory_per_query`), in bytes."""
+
+    fixed: int  #: whatever its number of queries (the peak of one query less its per-query cost; at least 0)
+    per_query: int  #: per query scored (its scores included): (peak of k queries - peak of 1) / (k - 1), rounded up
+
+
+@dataclass(frozen=True)
+class MeasuredBatch:
+    """A batch size derived from a model's measured memory (:func:`measured_sizes`), as the evaluator reports it
+    (``RankBasedEvaluator.measured_batches``)."""
+
+    model: str  #: the model's class
+    mode: str | None  #: the inductive mode (the graph) scored
+    target: str  #: the side ranked
+    device: str
+    fixed_bytes: int  #: a call's memory whatever its queries
+    per_query_bytes: int  #: a call's memory per query (at least DEVICE_BYTES_PER_SCORE per candidate)
+    memory_budget: int  #: the budget in bytes (given, or the default of :func:`measured_memory_budget`)
+    #: the queries a call may score within the budget: its share less fixed, over per_query (0: not even one)
+    queries_within_budget: int
+    batch_size: int  #: the tasks per batch chosen: the usual batch (choose_sizes), lowered to the above, at least 1
+
+    @property
+    def within_budget(self) -> bool:
+        """Whether one query fits the budget (else the batches hold one query each, beyond it)."""
+        return self.queries_within_budget >= 1
+
+
+@dataclass
+class MemoryProbes:
+    """The memory measured per (model, mode, side, device, candidates), kept by the evaluator so that each is
+    probed once (kgeval._engine.loop.EngineState), and the batch sizes derived from it in the latest evaluations
+    by (mode, side, device)."""
+
+    measured: weakref.WeakKeyDictionary[Any, dict[Hashable, MemoryPerQuery]] = dataclasses.field(
+        default_factory=weakref.WeakKeyDictionary)  # fmt: skip
+    batches: dict[tuple[str | None, str, str], MeasuredBatch] = dataclasses.field(default_factory=dict)
+
+
+def measures_memory(scorer: CandidateScorer) -> bool:
+    """Whether ``scorer``'s batches are sized from the model's measured memory: its model's own scoring methods
+    (whole rows or slices, not a GEMM form nor whole triples) on a model that declares
+    ``kgeval_measure_memory = True`` -- a graph-conditioned model bound by ``on_graphs``, whose memory per query
+    (message passing over the whole graph) is far more than its row of scores."""
+    return scorer.sizing in ("full_rows", "sliced") and getattr(scorer.model, "kgeval_measure_memory", False) is True
+
+
+def available_host_memory() -> int | None:
+    """The bytes of memory available to new allocations on this machine (psutil's ``available``, else the free
+    pages of ``os.sysconf``); None where neither says."""
+    try:
+        import psutil
+
+        return int(psutil.virtual_memory().available)
+    except ImportError:
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
+def measured_memory_budget(device: torch.device, memory_budget: int | None = None) -> int:
+    """The bytes a batch of a measured model may use: ``memory_budget`` when given; on CUDA the default of
+    :func:`default_memory_budget`; elsewhere the smaller of :data:`DEVICE_MEMORY_CAP` and
+    :data:`DEVICE_MEMORY_FRACTION` of the memory available (:func:`available_host_memory`; the cap where unknown)."""
+    if memory_budget is not None:
+        return memory_budget
+    default = default_memory_budget(device)
+    if default is not None:
+        return default
+    available = available_host_memory()
+    if available is None:
+        return DEVICE_MEMORY_CAP
+    return max(1, min(DEVICE_MEMORY_CAP, int(available * DEVICE_MEMORY_FRACTION)))
+
+
+def measure_memory_per_query(
+    scorer: CandidateScorer,
+    queries: torch.Tensor,
+    meter: Callable[[Callable[[], Any], torch.device], int] = peak_call_bytes,
+) -> MemoryPerQuery:
+    """The memory of one call of the model's scoring method for ``scorer``'s side, measured on the evaluation's own
+    ``queries`` (B, 2): three calls, their scores discarded -- one query (what a first call builds once, a graph
+    moved to the device or a model's cache, is not a call's cost), one query again, and
+    :data:`MEMORY_PROBE_QUERIES` distinct queries -- each measured by ``meter`` (kgeval._engine.memory_meter)."""
+    method = getattr(scorer.model, SCORE_METHOD[scorer.target])
+    device = queries.device
+    distinct = torch.unique(queries[: 16 * MEMORY_PROBE_QUERIES], dim=0)[:MEMORY_PROBE_QUERIES]
+    one = distinct[:1]
+    meter(lambda: method(one), device)  # the first call's one-off allocations
+    single = meter(lambda: method(one), device)
+    if len(distinct) < 2:
+        return MemoryPerQuery(fixed=0, per_query=max(1, single))
+    several = meter(lambda: method(distinct), device)
+    per_query = max(1, -(-max(0, several - single) // (len(distinct) - 1)))
+    return MemoryPerQuery(fixed=max(0, single - per_query), per_query=per_query)
+
+
+def _probe_key(scorer: CandidateScorer, device: torch.device) -> tuple[Any, Hashable]:
+    """(the model the measure belongs to, the key of the measure among its own)."""
+    view = scorer.model
+    # an inductive view is made anew for each evaluation: the measure belongs to the model it binds to its mode (a
+    # graph-conditioned model's binding to its graphs: a model shared between graphs is measured on each)
+    owner = view.model if isinstance(view, ModeBound) else view
+    return owner, (getattr(view, "mode", None), scorer.target, str(device), scorer.num_entities)
+
+
+def _memory(scorer: CandidateScorer, queries: torch.Tensor, probes: MemoryProbes) -> MemoryPerQuery:
+    """The model's memory per query for this side: measured once, then remembered in ``probes``."""
+    owner, key = _probe_key(scorer, queries.device)
+    try:
+        known = probes.measured.setdefault(owner, {})
+    except TypeError:  # a model that takes no weak reference: measured at every evaluation
+        known = {}
+    if key not in known:
+        known[key] = measure_memory_per_query(scorer, queries)
+    return known[key]
+
+
+def measured_sizes(
+    scorer: CandidateScorer,
+    queries: torch.Tensor,
+    requested_slice: int | None,
+    memory_budget: int | None,
+    probes: MemoryProbes,
+) -> Sizes:
+    """The sizes of one side of a model sized by its measured memory (:func:`measures_memory`): whole rows per call
+    (the model computes every candidate's score anyway; a given ``requested_slice`` wins) in batches of the usual
+    size for such rows (:func:`choose_sizes`, from the scores alone: on CPU cache-sized, where larger batches of a
+    cheap model run no faster) lowered to
+
+        max(1, (budget * (1 - PAIRS_SHARE) - fixed) // max(per_query, DEVICE_BYTES_PER_SCORE * num_entities))
+
+    queries: the budget (:func:`measured_memory_budget`) less the share of the batch's filtered pairs holds one model
+    call; each query costs what the probe measured (:func:`measure_memory_per_query`, remembered in ``probes``), and
+    at least its scores with the counting kernel's temporaries. ``queries`` (B, 2) holds one query per task. A
+    budget smaller than one query gives batches of one query with a :class:`kgeval.exceptions.MemoryBudgetWarning`.
+    Out-of-memory errors are still halved and retried."""
+    device = queries.device
+    budget = measured_memory_budget(device, memory_budget)
+    memory = _memory(scorer, queries, probes)
+    per_query = max(memory.per_query, DEVICE_BYTES_PER_SCORE * scorer.num_entities)
+    fits = (int(budget * (1 - PAIRS_SHARE)) - memory.fixed) // per_query
+    view = scorer.model
+    owner, _key = _probe_key(scorer, device)
+    name = type(getattr(owner, "model", owner)).__name__  # a graph-conditioned model's class, not its binding's
+    mode = getattr(view, "mode", None)
+    if fits < 1:
+        warn_caller(f"kgeval: one {scorer.target} query of {name} needs {_mib(memory.fixed + per_query)} "
+                    f"({_mib(memory.fixed)} per call and {_mib(per_query)} per query, measured on {device}), more "
+                    f"than the memory budget's {_mib(int(budget * (1 - PAIRS_SHARE)))} for a model call "
+                    f"(memory_budget={budget}): it is scored one query at a time. Pass a larger memory_budget, or "
+                    "batch_size=1 to choose this yourself", MemoryBudgetWarning)  # fmt: skip
+    width = requested_slice or scorer.num_candidates
+    usual = choose_sizes(scorer, queries.shape[0], device, None, width, memory_budget).batch_size
+    batch = max(1, min(fits, usual))
+    sizes = choose_sizes(scorer, queries.shape[0], device, batch, width, budget)
+    measured = MeasuredBatch(name, mode, scorer.target, str(device), memory.fixed, per_query, budget, max(0, fits),
+                             batch)  # fmt: skip
+    probes.batches[mode, scorer.target, str(device)] = measured
+    logger.info("kgeval: %s (%s, %s side) uses %s per call and %s per query on %s: batches of %d queries within "
+                "memory_budget=%d", name, mode, scorer.target, _mib(memory.fixed), _mib(per_query), device, batch,
+                budget)  # fmt: skip
+    return dataclasses.replace(sizes, automatic=True)
+
+
+def _mib(size: int) -> str:
+    return f"{size / 2**20:.3g} MiB"

@@ -104,7 +104,15 @@ class OnGraphs:
     graphs : dict of mode to Graph
         As given (without inverse edges).
     inverse_edges : bool
+    kgeval_measure_memory : True
+        Without a ``batch_size``, the evaluator measures the model's memory per query once (per mode, side and
+        device) on a few of the evaluation's queries and scores as many queries per call as its memory budget holds
+        (kgeval._engine.sizes.measured_sizes; docs/performance.md, Memory): a graph model's working memory per
+        query is far more than its row of scores.
     """
+
+    #: batches sized from the model's measured memory per query (kgeval._engine.sizes.measures_memory)
+    kgeval_measure_memory = True
 
     def __init__(self, model: Any, graphs: dict[str, Graph], inverse_edges: bool) -> None:
         self.model = model

@@ -106,6 +106,8 @@ class ModeBound:
         relations = _mode_relations(model, mode)
         if relations is not None:
             self.num_relations = relations
+        if getattr(model, "kgeval_measure_memory", False) is True:  # batches sized from its memory (on_graphs)
+            self.kgeval_measure_memory = True
         for name in ("score_r", "score_hrt"):  # optional: bound where the model has them
             method = getattr(model, name, None)
             if callable(method):

@@ -282,7 +282,10 @@ def training_graph(dataset: TriplesDataset) -> Graph:
 class OnTrainingGraph:
     """A graph-conditioned model bound to one graph, as an ordinary model: ``score_t(hr_batch)`` /
     ``score_h(rt_batch)`` -> (B, graph.num_nodes), each call handing the model the graph (with inverse edges where
-    it asks for them, ``kgeval_inverse_edges``) on its device."""
+    it asks for them, ``kgeval_inverse_edges``) on its device. Its batches come from its measured memory per query
+    (``kgeval_measure_memory``, as for :func:`kgeval.adapters.graph.on_graphs`)."""
+
+    kgeval_measure_memory = True
 
     def __init__(self, model: Any, graph: Graph) -> None:
         self.model = model

@@ -18,7 +18,7 @@ from kgeval.datasets import load_dataset
 from kgeval.many import METRIC_COLUMNS, evaluate_many
 from kgeval.models import DistMult
 from kgeval.models.graph_baseline import NeighbourhoodBaseline
-from tests.helpers.many_graphs import check_averages, expected_table, make_folders
+from tests.support.many_graphs import check_averages, expected_table, make_folders
 
 
 @pytest.fixture

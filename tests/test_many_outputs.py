@@ -28,7 +28,7 @@ from kgeval.many import METRIC_COLUMNS, evaluate_many
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import save_checkpoint
 from kgeval.models.graph_baseline import NeighbourhoodBaseline
-from tests.helpers.many_graphs import TrainingGraphModel, expected_table, make_folders
+from tests.support.many_graphs import TrainingGraphModel, expected_table, make_folders
 
 NASTY = '<script>alert("x")</script> & "quoted"'
 #: a folder name that is hostile HTML (a folder name holds no "/")

@@ -23,7 +23,7 @@ from kgeval.exceptions import ResumeWarning
 from kgeval.graphs import Graph
 from kgeval.many import evaluate_many
 from kgeval.models.graph_baseline import NeighbourhoodBaseline
-from tests.helpers.many_graphs import expected_table, make_folders
+from tests.support.many_graphs import expected_table, make_folders
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
     python benchmarks/count_kernel.py
     python benchmarks/as_avx2.py python benchmarks/count_kernel.py
 
-- ``blocks in bands``: kgeval._engine.numba_loop.count_blocks_in_bands on one GEMM block as FB15k-237's batches
+- ``blocks in bands``: kgeval._engine.kernels.numba_loop.count_blocks_in_bands on one GEMM block as FB15k-237's batches
   have them (1,024 distinct query rows x 512 candidates, float32, in cache; 1,800 tasks, each counting its query
   row against a band that holds none of its scores) -- the count of the CPU fast path;
 - ``rows (numba)``: count_rows over whole rows of a tile of FB15k-237's width (14,541 candidates): 64 rows (3.7 MB,
@@ -52,7 +52,7 @@ def best_seconds(run: Callable[[], object], repeats: int) -> float:
 
 def blocks_in_bands(threads: int, rows: int = 1024, width: int = 512, tasks: int = 1800) -> tuple[Callable, int]:
     """One block counted for ``tasks`` tasks (a call as block counting makes it); returns (run, scores counted)."""
-    from kgeval._engine.numba_loop import count_blocks_in_bands
+    from kgeval._engine.kernels.numba_loop import count_blocks_in_bands
 
     rng = np.random.default_rng(0)
     buffer = rng.standard_normal(rows * width).astype(np.float32)
@@ -81,7 +81,7 @@ def compare_loops() -> dict[str, Callable[[np.ndarray, float, float], object]]:
     """The compare loop over every row of a block: kgeval's (32-bit sums) and the widening way, compiled here."""
     import numba
 
-    from kgeval._engine.numba_loop import outside_band
+    from kgeval._engine.kernels.numba_loop import outside_band
 
     @numba.njit(inline="always")
     def widening(scores, low, high):  # pragma: no cover - runs compiled

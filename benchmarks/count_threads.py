@@ -10,7 +10,7 @@ cProfile, its best of ``--repeats``; rounds interleave the settings. Printed per
 of the evaluation's time, of the GEMMs' (``torch.matmul``) and of the counts' (``count_blocks_in_bands``).
 
 Settings: numba's TBB layer with the number of count threads kgeval measures and keeps (the default,
-kgeval._engine.count_threads), with every thread kept, on one thread (``NUMBA_NUM_THREADS=1``), numba's OpenMP
+kgeval._engine.kernels.count_threads), with every thread kept, on one thread (``NUMBA_NUM_THREADS=1``), numba's OpenMP
 layer (not fork-safe: a forked child that counts dies), its work queue, and torch's OpenMP workers made passive
 (``OMP_WAIT_POLICY=PASSIVE``, read when torch loads).
 """
@@ -43,7 +43,7 @@ import cProfile, json, os, pstats, sys, time, warnings
 sys.path.insert(0, {root!r})
 warnings.simplefilter("ignore")
 import torch
-from kgeval._engine.count_threads import count_threads
+from kgeval._engine.kernels.count_threads import count_threads
 if os.environ.get("BENCHMARK_COUNT_THREADS") == "every":  # keep every thread, unmeasured
     count_threads().chosen[torch.get_num_threads()] = torch.get_num_threads()
 from kgeval import RankBasedEvaluator

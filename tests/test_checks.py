@@ -363,7 +363,7 @@ def test_scores_on_another_device_than_the_models_are_refused_naming_both() -> N
 def test_triton_launches_on_the_tensors_device() -> None:
     """Triton launches on the current CUDA device: kgeval makes it the tensors' (a model on cuda:1)."""
     pytest.importorskip("triton")
-    from kgeval._engine.triton_counts import on_device
+    from kgeval._engine.kernels.triton_counts import on_device
 
     assert isinstance(on_device(torch.zeros(1)), contextlib.nullcontext)
     context = on_device(torch.empty(1, device="meta").as_subclass(torch.Tensor))  # not CUDA: nothing to set

@@ -19,10 +19,11 @@ DEFERRED = {
     ("kgeval.adapters", "kgeval.adapters.dicee"): "dicee is optional",
     ("kgeval.models.checkpoint", "kgeval.adapters.dicee"): "dicee is optional (its experiment folders)",
     # the compiled loop imports numba, which costs ~0.5 s per process: only the numba kernel's first use pays it
-    ("kgeval._engine.kernels", "kgeval._engine.numba_loop"): "numba loads only when the numba kernel runs",
-    ("kgeval._engine.block_counting", "kgeval._engine.numba_loop"): "numba loads only when blocks are counted",
-    ("kgeval._engine.kernels", "kgeval._engine.triton_counts"): "triton is optional (the gpu extra)",
-    ("kgeval._engine.kernels", "kgeval._engine.triton_gemm"): "triton is optional (the gpu extra)",
+    ("kgeval._engine.kernels", "kgeval._engine.kernels.numba_loop"): "numba loads only when the numba kernel runs",
+    ("kgeval._engine.kernels.block_counting", "kgeval._engine.kernels.numba_loop"):
+        "numba loads only when blocks are counted",
+    ("kgeval._engine.kernels", "kgeval._engine.kernels.triton_counts"): "triton is optional (the gpu extra)",
+    ("kgeval._engine.kernels", "kgeval._engine.kernels.triton_gemm"): "triton is optional (the gpu extra)",
     ("kgeval.analysis.stratified", "kgeval.analysis.plot"): "matplotlib is optional",
     # results.to_html is the report's door from a results object; the report module is its own, and imports results
     # only for annotations (a module-level import would be a cycle)

@@ -17,8 +17,8 @@ import torch
 from kgeval import TemporalRankBasedEvaluator
 from kgeval._engine import loop as ranking
 from kgeval._engine.filter_index import FilterIndex, SideIndex
-from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import KERNEL_OBJECTS
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval.exceptions import UndefinedMetricWarning
 from tests.helpers.ranks import assert_same_ranks

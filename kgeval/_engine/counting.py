@@ -9,8 +9,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from kgeval._engine import block_counting
-from kgeval._engine.kernels import SIGN, Kernel, codes_against
+from kgeval._engine.kernels import SIGN, Kernel, block_counting, codes_against
 from kgeval._engine.pairs import PairTiles
 from kgeval._engine.scoring import CandidateScorer, Workspace
 
@@ -212,8 +211,9 @@ def count_batch(
 
 
 def _count_in_cache(scorer: CandidateScorer, work: BatchWork, raw_too: bool) -> SideCounts | None:
-    """:func:`count_batch` of a begun batch, each GEMM block counted while in cache (kgeval._engine.block_counting);
-    None when a task's band missed (the caller then counts the batch tile by tile)."""
+    """:func:`count_batch` of a begun batch, each GEMM block counted while in cache
+    (kgeval._engine.kernels.block_counting); None when a task's band missed (the caller then counts the batch tile by
+    tile)."""
     task_rows = _task_query_rows(work.blocks, work.true_positions.device)
     counted = block_counting.count_in_cache(scorer, task_rows, work.true_positions, work.pairs)
     if counted is None:

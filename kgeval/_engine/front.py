@@ -27,7 +27,7 @@ from kgeval._engine.distributed import (
 )
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.form_check import FormChecks
-from kgeval._engine.kernel_choice import KernelChooser
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
 from kgeval._engine.precision import MatmulPrecision, exact_arithmetic
 from kgeval._engine.resume import EvaluationProgress, rank_file
@@ -51,7 +51,7 @@ FilterMode = bool | Literal["both", "all"]
 
 
 def new_state(kernel: KernelChoice = "auto") -> EngineState:
-    """The state an evaluator carries from call to call, counting with ``kernel`` (kgeval._engine.kernel_choice)."""
+    """The state an evaluator carries from call to call, counting with ``kernel`` (kgeval._engine.kernels.choice)."""
     return EngineState(kernels=KernelChooser(kernel))
 
 

@@ -139,9 +139,9 @@ class GemmScorer(CandidateScorer):
 
     @property
     def counts_in_cache(self) -> bool:
-        """Whether the begun batch's GEMM blocks can be counted while in cache (kgeval._engine.block_counting): the
-        vectors and the table in place on the CPU (not a released or gathered file mapping), and no score can be
-        NaN or infinite (:meth:`_bounded`)."""
+        """Whether the begun batch's GEMM blocks can be counted while in cache
+        (kgeval._engine.kernels.block_counting): the vectors and the table in place on the CPU (not a released or
+        gathered file mapping), and no score can be NaN or infinite (:meth:`_bounded`)."""
         return (
             type(self._slices) is InPlaceSlices
             and self._vectors.device.type == "cpu"
@@ -171,7 +171,7 @@ class GemmScorer(CandidateScorer):
         summation -- gamma_n times the sum of the absolute terms for each, n = d + 2 for the GEMM (the d products
         and sums, the "l2" norms' subtraction, one more) and d + 1 for the estimate (gamma_n = n u / (1 - n u),
         u = eps / 2) -- plus 2 (d + 2) times the smallest normal number (products flushed to zero), rounded
-        outwards. Whether it holds is checked against the GEMM's own score (kgeval._engine.block_counting)."""
+        outwards. Whether it holds is checked against the GEMM's own score (kgeval._engine.kernels.block_counting)."""
         dtype = self._candidates.dtype
         products = self._vectors.index_select(0, query_rows) * self._candidates.index_select(0, positions)
         estimate = products.sum(dim=1, dtype=torch.float64)

@@ -16,8 +16,8 @@ from kgeval._engine import sizes as batching
 from kgeval._engine.counting import BatchWork, SideCounts, count_batch, runs_fused, slice_bounds
 from kgeval._engine.distributed import checksum
 from kgeval._engine.filter_index import FilterIndexCache, SideIndex
-from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE, SIGN, Kernel
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.pairs import BatchPairs, expand_pairs, pair_tiles, query_groups
 from kgeval._engine.plan import PlannedBatch, SidePlan
 from kgeval._engine.resume import SideProgress

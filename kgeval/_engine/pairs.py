@@ -148,7 +148,7 @@ class QueryGroups:
 
     def __iter__(self) -> Iterator[QueryGroup]:
         """Each group as a :class:`QueryGroup` (its candidates only): a few operations per group, for host-side
-        consumers (kgeval._engine.block_counting)."""
+        consumers (kgeval._engine.kernels.block_counting)."""
         for g, (row_start, row_stop) in enumerate(self.row_bounds):
             positions = self.positions[self.offsets[g] : self.offsets[g + 1]]
             yield QueryGroup(row_start, row_stop, positions[positions < self.sentinel])

@@ -90,7 +90,7 @@ class CandidateScorer:
     @property
     def counts_in_cache(self) -> bool:
         """Whether the begun batch's score blocks are GEMMs a kernel may count while in cache
-        (kgeval._engine.block_counting)."""
+        (kgeval._engine.kernels.block_counting)."""
         return False
 
     def fused_operands(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,4 +1,4 @@
-"""Counting each GEMM block while it is in cache (kgeval._engine.block_counting, the numba kernel's CPU fast path).
+"""Counting each GEMM block while in cache (kgeval._engine.kernels.block_counting, the numba kernel's CPU fast path).
 
 Every evaluation here is compared with the brute-force reference on integer vectors (exact in any summation
 order, so the reference's float64 scores are the GEMM's), with many ties: raw and filtered, DistMult ("dot") and
@@ -17,11 +17,10 @@ import pytest
 import torch
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine import block_counting
 from kgeval._engine import loop as ranking
 from kgeval._engine.gemm_scoring import GemmScorer
-from kgeval._engine.kernel_choice import KernelChooser
-from kgeval._engine.kernels import NUMBA
+from kgeval._engine.kernels import NUMBA, block_counting
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult, TransE

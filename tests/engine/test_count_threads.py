@@ -1,4 +1,4 @@
-"""How many threads count each GEMM block (kgeval._engine.count_threads): measured in the loop, kept per PyTorch
+"""How many threads count each GEMM block (kgeval._engine.kernels.count_threads): measured in the loop, kept per PyTorch
 thread count; the counts never depend on it.
 
 The choice's logic is tested with given timings (no clock): which choice each call gets while measuring, which is
@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kgeval._engine import block_counting, count_threads
-from kgeval._engine.count_threads import RUN, RUNS, CountThreads
+from kgeval._engine.kernels import block_counting, count_threads
+from kgeval._engine.kernels.count_threads import RUN, RUNS, CountThreads
 from kgeval.models import DistMult
 from tests.engine.test_block_counting import Spy, assert_reference, evaluate, integer_model, small_blocks  # noqa: F401
 from tests.helpers.graphs import random_graph

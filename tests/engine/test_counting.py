@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 import torch
 
-from kgeval._engine import kernel_choice, kernels
+from kgeval._engine import kernels
 from kgeval._engine.counting import BatchCounts, BatchWork, RowBlock, comparison_codes, count_batch, slice_bounds
-from kgeval._engine.kernels import count_tile
+from kgeval._engine.kernels import choice, count_tile
 from kgeval._engine.scoring import FullRowScorer, Workspace
 
 KERNELS = ["sign", "compare", "numba"]
@@ -162,10 +162,10 @@ def test_count_tile_float64_and_unknown_kernel() -> None:
         count_tile(tile, torch.tensor([1.0], dtype=torch.float64), "fast")
 
 
-def _chooser(requested: str, available: bool = True, loaded: bool = False) -> kernel_choice.KernelChooser:
+def _chooser(requested: str, available: bool = True, loaded: bool = False) -> choice.KernelChooser:
     """A chooser switching after 100 scores, with numba's availability and loading given (the rule, not this
     machine)."""
-    return kernel_choice.KernelChooser(requested, 100, numba_available=lambda: available, numba_loaded=lambda: loaded)
+    return choice.KernelChooser(requested, 100, numba_available=lambda: available, numba_loaded=lambda: loaded)
 
 
 def test_auto_kernel_switches_to_numba_after_the_eager_budget() -> None:
@@ -187,9 +187,9 @@ def test_auto_kernel_switches_to_numba_after_the_eager_budget() -> None:
         assert _chooser("numba").choose(torch.device("meta"), 1) is kernels.COMPARE
     assert _chooser("numba", available=False).choose(cpu, 1) is kernels.SIGN
     assert _chooser("auto", available=False).choose(cpu, 10**6) is kernels.SIGN
-    assert kernel_choice.KernelChooser(kernels.COMPARE).choose(cpu, 1) is kernels.COMPARE  # a forced kernel object
+    assert choice.KernelChooser(kernels.COMPARE).choose(cpu, 1) is kernels.COMPARE  # a forced kernel object
     with pytest.raises(ValueError, match="kernel must be one of"):
-        kernel_choice.KernelChooser("fast")
+        choice.KernelChooser("fast")
 
 
 def test_tally_belongs_to_one_chooser() -> None:
@@ -205,18 +205,18 @@ def test_numba_kernel_falls_back_to_eager_with_a_warning(monkeypatch) -> None:
         raise RuntimeError("numba is broken")
 
     monkeypatch.setattr(kernels, "numba_counts", broken)  # a broken installation, simulated
-    kernel_choice.numba_kernel_available.cache_clear()
+    choice.numba_kernel_available.cache_clear()
     try:
         with pytest.warns(RuntimeWarning, match="numba counting kernel is not usable here .numba is broken."):
-            assert kernel_choice.KernelChooser("numba").choose(torch.device("cpu"), 1) is kernels.SIGN
+            assert choice.KernelChooser("numba").choose(torch.device("cpu"), 1) is kernels.SIGN
     finally:
-        kernel_choice.numba_kernel_available.cache_clear()
+        choice.numba_kernel_available.cache_clear()
 
 
 def test_numba_kernel_probe_passes_here() -> None:
     """numba is a dependency: its kernel must work wherever kgeval installs (no silent fallback in CI)."""
-    assert kernel_choice.numba_kernel_available()
-    assert kernel_choice.numba_is_loaded()
+    assert choice.numba_kernel_available()
+    assert choice.numba_is_loaded()
 
 
 class Rows:

@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._engine import loop as ranking
-from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import KERNEL_OBJECTS
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from tests.helpers.graphs import FullScoreTableModel, TableModel, edge_cases, graphs_and_tables
 from tests.helpers.ranks import assert_same_ranks

@@ -13,8 +13,8 @@ from torch.profiler import ProfilerActivity, profile
 from kgeval import RankBasedEvaluator, TemporalRankBasedEvaluator
 from kgeval._engine import sizes as batching
 from kgeval._engine.gemm_scoring import GemmScorer
-from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer
 from kgeval.macro import MacroRankBasedEvaluator

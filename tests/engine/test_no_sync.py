@@ -21,8 +21,8 @@ from torch.overrides import TorchFunctionMode
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine import gemm_scoring, scoring, sizes
-from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE, TritonKernel, comparison_counts
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph

@@ -109,10 +109,10 @@ PACKED_COMPARE = re.compile(r"^\s*v?cmp\w*p[sd]\b", re.MULTILINE)
 
 
 def _machine_code(name: str, dtype: type, *arguments: float) -> str:
-    """The assembly of the counting loop ``name`` of kgeval._engine.numba_loop, compiled afresh (not from numba's
-    cache, whose code cannot be read) for a 1-d ``dtype`` array."""
+    """The assembly of the counting loop ``name`` of kgeval._engine.kernels.numba_loop, compiled afresh (not from
+    numba's cache, whose code cannot be read) for a 1-d ``dtype`` array."""
     numba = pytest.importorskip("numba")
-    from kgeval._engine import numba_loop
+    from kgeval._engine.kernels import numba_loop
 
     compiled = numba.njit(getattr(numba_loop, name).py_func)
     compiled(np.zeros(40, dtype=dtype), *(dtype(a) for a in arguments))
@@ -157,7 +157,7 @@ def test_the_avx2_emulation_holds_numba_to_avx2() -> None:
     script = Path(__file__).resolve().parents[2] / "benchmarks" / "as_avx2.py"
     probe = (
         "import numba, numpy as np\n"
-        "from kgeval._engine import numba_loop\n"
+        "from kgeval._engine.kernels import numba_loop\n"
         "f = numba.njit(numba_loop.outside_band.py_func)\n"
         "f(np.zeros(40, np.float32), np.float32(0), np.float32(1))\n"
         "print('zmm' in list(f.inspect_asm().values())[0], numba.config.CPU_NAME)\n"

@@ -13,10 +13,9 @@ import torch
 pytest.importorskip("triton")
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine import kernel_choice
 from kgeval._engine.gemm_scoring import GemmScorer
-from kgeval._engine.kernel_choice import KernelChooser
-from kgeval._engine.kernels import COMPARE, TRITON
+from kgeval._engine.kernels import COMPARE, TRITON, choice
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval.models import DistMult, TransE
 from tests.helpers.graphs import random_graph
 from tests.helpers.ranks import assert_same_ranks
@@ -186,14 +185,14 @@ def test_float64_and_l1_models_take_the_tile_path() -> None:
 
 @pytest.mark.slow
 def test_the_probe_passes_here_and_catches_a_wrong_kernel(monkeypatch) -> None:
-    kernel_choice.triton_kernel_works.cache_clear()
-    assert kernel_choice.triton_kernel_works(DEVICE)
-    kernel_choice.triton_kernel_works.cache_clear()
+    choice.triton_kernel_works.cache_clear()
+    assert choice.triton_kernel_works(DEVICE)
+    choice.triton_kernel_works.cache_clear()
     wrong = lambda queries, candidates, rows, columns: (queries @ candidates.T)[rows, columns] + 1e-3  # noqa: E731
     monkeypatch.setattr(TRITON, "pick_scores", wrong)
     with pytest.warns(RuntimeWarning, match="the triton kernel is not usable on"):
-        assert not kernel_choice.triton_kernel_works(DEVICE)
-    kernel_choice.triton_kernel_works.cache_clear()
+        assert not choice.triton_kernel_works(DEVICE)
+    choice.triton_kernel_works.cache_clear()
 
 
 @pytest.mark.slow
@@ -206,12 +205,12 @@ def test_the_probes_warning_says_why_when_products_round_by_place(monkeypatch) -
         scores = plain(queries, candidates, rows, columns)
         return torch.where(columns >= 100, torch.nextafter(scores, torch.full_like(scores, np.inf)), scores)
 
-    kernel_choice.triton_kernel_works.cache_clear()
+    choice.triton_kernel_works.cache_clear()
     monkeypatch.setattr(TRITON, "pick_scores", by_place)
     with pytest.warns(RuntimeWarning, match="depending on where the candidate falls in a tile") as caught:
-        assert not kernel_choice.triton_kernel_works(DEVICE)
+        assert not choice.triton_kernel_works(DEVICE)
     assert "the ranks are exact, the evaluation only slower" in str(caught[0].message)
-    kernel_choice.triton_kernel_works.cache_clear()
+    choice.triton_kernel_works.cache_clear()
 
 
 def test_auto_counts_eagerly_on_cuda_and_triton_runs_by_name_after_its_probe() -> None:
@@ -301,7 +300,7 @@ def test_relation_prediction_runs_through_the_fused_kernel(monkeypatch) -> None:
 def test_programs_walking_several_candidate_tiles_count_them_all(monkeypatch, target_programs: int) -> None:
     """With few programs per launch each walks several candidate tiles (the wide-graph case) and adds its counts
     once; the counts are those of one tile per program."""
-    from kgeval._engine import triton_gemm
+    from kgeval._engine.kernels import triton_gemm
 
     queries = integer_vectors(5, 70, 9, torch.float32)
     candidates = integer_vectors(6, 333, 9, torch.float32, special=True)

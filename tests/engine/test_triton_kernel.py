@@ -11,8 +11,8 @@ import torch
 pytest.importorskip("triton")
 
 from kgeval import RankBasedEvaluator
-from kgeval._engine.kernel_choice import KernelChooser, triton_kernel_available
 from kgeval._engine.kernels import TRITON, comparison_counts
+from kgeval._engine.kernels.choice import KernelChooser, triton_kernel_available
 from tests.helpers.graphs import TableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks

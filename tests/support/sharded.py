@@ -15,8 +15,8 @@ import torch
 from torch import distributed as dist
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults, TypeConstraints
-from kgeval._engine.kernel_choice import KernelChooser
 from kgeval._engine.kernels import COMPARE
+from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from tests.helpers.graphs import random_graph
 

@@ -1,5 +1,5 @@
 """How many threads count each GEMM block of the CPU fast path -- every thread PyTorch uses, or the calling thread
-alone -- chosen by measuring, on this machine, in the loop itself (kgeval._engine.block_counting).
+alone -- chosen by measuring, on this machine, in the loop itself (kgeval._engine.kernels.block_counting).
 
 Block counting alternates a PyTorch GEMM (torch's OpenMP threads) with a numba count of the block (numba's pool,
 TBB by default). A call counts ~0.1 ms of work, less than the time the OpenMP workers keep spinning after a GEMM,

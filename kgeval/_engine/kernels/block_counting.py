@@ -10,7 +10,7 @@ GEMM's and the estimate's rounding; ``GemmScorer.score_bands``): a score above `
 one below ``low`` below it, and the few inside the band (the true score among them) are kept. The true
 score itself is copied from its block as it goes by, and so are the scores of the task's filtered positions (its
 sorted run, walked alongside the blocks). At the end the kept and the filtered scores are compared with the true
-score exactly (kgeval._engine.numba_loop.resolve_bands).
+score exactly (kgeval._engine.kernels.numba_loop.resolve_bands).
 
 The result is exact whatever the estimate: if a true score falls outside its band, or more scores fall inside a
 band than can be kept, :func:`count_in_cache` returns None and the batch is counted tile by tile instead.
@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kgeval._engine.count_threads import count_threads
 from kgeval._engine.kernels import Kernel, follow_torch_threads, numba_lock, numba_threads
+from kgeval._engine.kernels.count_threads import count_threads
 from kgeval._engine.pairs import PairTiles
 from kgeval._engine.scoring import CandidateScorer
 
@@ -94,7 +94,7 @@ def count_in_cache(
     kept_per_task : int, optional
         How many scores inside its band a task may keep (default :data:`KEPT_PER_TASK`).
     """
-    from kgeval._engine.numba_loop import count_blocks_in_bands, resolve_bands
+    from kgeval._engine.kernels.numba_loop import count_blocks_in_bands, resolve_bands
 
     low, high = (band.numpy() for band in scorer.score_bands(task_rows, true_positions))  # type: ignore[attr-defined]
     runs = _task_runs(pairs, task_rows.numel(), scorer.num_candidates)

@@ -14,7 +14,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kgeval._engine.triton_counts import on_device
+from kgeval._engine.kernels.triton_counts import on_device
 
 #: tasks (and picked pairs) per program; the pick form reads the diagonal of a square tile, so it equals BLOCK_COLUMNS
 BLOCK_ROWS = 64

@@ -1,7 +1,12 @@
 """Tile kernels as objects -- :data:`SIGN` (CPU, eager), :data:`COMPARE` (any device, eager), :data:`NUMBA` (CPU,
 one compiled parallel pass), :data:`TRITON` (CUDA: row counts, and a GEMM fused with the counts for query/candidate
 models) -- counting per task the scores above and below its true score, exactly at any row width. Which one counts
-a side is decided in :mod:`kgeval._engine.kernel_choice`.
+a side is decided in :mod:`kgeval._engine.kernels.choice`.
+
+The package holds every counting kernel of the engine: these objects here, and as modules ``choice``,
+``numba_loop``, ``triton_counts`` and ``triton_gemm`` (the compiled loops, imported on first use only, never by
+this module at import time), ``block_counting`` (a CPU GEMM's blocks counted while in cache) and ``count_threads``
+(the threads that count them, measured).
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ class Kernel:
     reads_rows_in_place: bool = False
     #: the kernel multiplies query and candidate vectors itself (:meth:`fused_counts`, :meth:`pick_scores`)
     fuses_gemm: bool = False
-    #: the kernel counts each block of a CPU GEMM while it is in cache (kgeval._engine.block_counting)
+    #: the kernel counts each block of a CPU GEMM while it is in cache (kgeval._engine.kernels.block_counting)
     counts_blocks_in_cache: bool = False
 
     def count(
@@ -143,8 +148,8 @@ class NumbaKernel(RowCountingKernel):
 class TritonKernel(RowCountingKernel):
     """Triton programs: CUDA, or CPU tensors under Triton's interpreter. For query/candidate models, one program
     multiplies a block of tasks' queries by blocks of candidates and counts, without writing the scores
-    (kgeval._engine.triton_gemm); for the scores of other models, one program per task reads its row of a tile
-    once, repeated queries' rows in place (kgeval._engine.triton_counts)."""
+    (kgeval._engine.kernels.triton_gemm); for the scores of other models, one program per task reads its row of a tile
+    once, repeated queries' rows in place (kgeval._engine.kernels.triton_counts)."""
 
     name = "triton"
     fuses_gemm = True
@@ -152,7 +157,7 @@ class TritonKernel(RowCountingKernel):
     def counts(
         self, scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        from kgeval._engine.triton_counts import triton_counts
+        from kgeval._engine.kernels.triton_counts import triton_counts
 
         return triton_counts(scores, rows, true_scores)
 
@@ -161,7 +166,7 @@ class TritonKernel(RowCountingKernel):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(greater, less, nan) per task (shapes (B,)) for the scores queries[task_rows] @ candidates.T, never
         written to memory; ``true_scores`` from :meth:`pick_scores`."""
-        from kgeval._engine.triton_gemm import fused_counts
+        from kgeval._engine.kernels.triton_gemm import fused_counts
 
         above, below, nans = fused_counts(queries, candidates, task_rows, true_scores)
         return above.long(), below.long(), (nans > 0) | torch.isnan(true_scores)
@@ -171,7 +176,7 @@ class TritonKernel(RowCountingKernel):
     ) -> torch.Tensor:
         """queries[rows[p]] . candidates[columns[p]] per pair (shape (P,)), bit for bit the value the counts compare
         for that candidate."""
-        from kgeval._engine.triton_gemm import pick_scores
+        from kgeval._engine.kernels.triton_gemm import pick_scores
 
         return pick_scores(queries, candidates, rows, columns)
 
@@ -310,11 +315,11 @@ def comparison_counts(
 def numba_counts(
     scores: torch.Tensor, rows: torch.Tensor, true_scores: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """:func:`comparison_counts` by the numba loop (kgeval._engine.numba_loop): one parallel pass over the rows
+    """:func:`comparison_counts` by the numba loop (kgeval._engine.kernels.numba_loop): one parallel pass over the rows
     ``rows`` of a CPU tile, read in place (a slice of a wider score matrix too), without temporaries.
 
     Float16 / bfloat16 tiles are widened to float32 first (exactly, so no comparison changes)."""
-    from kgeval._engine.numba_loop import count_rows
+    from kgeval._engine.kernels.numba_loop import count_rows
 
     if scores.dtype not in (torch.float32, torch.float64):
         scores = scores.float()

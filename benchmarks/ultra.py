@@ -21,10 +21,12 @@ test triples: five lines of ``__main__`` repeated here). What is replaced or wat
 - ``tasks.all_negative`` and ``tasks.compute_ranking`` are wrapped while ``test()`` runs, to record each batch's
   triples and ranks (``test()`` keeps only the concatenated ranking): the recorded ranks are the ones its metrics
   are computed from, and the MRR of the recorded ranks is checked against the MRR ``test()`` returns;
-- on the CPU each ``GeneralizedRelationalConv`` of the model is given PyG's generic ``MessagePassing.propagate``
-  (message, then aggregate: ULTRA's own ``message`` and ``aggregate``), the path ULTRA takes itself where its fused
-  ``rspmm`` kernel does not apply; that kernel is a C++/CUDA extension compiled at first use. Both sides score with
-  this same model object;
+- ULTRA's layers pass messages through its own fused ``rspmm`` extension (a C++ extension on the CPU, compiled at
+  first use: ``pip install ninja``), which aggregates from ``edge_index[1]`` into ``edge_index[0]`` -- the direction
+  the checkpoints were trained in. ``--generic-propagation`` gives each ``GeneralizedRelationalConv`` PyG's generic
+  ``MessagePassing.propagate`` with ``flow = "target_to_source"`` instead (the same direction, no compiler needed;
+  PyG's default flow runs the other way and turns the pretrained model into another function). Both sides score
+  with this same model object;
 - ``--limit N`` ranks the first N test triples (file order) on both sides, all of them still filtering.
 
 kgeval's side evaluates the same model object through :class:`kgeval.adapters.ultra.UltraAdapter` and
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gzip
+import importlib
 import importlib.util
 import logging
 import os
@@ -104,15 +107,25 @@ def ultra_model(ultra: Any, checkout: Path, checkpoint: Path) -> tuple[Any, Any]
     return model.eval(), cfg
 
 
-def generic_propagation(ultra: Any, model: torch.nn.Module) -> int:
-    """Give each of the model's GeneralizedRelationalConv layers PyG's generic propagate (ULTRA's message and
-    aggregate, no rspmm extension); the number of layers switched."""
+def propagation(ultra: Any, model: torch.nn.Module, generic: bool) -> str:
+    """How the model's GeneralizedRelationalConv layers pass messages, in one phrase. By default ULTRA's own path:
+    its fused ``rspmm`` extension (C++ on the CPU, compiled at first use -- ninja and a compiler needed), which
+    aggregates along each edge from ``edge_index[1]`` into ``edge_index[0]``, the direction ULTRA's checkpoints were
+    trained in. ``generic``: PyG's generic ``MessagePassing.propagate`` (ULTRA's own ``message`` / ``aggregate``)
+    with ``flow = "target_to_source"``, the same direction -- PyG's default flow runs the other way, and with it
+    ULTRA's pretrained layers compute other functions (one layer off by up to 4.4, InGram-NL-25's test MRR 0.179
+    where the extension gives ULTRA's published figures)."""
     from torch_geometric.nn.conv import MessagePassing
 
     layers = [module for module in model.modules() if isinstance(module, ultra.layers.GeneralizedRelationalConv)]
+    if not generic:
+        importlib.import_module("ultra.rspmm")  # compiles the extension now, not inside the timed run
+        return f"{len(layers)} GeneralizedRelationalConv layers on ULTRA's rspmm extension (its own path)"
     for layer in layers:
         layer.propagate = types.MethodType(MessagePassing.propagate, layer)
-    return len(layers)
+        layer.flow = "target_to_source"
+    return (f"{len(layers)} GeneralizedRelationalConv layers on PyG's generic propagate, flow target_to_source "
+            "(rspmm's direction; --generic-propagation)")
 
 
 def ultra_dataset(ultra: Any, name: str, root: Path) -> Any:
@@ -291,6 +304,8 @@ def compare(name: str, ultra_rows: np.ndarray, kgeval_rows: np.ndarray) -> tuple
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default="ckpts/ultra_4g.pth", help="relative to the checkout, or a path")
+    parser.add_argument("--generic-propagation", action="store_true",
+                        help="PyG's generic propagate in rspmm's direction instead of ULTRA's rspmm extension")
     parser.add_argument("--datasets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--limit", type=int, default=None, help="rank the first N test triples of each set only")
     parser.add_argument("--batch-size", type=int, default=16, help="ULTRA's test batch size and kgeval's")
@@ -307,11 +322,11 @@ def main() -> None:
     checkpoint = Path(args.checkpoint) if Path(args.checkpoint).is_absolute() else checkout / args.checkpoint
     model, cfg = ultra_model(ultra, checkout, checkpoint)
     cfg.train.batch_size = args.batch_size
-    switched = generic_propagation(ultra, model)
+    passing = propagation(ultra, model, args.generic_propagation)
     print(f"ULTRA checkout {checkout}, checkpoint {checkpoint.name}; torch {torch.__version__}, "
           f"{torch.get_num_threads()} threads, CPU, batch size {args.batch_size}")  # fmt: skip
     print(f"torch_scatter: {'the stand-in of benchmarks/_torch_scatter_standin' if standin else 'installed'}; "
-          f"{switched} GeneralizedRelationalConv layers on PyG's generic propagate (no rspmm)")  # fmt: skip
+          f"{passing}")  # fmt: skip
     if args.limit is not None:
         print(f"--limit {args.limit}: the first {args.limit} test triples of each set (all of them filter)")
     header = (f"{'dataset':16s} {'tasks equal':>13s} {'ULTRA MRR':>10s} {'kgeval MRR':>10s} {'ULTRA s':>9s} "

@@ -33,6 +33,11 @@ ULTRA's ``compute_ranking`` counts every unfiltered candidate scored at least as
 **pessimistic** rank. ULTRA filters ILPC's and InGram's test triples by the inference graph and the
 validation and test triples: kgeval's default ``evaluation_kwargs("test")`` filter.
 
+ULTRA's checkpoints were trained with its fused ``rspmm`` extension, which aggregates from ``edge_index[1]`` into
+``edge_index[0]``; PyG's generic ``propagate`` runs the other way unless a layer's ``flow`` is
+``"target_to_source"`` -- a model patched to run without the extension must keep that direction, or it is another
+model (docs/inductive.md, "ULTRA"). The adapter calls the model as given and changes none of its layers.
+
 Nothing of ULTRA is imported when this module is: the adapter takes the model object, and imports
 ``torch_geometric`` (ULTRA's graph type) and the ``build_relation_graph`` function when it first builds a graph.
 """

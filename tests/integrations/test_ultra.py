@@ -226,6 +226,7 @@ def test_a_real_ultra_model_ranks_as_ultras_own_ranking(ultra_checkout) -> None:
     for module in model.modules():
         if isinstance(module, layers.GeneralizedRelationalConv):  # no rspmm extension on the CPU
             module.propagate = types.MethodType(MessagePassing.propagate, module)
+            module.flow = "target_to_source"  # the extension's direction (docs/inductive.md, "ULTRA")
     data = random_fully_inductive(seed=7)
     kwargs = data.evaluation_kwargs("test")
     results = RankBasedEvaluator(batch_size=5).evaluate(on_graphs(UltraAdapter(model), data), **kwargs,

@@ -173,16 +173,26 @@ class QueryGroups:
         row_counts = np.array([stop - start for start, stop in row_bounds], dtype=np.int64)
         rows = np.repeat([start for start, _ in row_bounds], row_counts) + _ranks_within(row_counts)
         if all_candidates:
-            per_row = torch.from_numpy(np.stack([rows, np.repeat(lengths - 1, row_counts)])).to(device)
+            per_row = to_device(np.stack([rows, np.repeat(lengths - 1, row_counts)]), device)
             return cls(row_bounds, offsets, positions, num_candidates, per_row[0], per_row[1])
-        group_of = torch.from_numpy(np.repeat(np.arange(lengths.size), lengths)).to(device)
+        group_of = to_device(np.repeat(np.arange(lengths.size), lengths), device)
         stride = num_candidates + 1  # by (group, position): groups stay where they are, each one ascending
         positions = torch.where(positions < 0, num_candidates, positions)
         positions = torch.sort(group_of * stride + positions).values - group_of * stride
         candidates = torch.zeros(lengths.size, dtype=torch.int64, device=device)
         candidates.index_add_(0, group_of, (positions < num_candidates).long())
-        per_row = torch.from_numpy(np.stack([rows, np.repeat(np.arange(lengths.size), row_counts)])).to(device)
+        per_row = to_device(np.stack([rows, np.repeat(np.arange(lengths.size), row_counts)]), device)
         return cls(row_bounds, offsets, positions, num_candidates, per_row[0], candidates[per_row[1]] - 1, True)
+
+
+def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
+    """A host array (int64) as a tensor on ``device``. On CUDA it is copied from pinned memory without blocking the
+    host: a copy from pageable memory waits for the device (a synchronisation, which
+    ``torch.cuda.set_sync_debug_mode`` reports); the pinned block is kept by torch until the copy is done."""
+    host = torch.from_numpy(np.ascontiguousarray(array, dtype=np.int64))
+    if device.type != "cuda":
+        return host.to(device)
+    return host.pin_memory().to(device, non_blocking=True)
 
 
 def _ranks_within(counts: np.ndarray) -> np.ndarray:
@@ -201,7 +211,7 @@ def query_groups(
     lengths = np.array([plan.run_length for plan in plans], dtype=np.int64)
     starts = np.array([plan.run_start for plan in plans], dtype=np.int64)
     run_index = np.repeat(starts, lengths) + _ranks_within(lengths)
-    positions = side.values[torch.from_numpy(run_index).to(side.values.device)]
+    positions = side.values[to_device(run_index, side.values.device)]
     if position_of is not None:
         positions = position_of[positions]
     row_bounds = tuple((plan.row_start, plan.row_stop) for plan in plans)
@@ -338,7 +348,7 @@ class SortedPairs(PairTiles):
             ranges = np.array([[groups.offsets[g], groups.offsets[g + 1]] for g in range(len(groups))])
         else:
             lengths = np.diff(groups.offsets)
-            group_of = torch.from_numpy(np.repeat(np.arange(lengths.size), lengths)).to(groups.positions.device)
+            group_of = to_device(np.repeat(np.arange(lengths.size), lengths), groups.positions.device)
             stride = groups.sentinel + 1
             keys = group_of * stride + groups.positions  # ascending: groups in order, each ascending
             edges = torch.tensor([start for start, _ in self.bounds] + [groups.sentinel], device=keys.device)
@@ -394,7 +404,7 @@ class SortedPairs(PairTiles):
         per_row = np.repeat(lengths, row_counts)
         pair_rows = np.repeat(rows, per_row)
         indices = np.repeat(np.repeat(first_indices, row_counts), per_row) + _ranks_within(per_row)
-        host = torch.from_numpy(np.stack([pair_rows, indices])).to(tile.device)  # one transfer
+        host = to_device(np.stack([pair_rows, indices]), tile.device)  # one transfer
         batch_rows, positions = host[0], self.groups.positions[host[1]]
         local = batch_rows - self.row_starts[block]
         if tile_rows is not None:

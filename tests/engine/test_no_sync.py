@@ -9,6 +9,7 @@ allowed are in functions that do them on a CPU only; each of those is shown to l
 
 from __future__ import annotations
 
+import dataclasses
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -183,3 +184,48 @@ def test_the_cpu_choices_do_read_the_host(monkeypatch) -> None:
             MODELS["gemm"](), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False
         )
     assert sum(recorder.found.values()) > 0
+
+
+@contextmanager
+def cuda_sync_errors_in_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """``torch.cuda.set_sync_debug_mode("error")`` inside every batch of the loop (what ``run_with_retry`` hands each
+    batch): a synchronisation there -- a read of a device value, or a copy that blocks the host -- raises."""
+    original = sizes.run_with_retry
+
+    def instrumented(ranges: Any, run: Any, *args: Any, **kwargs: Any) -> Any:
+        def watched(begin: int, end: int) -> Any:
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                return run(begin, end)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+
+        return original(ranges, watched, *args, **kwargs)
+
+    monkeypatch.setattr(sizes, "run_with_retry", instrumented)
+    yield
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("layout", ["masked", "sorted"])
+@pytest.mark.parametrize("kind", ["gemm", "sliced"])
+def test_no_synchronisation_inside_the_batch_loop_on_cuda(monkeypatch, kind: str, layout: str) -> None:
+    """On a GPU, CUDA itself reports a synchronisation inside a batch: the masked layout, and the sorted one with one
+    slice (its tile segments from the plan; its query groups -- every repeated query made one -- moved to the device
+    from pinned memory without blocking), rank as the same evaluation on the CPU."""
+    model = MODELS[kind]()
+    reference = RankBasedEvaluator(batch_size=7).evaluate(
+        model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False
+    )
+    evaluator = RankBasedEvaluator(batch_size=7, slice_size=20)
+    evaluator.pair_layout = layout  # type: ignore[assignment]
+    evaluator._state.settings = dataclasses.replace(evaluator._state.settings, group_min_pairs=1)
+    with cuda_sync_errors_in_batches(monkeypatch):
+        results = evaluator.evaluate(
+            model.to("cuda"), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False
+        )
+    assert results.records is not None and reference.records is not None
+    for column in ("optimistic", "pessimistic"):
+        assert sorted(zip(results.records["task_index"], results.records[column], strict=True)) == sorted(
+            zip(reference.records["task_index"], reference.records[column], strict=True)
+        )

@@ -175,7 +175,7 @@ class QueryGroups:
         if all_candidates:
             per_row = to_device(np.stack([rows, np.repeat(lengths - 1, row_counts)]), device)
             return cls(row_bounds, offsets, positions, num_candidates, per_row[0], per_row[1])
-        group_of = to_device(np.repeat(np.arange(lengths.size), lengths), device)
+        group_of = _group_ids(lengths, device)
         stride = num_candidates + 1  # by (group, position): groups stay where they are, each one ascending
         positions = torch.where(positions < 0, num_candidates, positions)
         positions = torch.sort(group_of * stride + positions).values - group_of * stride
@@ -193,6 +193,11 @@ def to_device(array: np.ndarray, device: torch.device) -> torch.Tensor:
     if device.type != "cuda":
         return host.to(device)
     return host.pin_memory().to(device, non_blocking=True)
+
+
+def _group_ids(lengths: np.ndarray, device: torch.device) -> torch.Tensor:
+    """(sum(lengths),) on ``device``: the index of the group each of the groups' concatenated positions belongs to."""
+    return to_device(np.repeat(np.arange(lengths.size), lengths), device)
 
 
 def _ranks_within(counts: np.ndarray) -> np.ndarray:
@@ -304,6 +309,9 @@ class SortedPairs(PairTiles):
         if groups and pairs.in_fine is not None:
             raise ValueError("query groups share one run of pairs: a finer filter needs them expanded into pairs")
         self._placed = self._place_groups(groups)
+        #: one slice takes each group's whole run, its non-candidates (the sentinel) masked while gathering; several
+        #: slices take ranges without them
+        self._masks_sentinels = groups is not None and groups.has_sentinels and len(self.bounds) == 1
         self._group_sums = torch.zeros(2, self.row_starts[-1], dtype=torch.float64, device=pairs.rows.device)
         rows, positions = pairs.rows, pairs.positions
         self._positions = positions
@@ -344,11 +352,11 @@ class SortedPairs(PairTiles):
         if not groups:
             return {}
         num_slices = len(self.bounds)
+        offsets = np.asarray(groups.offsets)
         if num_slices == 1:
-            ranges = np.array([[groups.offsets[g], groups.offsets[g + 1]] for g in range(len(groups))])
+            ranges = np.stack([offsets[:-1], offsets[1:]], axis=1)
         else:
-            lengths = np.diff(groups.offsets)
-            group_of = to_device(np.repeat(np.arange(lengths.size), lengths), groups.positions.device)
+            group_of = _group_ids(np.diff(offsets), groups.positions.device)
             stride = groups.sentinel + 1
             keys = group_of * stride + groups.positions  # ascending: groups in order, each ascending
             edges = torch.tensor([start for start, _ in self.bounds] + [groups.sentinel], device=keys.device)
@@ -382,22 +390,16 @@ class SortedPairs(PairTiles):
         if placed is None:
             return
         if tile_rows is None:
-            self._gather_groups(tile, None, true_scores, block, slice_index, placed)
+            self._gather_groups(tile, true_scores, block, slice_index, placed)
         else:
             self._gather_shared_rows(tile, tile_rows, true_scores, block, slice_index, placed)
 
     def _gather_groups(
-        self,
-        tile: torch.Tensor,
-        tile_rows: torch.Tensor | None,
-        true_scores: torch.Tensor,
-        block: int,
-        slice_index: int,
-        placed: np.ndarray,
+        self, tile: torch.Tensor, true_scores: torch.Tensor, block: int, slice_index: int, placed: np.ndarray
     ) -> None:
-        """Add the codes of every group row of a tile against its group's positions in the slice to the group
-        sums: the (row, position index) pairs laid out on the host from the plan's sizes, one transfer, one gather
-        for all groups."""
+        """Add the codes of every group row of a tile with a row per task against its group's positions in the
+        slice to the group sums: the (row, position index) pairs laid out on the host from the plan's sizes, one
+        transfer, one gather for all groups."""
         assert self.groups is not None
         first_rows, row_counts, first_indices, lengths = placed
         rows = np.repeat(first_rows, row_counts) + _ranks_within(row_counts)
@@ -406,15 +408,11 @@ class SortedPairs(PairTiles):
         indices = np.repeat(np.repeat(first_indices, row_counts), per_row) + _ranks_within(per_row)
         host = to_device(np.stack([pair_rows, indices]), tile.device)  # one transfer
         batch_rows, positions = host[0], self.groups.positions[host[1]]
-        local = batch_rows - self.row_starts[block]
-        if tile_rows is not None:
-            local = tile_rows[local]
         start, stop = self.bounds[slice_index]
-        masked = self.groups.has_sentinels and len(self.bounds) == 1  # several slices: ranges without sentinels
-        columns = (positions - start).clamp_(max=stop - start - 1) if masked else positions - start
-        values = torch.take(tile, local * tile.shape[1] + columns)
+        local = batch_rows - self.row_starts[block]
+        values = torch.take(tile, local * tile.shape[1] + self._columns(positions, start, stop))
         codes = codes_against(values, true_scores[batch_rows], mark_nan=False)
-        if masked:
+        if self._masks_sentinels:
             codes.masked_fill_(positions >= stop, 0)
         self._group_sums.index_add_(1, batch_rows, torch.stack([codes, codes.abs()]).double())
 
@@ -433,16 +431,20 @@ class SortedPairs(PairTiles):
         1.38 s against 1.11 s per evaluation)."""
         assert self.groups is not None
         first, (start, stop) = self.row_starts[block], self.bounds[slice_index]
-        masked = self.groups.has_sentinels and len(self.bounds) == 1
         for lo, count, a, length in placed.T.tolist():
             positions = self.groups.positions[a : a + length]
-            columns = (positions - start).clamp_(max=stop - start - 1) if masked else positions - start
-            values = tile[tile_rows[lo - first]].index_select(0, columns).unsqueeze(0)
+            values = tile[tile_rows[lo - first]].index_select(0, self._columns(positions, start, stop)).unsqueeze(0)
             codes = codes_against(values, true_scores[lo : lo + count].unsqueeze(1), mark_nan=False)
-            if masked:
+            if self._masks_sentinels:
                 codes.masked_fill_(positions >= stop, 0)
             self._group_sums[0, lo : lo + count] += codes.sum(dim=1, dtype=torch.float64)
             self._group_sums[1, lo : lo + count] += codes.abs_().sum(dim=1, dtype=torch.float64)
+
+    def _columns(self, positions: torch.Tensor, start: int, stop: int) -> torch.Tensor:
+        """Group positions as columns of a tile of slice [start, stop): the sentinel, where it may be present, held
+        inside the tile (its codes are masked)."""
+        columns = positions - start
+        return columns.clamp_(max=stop - start - 1) if self._masks_sentinels else columns
 
     def _sums(self, size: int) -> tuple[torch.Tensor, torch.Tensor]:
         total, absolute = super()._sums(size)

@@ -329,11 +329,11 @@ def to_host(accumulators: Iterable[MetricAccumulator]) -> None:
 def merged(accumulators: Sequence[MetricAccumulator]) -> MetricAccumulator:
     """A new accumulator holding the merge of ``accumulators`` (in order; the inputs unchanged), as
     ``accumulators[0].clone().merge(*accumulators[1:])`` gives it. When every input was read to the host
-    (:func:`to_host`) and kept its records, the merge is made there alone -- no operation on the device -- and
-    its states are CPU tensors of the merged host values."""
+    (:func:`to_host`) with the same states (records kept by all or by none), the merge is made there alone -- no
+    operation on the device -- and its states are CPU tensors of the merged host values."""
     first, *rest = accumulators
-    host = _merged_host(first, rest)
-    if host is None or not all(accumulator.keep_records == first.keep_records for accumulator in rest):
+    host = _merged_host(first, rest)  # None unless every input was read, with the same states
+    if host is None:
         return first.clone().merge(*rest)
     out = copy.copy(first)
     out._sums = {name: torch.from_numpy(np.array(host[name])) for name in first._sums}

@@ -109,6 +109,12 @@ def default_memory_budget(device: torch.device) -> int | None:
     if device.type != "cuda":
         return None
     free, _total = torch.cuda.mem_get_info(device)
+    return _share_of(free)
+
+
+def _share_of(free: int) -> int:
+    """The budget ``free`` bytes allow: the smaller of :data:`DEVICE_MEMORY_CAP` and :data:`DEVICE_MEMORY_FRACTION`
+    of them, at least 1."""
     return max(1, min(DEVICE_MEMORY_CAP, int(free * DEVICE_MEMORY_FRACTION)))
 
 
@@ -360,9 +366,7 @@ def measured_memory_budget(device: torch.device, memory_budget: int | None = Non
     if default is not None:
         return default
     available = available_host_memory()
-    if available is None:
-        return DEVICE_MEMORY_CAP
-    return max(1, min(DEVICE_MEMORY_CAP, int(available * DEVICE_MEMORY_FRACTION)))
+    return DEVICE_MEMORY_CAP if available is None else _share_of(available)
 
 
 def measure_memory_per_query(
@@ -396,9 +400,11 @@ def _probe_key(scorer: CandidateScorer, device: torch.device) -> tuple[Any, Hash
     return owner, (getattr(view, "mode", None), scorer.target, str(device), scorer.num_entities)
 
 
-def _memory(scorer: CandidateScorer, queries: torch.Tensor, probes: MemoryProbes) -> MemoryPerQuery:
-    """The model's memory per query for this side: measured once, then remembered in ``probes``."""
-    owner, key = _probe_key(scorer, queries.device)
+def _memory(
+    scorer: CandidateScorer, queries: torch.Tensor, probes: MemoryProbes, owner: Any, key: Hashable
+) -> MemoryPerQuery:
+    """The model's memory per query for this side (``owner`` and ``key``: :func:`_probe_key`): measured once, then
+    remembered in ``probes``."""
     try:
         known = probes.measured.setdefault(owner, {})
     except TypeError:  # a model that takes no weak reference: measured at every evaluation
@@ -429,11 +435,11 @@ def measured_sizes(
     Out-of-memory errors are still halved and retried."""
     device = queries.device
     budget = measured_memory_budget(device, memory_budget)
-    memory = _memory(scorer, queries, probes)
+    owner, key = _probe_key(scorer, device)
+    memory = _memory(scorer, queries, probes, owner, key)
     per_query = max(memory.per_query, DEVICE_BYTES_PER_SCORE * scorer.num_entities)
     fits = (int(budget * (1 - PAIRS_SHARE)) - memory.fixed) // per_query
     view = scorer.model
-    owner, _key = _probe_key(scorer, device)
     name = type(getattr(owner, "model", owner)).__name__  # a graph-conditioned model's class, not its binding's
     mode = getattr(view, "mode", None)
     if fits < 1:

@@ -211,15 +211,13 @@ def many_report_html(table: pd.DataFrame, averages: pd.DataFrame, *, model: str 
     for _, row in table.iterrows():
         where = {"dataset": str(row["dataset"])}
         cells = [f'<td class="label">{_e(row["dataset"])}</td>', f'<td class="label">{_e(row["group"])}</td>',
-                 _tasks_cell(row["tasks"], model, where)]  # fmt: skip
+                 _count_cell(row["tasks"], "many.tasks", model, where)]  # fmt: skip
         cells += [_cell(row[column], f"many.{column}", model, extra=where) for column, _ in MANY_COLUMNS]
         rows.append("<tr>" + "".join(cells) + "</tr>")
     means = []
     for group, row in averages.iterrows():
         where = {"group": str(group)}
-        cells = [f'<td class="label">{_e(group)}</td>',
-                 f'<td data-key="many.graphs" data-model="{_e(model)}" data-group="{_e(group)}" '
-                 f'data-value="{int(row["graphs"])!r}">{int(row["graphs"])}</td>']  # fmt: skip
+        cells = [f'<td class="label">{_e(group)}</td>', _count_cell(row["graphs"], "many.graphs", model, where)]
         cells += [_cell(row[column], f"many.{column}", model, extra=where) for column, _ in MANY_COLUMNS]
         means.append("<tr>" + "".join(cells) + "</tr>")
     sections = [
@@ -237,15 +235,6 @@ def many_report_html(table: pd.DataFrame, averages: pd.DataFrame, *, model: str 
         "the field's tables average them.</p></section>",
     ]
     return _page(title, "\n".join(sections))
-
-
-def _tasks_cell(value: Any, model: str, where: Mapping[str, str]) -> str:
-    """A graph's count of ranking tasks (a dash where the evaluation kept no records)."""
-    if isinstance(value, float) and math.isnan(value):
-        return _cell(math.nan, "many.tasks", model, extra=where)
-    attributes = "".join(f' data-{name}="{_e(text)}"' for name, text in where.items())
-    return (f'<td data-key="many.tasks" data-model="{_e(model)}"{attributes} data-value="{int(value)!r}">'
-            f"{int(value):,}</td>")  # fmt: skip
 
 
 # -- inputs -----------------------------------------------------------------------------------------------------
@@ -306,8 +295,14 @@ def _cell(value: float, key: str, model: str, digits: int = 4, extra: Mapping[st
     return f'<td data-key="{_e(key)}" data-model="{_e(model)}"{attributes} data-value="{value!r}">{shown}</td>'
 
 
-def _count_cell(value: int, key: str, model: str) -> str:
-    return f'<td data-key="{_e(key)}" data-model="{_e(model)}" data-value="{int(value)!r}">{int(value):,}</td>'
+def _count_cell(value: Any, key: str, model: str, extra: Mapping[str, str] | None = None) -> str:
+    """A count as an integer cell with its data-key, data-model and exact data-value (``extra``: more ``data-``
+    attributes); a dash where it is unknown (NaN: a many-graph row whose evaluation kept no records)."""
+    if isinstance(value, float) and math.isnan(value):
+        return _cell(math.nan, key, model, extra=extra)
+    attributes = "".join(f' data-{name}="{_e(text)}"' for name, text in (extra or {}).items())
+    count = int(value)
+    return f'<td data-key="{_e(key)}" data-model="{_e(model)}"{attributes} data-value="{count!r}">{count:,}</td>'
 
 
 def _colour(index: int) -> str:

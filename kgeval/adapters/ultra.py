@@ -155,23 +155,23 @@ class UltraAdapter(torch.nn.Module):
     def score_t(self, hr_batch: torch.Tensor, *, graph: Graph) -> torch.Tensor:
         """(B, num_nodes) scores of ``(h, r, e)`` for each row ``(h, r)`` of ``hr_batch`` (B, 2) and every node e:
         ULTRA's ``t_batch``."""
-        data, node_id, relation_id = self.data(graph)
-        nodes = graph.num_nodes
-        heads, relations = node_id[hr_batch[:, 0]], relation_id[hr_batch[:, 1]]
-        candidates = torch.arange(nodes, device=hr_batch.device).expand(len(hr_batch), -1)
-        batch = torch.stack([heads[:, None].expand(-1, nodes), candidates, relations[:, None].expand(-1, nodes)],
-                            dim=-1)  # fmt: skip
-        return self.model(data, batch)[:, node_id]
+        return self._scores(graph, hr_batch[:, 0], hr_batch[:, 1], tails=True)
 
     def score_h(self, rt_batch: torch.Tensor, *, graph: Graph) -> torch.Tensor:
         """(B, num_nodes) scores of ``(e, r, t)`` for each row ``(r, t)`` of ``rt_batch`` (B, 2) and every node e:
         ULTRA's ``h_batch``, which its model answers as tail prediction with the inverse relation."""
+        return self._scores(graph, rt_batch[:, 1], rt_batch[:, 0], tails=False)
+
+    def _scores(self, graph: Graph, known: torch.Tensor, relations: torch.Tensor, tails: bool) -> torch.Tensor:
+        """ULTRA's scores of every node as the missing tail (``tails``) or head of the queries (``known`` entity,
+        relation; kgeval's ids, shapes (B,)): one (B, num_nodes, 3) batch of (head, tail, relation) rows in ULTRA's
+        ids, the scores returned in kgeval's node order."""
         data, node_id, relation_id = self.data(graph)
         nodes = graph.num_nodes
-        relations, tails = relation_id[rt_batch[:, 0]], node_id[rt_batch[:, 1]]
-        candidates = torch.arange(nodes, device=rt_batch.device).expand(len(rt_batch), -1)
-        batch = torch.stack([candidates, tails[:, None].expand(-1, nodes), relations[:, None].expand(-1, nodes)],
-                            dim=-1)  # fmt: skip
+        fixed = node_id[known][:, None].expand(-1, nodes)
+        candidates = torch.arange(nodes, device=known.device).expand(len(known), -1)
+        head_column, tail_column = (fixed, candidates) if tails else (candidates, fixed)
+        batch = torch.stack([head_column, tail_column, relation_id[relations][:, None].expand(-1, nodes)], dim=-1)
         return self.model(data, batch)[:, node_id]
 
 

@@ -14,12 +14,12 @@ import hashlib
 import json
 import os
 import re
-import threading
 import warnings
 from pathlib import Path
 from typing import Any
 
 import kgeval
+from kgeval._files import replace_atomically
 from kgeval._fingerprints import (
     callable_fingerprint,
     dataset_content_fingerprint,
@@ -133,15 +133,8 @@ class GraphStore:
         path = self.path_of(name)
         document = {"format": FORMAT, "fingerprint": fingerprint, "row": row,
                     "results": json.loads(results.to_json())}  # fmt: skip
-        temporary = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            with open(temporary, "w", encoding="utf-8") as handle:
-                json.dump(document, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temporary, path)
-        finally:
-            temporary.unlink(missing_ok=True)
+        text = json.dumps(document).encode("utf-8")
+        replace_atomically(path, lambda handle: handle.write(text), sync=True)
         return path
 
 

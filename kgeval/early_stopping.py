@@ -5,11 +5,9 @@ stop.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import os
-import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import torch
 
 from kgeval._checks import check_positive_int, check_writable_file
+from kgeval._files import replace_atomically
 from kgeval.keys import format_key, parse_key
 from kgeval.metrics.registry import lookup, reported_keys
 from kgeval.results import RankBasedMetricResults
@@ -221,18 +220,7 @@ class EarlyStopper:
         if self.checkpoint_path is None:
             self._best_state = state
             return
-        folder = os.path.dirname(os.path.abspath(self.checkpoint_path))
-        handle, temporary = tempfile.mkstemp(prefix=".kgeval-best-", suffix=".tmp", dir=folder)
-        try:
-            with os.fdopen(handle, "wb") as file:
-                torch.save(state, file)
-                file.flush()
-                os.fsync(file.fileno())
-            os.replace(temporary, self.checkpoint_path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temporary)
-            raise
+        replace_atomically(self.checkpoint_path, lambda handle: torch.save(state, handle), sync=True)
 
     def restore_best_weights(self) -> None:
         """Load the weights of the best evaluation into the model (bit for bit)."""

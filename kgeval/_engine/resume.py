@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import math
 import os
-import threading
 import time
 import warnings
 from collections.abc import Hashable, Mapping
@@ -26,6 +25,7 @@ from typing import Any
 import torch
 
 from kgeval._engine.counting import BatchCounts, SideCounts
+from kgeval._files import replace_atomically
 from kgeval.exceptions import ResumeWarning
 
 #: the progress file format this module writes and reads
@@ -121,13 +121,7 @@ class EvaluationProgress:
             "settings": self.settings,
             "sides": {key: _side_state(progress) for key, progress in self.sides.items()},
         }
-        # one temporary file per process and thread: two evaluations saving to one path never share one
-        temporary = self.path.with_name(f".{self.path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-        try:
-            torch.save(state, temporary)
-            os.replace(temporary, self.path)
-        finally:
-            temporary.unlink(missing_ok=True)
+        replace_atomically(self.path, lambda handle: torch.save(state, handle))
         self._last_save = time.monotonic()
 
     def finish(self) -> None:

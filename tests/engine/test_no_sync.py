@@ -12,8 +12,8 @@ from __future__ import annotations
 import dataclasses
 import traceback
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
@@ -64,20 +64,26 @@ class SyncRecorder(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-@contextmanager
-def recording_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[SyncRecorder]:
-    """Record inside every batch of the loop (the work ``run_with_retry`` hands each batch), nowhere else."""
-    recorder = SyncRecorder()
+def around_each_batch(monkeypatch: pytest.MonkeyPatch, context: Callable[[], AbstractContextManager[Any]]) -> None:
+    """Run every batch of the loop (the work ``run_with_retry`` hands each batch), and nothing else, inside
+    ``context()``."""
     original = sizes.run_with_retry
 
     def instrumented(ranges: Any, run: Any, *args: Any, **kwargs: Any) -> Any:
         def watched(begin: int, end: int) -> Any:
-            with recorder:
+            with context():
                 return run(begin, end)
 
         return original(ranges, watched, *args, **kwargs)
 
     monkeypatch.setattr(sizes, "run_with_retry", instrumented)
+
+
+@contextmanager
+def recording_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[SyncRecorder]:
+    """Record inside every batch of the loop, nowhere else."""
+    recorder = SyncRecorder()
+    around_each_batch(monkeypatch, lambda: recorder)
     yield recorder
 
 
@@ -187,23 +193,14 @@ def test_the_cpu_choices_do_read_the_host(monkeypatch) -> None:
 
 
 @contextmanager
-def cuda_sync_errors_in_batches(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """``torch.cuda.set_sync_debug_mode("error")`` inside every batch of the loop (what ``run_with_retry`` hands each
-    batch): a synchronisation there -- a read of a device value, or a copy that blocks the host -- raises."""
-    original = sizes.run_with_retry
-
-    def instrumented(ranges: Any, run: Any, *args: Any, **kwargs: Any) -> Any:
-        def watched(begin: int, end: int) -> Any:
-            torch.cuda.set_sync_debug_mode("error")
-            try:
-                return run(begin, end)
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-
-        return original(ranges, watched, *args, **kwargs)
-
-    monkeypatch.setattr(sizes, "run_with_retry", instrumented)
-    yield
+def cuda_sync_errors() -> Iterator[None]:
+    """``torch.cuda.set_sync_debug_mode("error")`` inside the block: a synchronisation there -- a read of a device
+    value, or a copy that blocks the host -- raises."""
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        yield
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 @pytest.mark.cuda
@@ -220,10 +217,10 @@ def test_no_synchronisation_inside_the_batch_loop_on_cuda(monkeypatch, kind: str
     evaluator = RankBasedEvaluator(batch_size=7, slice_size=20)
     evaluator.pair_layout = layout  # type: ignore[assignment]
     evaluator._state.settings = dataclasses.replace(evaluator._state.settings, group_min_pairs=1)
-    with cuda_sync_errors_in_batches(monkeypatch):
-        results = evaluator.evaluate(
-            model.to("cuda"), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False
-        )
+    around_each_batch(monkeypatch, cuda_sync_errors)
+    results = evaluator.evaluate(
+        model.to("cuda"), GRAPH.triples, additional_filter_triples=GRAPH.filter_triples, use_tqdm=False
+    )
     assert results.records is not None and reference.records is not None
     for column in ("optimistic", "pessimistic"):
         assert sorted(zip(results.records["task_index"], results.records[column], strict=True)) == sorted(

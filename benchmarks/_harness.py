@@ -215,9 +215,7 @@ def format_table(rows: list[list[str]], header: list[str]) -> str:
     return "\n".join(lines)
 
 
-def run_rounds(
-    script: str, contenders: Sequence[str], argv: list[str], rounds: int
-) -> list[dict[str, dict[str, Any]]]:
+def run_rounds(script: str, contenders: Sequence[str], argv: list[str], rounds: int) -> list[dict[str, dict[str, Any]]]:
     """``rounds`` rounds, each running every contender of ``script`` once in its own subprocess, in order."""
     return [{name: run_contender(script, name, argv) for name in contenders} for _ in range(rounds)]
 

@@ -49,8 +49,9 @@ print(best, results["mrr"])
 
 
 def run(tree: str, kernel: str, args: argparse.Namespace) -> tuple[float, float]:
-    code = WORKER.format(tree=tree, dataset=args.dataset, dim=args.dim, kernel=kernel, repeats=args.repeats,
-                         model=args.model)
+    code = WORKER.format(
+        tree=tree, dataset=args.dataset, dim=args.dim, kernel=kernel, repeats=args.repeats, model=args.model
+    )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     seconds, mrr = done.stdout.split()[-2:]
     return float(seconds), float(mrr)
@@ -102,8 +103,9 @@ def compare(trees: dict[str, str], args: argparse.Namespace) -> None:
             seconds, mrr = run(tree, kernel, args)
             best[name, kernel] = min(best.get((name, kernel), float("inf")), seconds)
             mrrs[name, kernel] = mrr
-    print(f"{args.dataset}, {args.model} d={args.dim}, full filtered test, "
-          f"best of {args.repeats} x {args.rounds} rounds")
+    print(
+        f"{args.dataset}, {args.model} d={args.dim}, full filtered test, best of {args.repeats} x {args.rounds} rounds"
+    )
     print(f"before: {trees['before']}\nafter:  {trees['after']}")
     for kernel in args.kernels:
         before, after = best["before", kernel], best["after", kernel]

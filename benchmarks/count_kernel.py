@@ -155,8 +155,12 @@ def main() -> None:
     torch.set_num_threads(every)
     print(format_table(table, ["loop", "threads", "ns / score", "ms per call"]))
     print()
-    print(format_table(interleaved(compare_loops(), args.repeats * 10),
-                       ["compare loop, 1 thread, interleaved", "median ns / score", "best ns / score", "vs kgeval"]))
+    print(
+        format_table(
+            interleaved(compare_loops(), args.repeats * 10),
+            ["compare loop, 1 thread, interleaved", "median ns / score", "best ns / score", "vs kgeval"],
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -83,8 +83,10 @@ def main() -> None:
         evaluator.evaluate(model, valid, additional_filter_triples=[data.train, data.valid], use_tqdm=False)
         seconds = time.perf_counter() - started
         rows = model.cells / data.num_entities
-        print(f"{wrapper.__name__:>13}: {rows:8.0f} query-rows scored, {rows / distinct:.2f}x the distinct queries, "
-              f"{seconds:.2f} s")
+        print(
+            f"{wrapper.__name__:>13}: {rows:8.0f} query-rows scored, {rows / distinct:.2f}x the distinct queries, "
+            f"{seconds:.2f} s"
+        )
 
 
 if __name__ == "__main__":

@@ -215,8 +215,12 @@ def main() -> None:
     parser.add_argument("--dim", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--train-epochs", type=int, default=0,
-                        help="train the PyKEEN model this many epochs first (0: untrained, the default)")
+    parser.add_argument(
+        "--train-epochs",
+        type=int,
+        default=0,
+        help="train the PyKEEN model this many epochs first (0: untrained, the default)",
+    )
     parser.add_argument("--worker", help=argparse.SUPPRESS)
     parser.add_argument("--weights", help=argparse.SUPPRESS)
     args = parser.parse_args()

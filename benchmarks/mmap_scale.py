@@ -132,13 +132,17 @@ def main() -> None:
             seconds = time.perf_counter() - start
         scores = 2 * args.tasks * args.entities
         table_mib = args.entities * args.dim * 4 / 2**20
-        print(f"{args.entities:,} entities x {args.dim} (table {table_mib:,.0f} MiB, written in {written:.1f} s), "
-              f"{args.tasks} test triples x 2 sides, {args.known:,} known triples, kernel {args.kernel}")
+        print(
+            f"{args.entities:,} entities x {args.dim} (table {table_mib:,.0f} MiB, written in {written:.1f} s), "
+            f"{args.tasks} test triples x 2 sides, {args.known:,} known triples, kernel {args.kernel}"
+        )
         print(f"evaluation: {seconds:.2f} s, {seconds / scores * 1e9:.2f} ns per score, MRR {results['mrr']:.6f}")
-        print(f"peak RSS during the evaluation: anonymous {peak.peak['RssAnon'] / 1024:,.0f} MiB "
-              f"(before: {before['RssAnon'] / 1024:,.0f} MiB), file-backed {peak.peak['RssFile'] / 1024:,.0f} MiB "
-              f"(before: {before['RssFile'] / 1024:,.0f} MiB; pages {'released' if released else 'kept'}; "
-              f"{table_mib:,.0f} MiB on disk)")
+        print(
+            f"peak RSS during the evaluation: anonymous {peak.peak['RssAnon'] / 1024:,.0f} MiB "
+            f"(before: {before['RssAnon'] / 1024:,.0f} MiB), file-backed {peak.peak['RssFile'] / 1024:,.0f} MiB "
+            f"(before: {before['RssFile'] / 1024:,.0f} MiB; pages {'released' if released else 'kept'}; "
+            f"{table_mib:,.0f} MiB on disk)"
+        )
         del model, mapped
 
 

@@ -83,11 +83,15 @@ def wikikg2(args: argparse.Namespace) -> None:
     scores = 2 * sizes["test"] * sizes["entities"]
     full = seconds * WIKIKG2["test"] / sizes["test"]
     print(f"# wikikg2-sized full filtered ranking on CPU\n\nmachine: {machine()}\n")
-    print(f"graph: {sizes['entities']:,} entities, {sizes['relations']} relations, {sizes['known']:,} known "
-          f"triples (built with the model in {built:.1f} s); DistMult d=100; {sizes['test']:,} test triples")
+    print(
+        f"graph: {sizes['entities']:,} entities, {sizes['relations']} relations, {sizes['known']:,} known "
+        f"triples (built with the model in {built:.1f} s); DistMult d=100; {sizes['test']:,} test triples"
+    )
     per_task = seconds / (2 * sizes["test"]) * 1e3
-    print(f"first call (filter index built): {first:.2f} s; second call: {seconds:.2f} s = {per_task:.2f} ms per "
-          f"task, {scores / seconds:.3e} candidate scores/s")
+    print(
+        f"first call (filter index built): {first:.2f} s; second call: {seconds:.2f} s = {per_task:.2f} ms per "
+        f"task, {scores / seconds:.3e} candidate scores/s"
+    )
     print(f"extrapolated to all {WIKIKG2['test']:,} test triples: {full:.0f} s ({full / 3600:.2f} h); "
           f"MRR of the untrained model {results['mrr']:.2e}")  # fmt: skip
 

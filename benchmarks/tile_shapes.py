@@ -166,5 +166,6 @@ class HotCounting:
                 self._count(scores)
         return gemm
 
+
 if __name__ == "__main__":
     main()

@@ -124,8 +124,10 @@ def propagation(ultra: Any, model: torch.nn.Module, generic: bool) -> str:
     for layer in layers:
         layer.propagate = types.MethodType(MessagePassing.propagate, layer)
         layer.flow = "target_to_source"
-    return (f"{len(layers)} GeneralizedRelationalConv layers on PyG's generic propagate, flow target_to_source "
-            "(rspmm's direction; --generic-propagation)")
+    return (
+        f"{len(layers)} GeneralizedRelationalConv layers on PyG's generic propagate, flow target_to_source "
+        "(rspmm's direction; --generic-propagation)"
+    )
 
 
 def ultra_dataset(ultra: Any, name: str, root: Path) -> Any:
@@ -304,8 +306,11 @@ def compare(name: str, ultra_rows: np.ndarray, kgeval_rows: np.ndarray) -> tuple
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default="ckpts/ultra_4g.pth", help="relative to the checkout, or a path")
-    parser.add_argument("--generic-propagation", action="store_true",
-                        help="PyG's generic propagate in rspmm's direction instead of ULTRA's rspmm extension")
+    parser.add_argument(
+        "--generic-propagation",
+        action="store_true",
+        help="PyG's generic propagate in rspmm's direction instead of ULTRA's rspmm extension",
+    )
     parser.add_argument("--datasets", nargs="+", default=list(SETS), choices=list(SETS))
     parser.add_argument("--limit", type=int, default=None, help="rank the first N test triples of each set only")
     parser.add_argument("--batch-size", type=int, default=16, help="ULTRA's test batch size and kgeval's")

@@ -59,5 +59,6 @@ def main() -> None:
     args = parser.parse_args()
     run(args.dataset, n_resamples=args.resamples)
 
+
 if __name__ == "__main__":
     main()

@@ -54,8 +54,12 @@ def evaluate(data: Any, split: str, validation_filter: str = "inference") -> dic
 def main(argv: list[str] | None = None) -> list[dict[str, Any]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("datasets", nargs="*", help="folders or shared set names (default: every shared one)")
-    parser.add_argument("--validation-filter", default="inference", choices=("inference", "inference+test"),
-                        help="fully inductive sets: filter validation by the test triples too (InGram / ULTRA)")
+    parser.add_argument(
+        "--validation-filter",
+        default="inference",
+        choices=("inference", "inference+test"),
+        help="fully inductive sets: filter validation by the test triples too (InGram / ULTRA)",
+    )
     args = parser.parse_args(argv)
     root = shared_data_dir()
     names = args.datasets or [name for name in SETS if root is not None and (root / name).is_dir()]

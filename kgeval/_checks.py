@@ -152,9 +152,11 @@ def _raise_on_first_bad_row(triples: torch.Tensor, name: str, num_entities: int,
         bad |= triples[:, 3] < 0
     if bool(bad.any()):
         row = int(bad.nonzero()[0, 0])
-        limits = f"entities in [0, {num_entities})" + (
-            f", relations in [0, {num_relations})" if num_relations is not None else ", relations >= 0"
-        ) + (", times >= 0" if timed else "")
+        limits = (
+            f"entities in [0, {num_entities})"
+            + (f", relations in [0, {num_relations})" if num_relations is not None else ", relations >= 0")
+            + (", times >= 0" if timed else "")
+        )
         raise ValueError(f"{name} row {row} = {triples[row].tolist()} has an id out of range ({limits})")
     raise AssertionError("an id out of range was found by the columns' extremes, but in no row")  # pragma: no cover
 
@@ -229,8 +231,7 @@ def check_num_entities(model: Any, num_entities: int | None, name: str | None = 
         if declared is None:
             raise ValueError(
                 f"num_entities is not given and {name or describe(model)} has no num_entities (num_nodes, n_ent) "
-                "attribute"
-                + held_models_hint(model, lambda child: _entity_count(child) is not None, "num_entities")
+                "attribute" + held_models_hint(model, lambda child: _entity_count(child) is not None, "num_entities")
             )
         return check_positive_int(declared, "model.num_entities")
     if isinstance(num_entities, torch.Tensor):

@@ -12,8 +12,17 @@ import pandas as pd
 
 from kgeval.datasets import dataset_fingerprint
 
-__all__ = ["RANK_TYPE_RULES", "check_ranks_fit", "count_of", "json_header", "metrics_document", "provenance",
-           "refuse_options", "version", "with_provenance"]
+__all__ = [
+    "RANK_TYPE_RULES",
+    "check_ranks_fit",
+    "count_of",
+    "json_header",
+    "metrics_document",
+    "provenance",
+    "refuse_options",
+    "version",
+    "with_provenance",
+]
 
 #: how each rank type counts, as every ``--json`` document states it
 RANK_TYPE_RULES = {"optimistic": "1 + #(score > true)", "pessimistic": "1 + #(score >= true)",
@@ -106,8 +115,10 @@ def check_ranks_fit(records: Any, frame: pd.DataFrame, dataset: Any, path: str) 
             raise ValueError(f"rank table {path}: {column} ids up to {int(values.max())}, but "
                              f"{dataset.name} has {bound:,} {what}: the table ranks another dataset")  # fmt: skip
     if records.num_candidates is not None and len(records) and int(records.num_candidates.max()) > dataset.num_entities:
-        raise ValueError(f"rank table {path}: up to {int(records.num_candidates.max()):,} candidates per task, but "
-                         f"{dataset.name} has {dataset.num_entities:,} entities: the table ranks another dataset")
+        raise ValueError(
+            f"rank table {path}: up to {int(records.num_candidates.max()):,} candidates per task, but "
+            f"{dataset.name} has {dataset.num_entities:,} entities: the table ranks another dataset"
+        )
     labelled = [("head_label", "head", dataset.entity_to_id), ("tail_label", "tail", dataset.entity_to_id),
                 ("relation_label", "relation", dataset.relation_to_id)]  # fmt: skip
     if hasattr(dataset, "time_to_id"):

@@ -84,8 +84,10 @@ def run_many(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": label, **many.to_dict(), "resumed": list(many.resumed)}, allow_nan=False))
         return 0
-    print(f"== {label} on {len(many.table)} graph(s), {args.split} split, filtered; pessimistic ranks (the "
-          "field's code) beside realistic; tied: share of tasks whose true answer ties another candidate ==")
+    print(
+        f"== {label} on {len(many.table)} graph(s), {args.split} split, filtered; pessimistic ranks (the "
+        "field's code) beside realistic; tied: share of tasks whose true answer ties another candidate =="
+    )
     print(many.to_text())
     if many.resumed:
         print(f"({len(many.resumed)} graph(s) read back from {args.results_dir}, not evaluated again: "

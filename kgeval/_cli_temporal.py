@@ -21,8 +21,16 @@ from kgeval.records import table_provenance, write_ranks
 from kgeval.temporal import TemporalRankBasedEvaluator, TemporalRankBasedMetricResults
 from kgeval.temporal_audit import audit_temporal_dataset
 
-__all__ = ["evaluate_temporal_table", "print_temporal", "run_temporal_audit", "run_temporal_demo",
-           "run_temporal_evaluate", "settings_frame", "temporal_evaluation"]
+__all__ = [
+    "evaluate_temporal_table",
+    "print_temporal",
+    "run_temporal_audit",
+    "run_temporal_demo",
+    "run_temporal_evaluate",
+    "settings_frame",
+    "temporal_evaluation",
+]
+
 
 def settings_frame(results: dict[str, TemporalRankBasedMetricResults]) -> pd.DataFrame:
     """One row per (model, filter setting), the realistic headline of both sides pooled as columns (MRR and
@@ -74,8 +82,10 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
     for split, known in (("valid", "train + valid"), ("test", "train + valid + test")):
         start = time.perf_counter()
         baseline = RecurrencyBaseline.before(dataset, split)
-        results = {"TNTComplEx": temporal_evaluation(model, dataset, split, progress),
-                   "recurrency": temporal_evaluation(baseline, dataset, split, progress)}
+        results = {
+            "TNTComplEx": temporal_evaluation(model, dataset, split, progress),
+            "recurrency": temporal_evaluation(baseline, dataset, split, progress),
+        }
         print(f"\n== {split}: {len(getattr(dataset, split))} quadruples, filtered by {known}, realistic ranks, both "
               f"sides; the recurrency baseline single-step; {time.perf_counter() - start:.2f} s ==")  # fmt: skip
         frame = settings_frame(results)

@@ -137,9 +137,7 @@ class Headline(dict[str, float]):
         raise KeyError(name)
 
 
-def headline_values(
-    data: Mapping[Any, float], ks: tuple[int, ...], rank_type: str, prefix: str | None
-) -> Headline:
+def headline_values(data: Mapping[Any, float], ks: tuple[int, ...], rank_type: str, prefix: str | None) -> Headline:
     """The headline as a flat dict for a logger: ``[prefix/][side/]metric`` -> value, ``metric`` one of ``mrr``,
     ``hits_at_k`` per k and ``mr``, the pooled side first and without a side part (``val/mrr``,
     ``val/head/hits_at_10``): names every tracker accepts, MLflow included."""
@@ -195,6 +193,8 @@ def filter_order_note(valid_mrr: float, test_mrr: float) -> str | None:
     splits hold different triples. None otherwise."""
     if not test_mrr > valid_mrr:
         return None
-    return ("(test MRR above validation MRR is no leak: a test task also has the validation triples' answers "
-            "filtered out, while a validation task still competes with the test triples' answers; and the two splits "
-            "hold different triples)")
+    return (
+        "(test MRR above validation MRR is no leak: a test task also has the validation triples' answers "
+        "filtered out, while a validation task still competes with the test triples' answers; and the two splits "
+        "hold different triples)"
+    )

@@ -14,8 +14,15 @@ from typing import Any
 
 import torch
 
-__all__ = ["callable_fingerprint", "dataset_content_fingerprint", "model_fingerprint", "model_settings",
-           "settings_fingerprint", "value_fingerprint", "view_settings"]
+__all__ = [
+    "callable_fingerprint",
+    "dataset_content_fingerprint",
+    "model_fingerprint",
+    "model_settings",
+    "settings_fingerprint",
+    "value_fingerprint",
+    "view_settings",
+]
 
 #: bytes hashed per step when fingerprinting a tensor
 HASH_CHUNK = 2**26

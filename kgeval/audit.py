@@ -216,8 +216,12 @@ def _tie_lines(ties: Ties | None) -> list[str]:
     if ties is None:
         return []
     by_type = ", ".join(f"{rank_type} {value:.4f}" for rank_type, value in ties.mrr.items())
-    lines = ["", "### Ties", "",
-             f"{ties.tied_tasks:,} of {ties.tasks:,} tasks ({ties.tied_fraction:.1%}) have tied scores. MRR {by_type}."]
+    lines = [
+        "",
+        "### Ties",
+        "",
+        f"{ties.tied_tasks:,} of {ties.tasks:,} tasks ({ties.tied_fraction:.1%}) have tied scores. MRR {by_type}.",
+    ]
     if ties.top_relations:
         top = ", ".join(f"{name} ({share:.0%} of {count:,})" for name, share, count in ties.top_relations)
         lines.append(f"Ties concentrate in: {top}.")
@@ -241,8 +245,10 @@ def _baseline_lines(baseline: RuleBaseline | None, protocol: Protocol | None) ->
     if model_mrr is not None:
         gap = model_mrr - baseline.mrr
         if gap < BASELINE_MARGIN:
-            lines.append(f"**The audited model's MRR ({model_mrr:.4f}) is within {BASELINE_MARGIN:g} of this "
-                         "baseline (or below it): its number may say more about the dataset than about the model.**")
+            lines.append(
+                f"**The audited model's MRR ({model_mrr:.4f}) is within {BASELINE_MARGIN:g} of this "
+                "baseline (or below it): its number may say more about the dataset than about the model.**"
+            )
         else:
             lines.append(f"The audited model's MRR ({model_mrr:.4f}) exceeds it by {gap:.4f}.")
     return lines

@@ -374,8 +374,9 @@ def _checkpoint_and_dataset(
             dataset = load_dataset(name, kind="triples", entity_to_id=loaded.entity_to_id,
                                    relation_to_id=loaded.relation_to_id, **reading)  # fmt: skip
         except LabelNotInIdsError:  # the model's sizes, where they differ, say so more plainly
-            _check_model_fits(loaded.model, load_dataset(name, kind="triples", unseen="keep",
-                                                         duplicates=reading["duplicates"]))
+            _check_model_fits(
+                loaded.model, load_dataset(name, kind="triples", unseen="keep", duplicates=reading["duplicates"])
+            )
             raise
         _check_model_fits(loaded.model, dataset)
         _check_fingerprint(loaded, dataset, args.dataset is not None)
@@ -577,8 +578,9 @@ def _run_evaluate(args: argparse.Namespace) -> int:
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
     if args.save_ranks:
         if not args.checkpoint:
-            raise ValueError("--save-ranks writes the ranks of a --checkpoint's evaluation (a rank table is one "
-                             "already)")
+            raise ValueError(
+                "--save-ranks writes the ranks of a --checkpoint's evaluation (a rank table is one already)"
+            )
         check_rank_path(args.save_ranks)  # before the evaluation, not after it
     if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)

@@ -63,9 +63,7 @@ class TypeConstraints:
         for side, mapping in (("heads", self.heads), ("tails", self.tails)):
             for relation, ids in mapping.items():
                 if ids.numel() and (int(ids.min()) < 0 or int(ids.max()) >= num_entities):
-                    raise ValueError(
-                        f"type_constraints {side}[{relation}] holds an id outside [0, {num_entities})"
-                    )
+                    raise ValueError(f"type_constraints {side}[{relation}] holds an id outside [0, {num_entities})")
 
     def candidate_groups(
         self, relations: torch.Tensor, target: EntityTarget, whitelist: torch.Tensor | None

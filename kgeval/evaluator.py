@@ -358,5 +358,7 @@ class RankBasedEvaluator(RankingSettings):
             return RankBasedMetricResults.from_accumulators(filtered, self.ks)
         raw = {target: side.raw for target, side in sides.items()}
         return RankBasedMetricResults.from_accumulators(
-            filtered, self.ks, raw=RankBasedMetricResults.from_accumulators(raw, self.ks)  # type: ignore[arg-type]
+            filtered,
+            self.ks,
+            raw=RankBasedMetricResults.from_accumulators(raw, self.ks),  # type: ignore[arg-type]
         )

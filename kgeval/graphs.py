@@ -53,8 +53,12 @@ class Graph:
             raise TypeError(f"a graph's triples must have dtype torch.int64, got {triples.dtype}")
         if self.num_nodes < 1 or self.num_relations < 1:
             raise ValueError(f"a graph needs nodes and relations, got {self.num_nodes} and {self.num_relations}")
-        if len(triples) and (int(triples[:, [0, 2]].min()) < 0 or int(triples[:, [0, 2]].max()) >= self.num_nodes
-                             or int(triples[:, 1].min()) < 0 or int(triples[:, 1].max()) >= self.num_relations):
+        if len(triples) and (
+            int(triples[:, [0, 2]].min()) < 0
+            or int(triples[:, [0, 2]].max()) >= self.num_nodes
+            or int(triples[:, 1].min()) < 0
+            or int(triples[:, 1].max()) >= self.num_relations
+        ):
             raise ValueError(f"graph {self.name!r}: triples with ids outside its {self.num_nodes} nodes / "
                              f"{self.num_relations} relations")  # fmt: skip
 

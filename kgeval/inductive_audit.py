@@ -68,9 +68,11 @@ class InductiveAuditReport:
 
     def to_markdown(self) -> str:
         """The evaluation card."""
-        graphs = ("The two graphs are disjoint: every validation and test entity is new to the model."
-                  if not self.shared_entities else
-                  f"The two graphs share {self.shared_entities:,} entities: a model may have trained on them.")
+        graphs = (
+            "The two graphs are disjoint: every validation and test entity is new to the model."
+            if not self.shared_entities
+            else f"The two graphs share {self.shared_entities:,} entities: a model may have trained on them."
+        )
         lines = [f"## Inductive evaluation audit: {self.dataset}", "",
                  f"Training graph: {self.training_entities:,} entities, {self.sizes['train']:,} triples. Inference "
                  f"graph: {self.inference_entities:,} entities, {self.sizes['inference']:,} triples. "
@@ -99,7 +101,7 @@ class InductiveAuditReport:
         else:
             lines.append("Rule-only baseline: not run.")
         if self.model_mrr is not None:
-            lines.append(f"The model (mode \"testing\"): MRR {self.model_mrr:.4f}.")
+            lines.append(f'The model (mode "testing"): MRR {self.model_mrr:.4f}.')
         lines += ["", f"kgeval {self.kgeval_version}; definitions: docs/inductive.md."]
         return "\n".join(lines) + "\n"
 

@@ -23,6 +23,7 @@ from kgeval.typing import ENTITY_TARGETS, RANK_TYPES, Target
 
 __all__ = ["MacroRankBasedEvaluator", "macro_results", "query_weights"]
 
+
 def query_weights(records: RankRecords, target: Target) -> np.ndarray:
     """The macro weight of each of ``target``'s tasks in ``records`` (in their order): 1 / the number of that
     side's tasks with the same query (float64, shape (tasks of the side,))."""

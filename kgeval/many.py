@@ -103,8 +103,10 @@ class ManyGraphs:
         def clean(record: Mapping[str, Any]) -> dict[str, Any]:
             return {key: _plain(value) for key, value in record.items()}
 
-        return {"graphs": [clean(row) for row in self.table.to_dict(orient="records")],
-                "averages": {str(group): clean(row) for group, row in self.averages.to_dict(orient="index").items()}}
+        return {
+            "graphs": [clean(row) for row in self.table.to_dict(orient="records")],
+            "averages": {str(group): clean(row) for group, row in self.averages.to_dict(orient="index").items()},
+        }
 
 
 def group_of(dataset: Any) -> str:

@@ -92,9 +92,7 @@ def _fixed_ranks(positive: torch.Tensor, negative: torch.Tensor) -> tuple[torch.
     return optimistic, pessimistic
 
 
-def _ragged_ranks(
-    positive: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor
-) -> tuple[torch.Tensor, torch.Tensor]:
+def _ragged_ranks(positive: torch.Tensor, flat: torch.Tensor, owner: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """(optimistic, pessimistic) (n,) of each positive (n,) among its own negatives: ``flat`` (sum K_i,) holds every
     task's negatives one after another, ``owner`` (sum K_i,) the task of each; counted per chunk of negatives."""
     above = torch.zeros(positive.shape[0], dtype=torch.int64, device=positive.device)
@@ -155,9 +153,7 @@ def _common_dtype(*dtypes: torch.dtype) -> torch.dtype:
     return dtype if dtype in (torch.float32, torch.float64) else torch.float32  # float16 / bfloat16 / float8
 
 
-def _checked_ragged(
-    positive: Any, negatives: Any
-) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _checked_ragged(positive: Any, negatives: Any) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """(positive (n,), every task's negatives one after another (sum K_i,), K_i (n,), the task of each negative
     (sum K_i,)) from a sequence of n 1-d floating tensors on the positives' device, no NaN; all widened (exactly)
     to one dtype."""

@@ -22,8 +22,16 @@ import torch
 from kgeval._checks import check_rank_records, check_writable_file, plain
 from kgeval.typing import ENTITY_TARGETS, TARGETS, RankType, Target
 
-__all__ = ["PROVENANCE_COLUMNS", "RANK_TABLE_COLUMNS", "RankRecords", "rank_records", "ranks_of_type",
-           "read_ranks", "settings_of", "table_provenance"]
+__all__ = [
+    "PROVENANCE_COLUMNS",
+    "RANK_TABLE_COLUMNS",
+    "RankRecords",
+    "rank_records",
+    "ranks_of_type",
+    "read_ranks",
+    "settings_of",
+    "table_provenance",
+]
 
 #: columns a rank table (CSV / Parquet, or a DataFrame) must have; ``num_candidates``, ``task_index`` and
 #: ``realistic`` are optional
@@ -117,8 +125,10 @@ class RankRecords:
             raise ValueError(f"a {source} needs the columns {list(RANK_TABLE_COLUMNS)}, missing {missing}")
         if "setting" in frame.columns and frame["setting"].nunique() > 1:
             held = ", ".join(map(str, pd.unique(frame["setting"])))
-            raise ValueError(f"the {source} holds the ranks of several filter settings ({held}): read one at a time "
-                             "(kgeval.records.settings_of, or TemporalRankBasedMetricResults.from_rank_table)")
+            raise ValueError(
+                f"the {source} holds the ranks of several filter settings ({held}): read one at a time "
+                "(kgeval.records.settings_of, or TemporalRankBasedMetricResults.from_rank_table)"
+            )
         optional = ("num_candidates", "task_index", "realistic")
         columns = {name: frame[name].to_numpy() for name in (*RANK_TABLE_COLUMNS, *optional) if name in frame.columns}
         columns["side"] = _side_codes(frame["side"], source)
@@ -342,7 +352,7 @@ _COMPRESSIONS = ("", ".gz", ".bz2", ".xz", ".zst", ".zip")
 
 
 def _table_kind(path: Path) -> str:
-    """"parquet", "csv" or "tsv" by the file's last suffixes (``.csv.gz`` is csv, ``x.tsv_old.csv`` too);
+    """ "parquet", "csv" or "tsv" by the file's last suffixes (``.csv.gz`` is csv, ``x.tsv_old.csv`` too);
     ValueError for any other."""
     name = path.name.lower()
     if name.endswith((".parquet", ".pq")):
@@ -424,4 +434,3 @@ def rank_records(results: Any) -> RankRecords:
             "the results keep no per-task rank records; evaluate with RankBasedEvaluator(keep_records=True)"
         )
     return records
-

@@ -230,7 +230,7 @@ def many_report_html(table: pd.DataFrame, averages: pd.DataFrame, *, model: str 
         f'<th class="label">group</th><th>tasks</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
         "</section>",
         '<section id="averages"><h2>Group averages</h2><table><thead><tr><th class="label">group</th>'
-        f'<th>graphs</th>{head}</tr></thead><tbody>{"".join(means)}</tbody></table>'
+        f"<th>graphs</th>{head}</tr></thead><tbody>{''.join(means)}</tbody></table>"
         '<p class="note">The plain mean over each group\'s graphs (each graph counts once, whatever its size), as '
         "the field's tables average them.</p></section>",
     ]
@@ -331,7 +331,7 @@ NOT_RECORDED = "not recorded"
 
 
 def _default_title(named: Mapping[str, Any], about: Mapping[str, Mapping[str, str]]) -> str:
-    """"<models> on <dataset> <split>" where every model's evaluation recorded the same dataset and split, else
+    """ "<models> on <dataset> <split>" where every model's evaluation recorded the same dataset and split, else
     "Evaluation report: <models>"."""
     models = ", ".join(named)
     places = {(info.get("dataset"), info.get("split")) for info in about.values()}
@@ -344,7 +344,7 @@ def _default_title(named: Mapping[str, Any], about: Mapping[str, Mapping[str, st
 def _about_section(named: Mapping[str, Any], about: Mapping[str, Mapping[str, str]]) -> str:
     """A row per model: its class, dataset (with its fingerprint as a tooltip), split, filter, protocol (setting
     and rank type) and date, as the rank table recorded them."""
-    head = "".join(f"<th class=\"label\">{heading}</th>" for _, heading in ABOUT_COLUMNS)
+    head = "".join(f'<th class="label">{heading}</th>' for _, heading in ABOUT_COLUMNS)
     rows = []
     for name in named:
         info = about.get(name, {})
@@ -456,7 +456,7 @@ def _table_html(rows: list[str]) -> str:
 
     def cell(text: str, tag: str) -> str:
         numeric = bool(text) and (text[0].isdigit() or text[0] in "-+.") and tag == "td"
-        return f'<{tag}{"" if numeric else " class=label"}>{_inline(text)}</{tag}>'
+        return f"<{tag}{'' if numeric else ' class=label'}>{_inline(text)}</{tag}>"
 
     table = ("<table><thead><tr>" + "".join(cell(text, "th") for text in head) + "</tr></thead><tbody>"
              + "".join("<tr>" + "".join(cell(text, "td") for text in row) + "</tr>" for row in body)

@@ -45,6 +45,7 @@ JSON_FORMAT = "kgeval.results/1"
 #: PyKEEN 1.11 reports its adjusted and z hits@k under one k-less key each; kgeval exports them for k = 10
 PYKEEN_K_LESS_KEYS: dict[str, str] = {"adjusted_hits_at_10": "adjusted_hits_at_k", "z_hits_at_10": "z_hits_at_k"}
 
+
 @dataclass(frozen=True, eq=False)
 class RankBasedMetricResults:
     """The metrics of one evaluation, keyed by (side, rank type, metric key).
@@ -420,7 +421,8 @@ class RankBasedMetricResults:
 
     def per_category(
         self,
-        reference_triples: Any, *,
+        reference_triples: Any,
+        *,
         keys: str | Sequence[str] = ("mrr", "hits@10"),
         threshold: float = relations.DEFAULT_THRESHOLD,
     ) -> pd.DataFrame:
@@ -490,8 +492,7 @@ class RankBasedMetricResults:
         if not self.data:
             return "RankBasedMetricResults(no metrics)"
         shown = self.table("auto").size
-        return (f"{self.summary()}\n(.full_table() lists {shown} of the {len(self.data)} numbers, .table() every "
-                "one)")
+        return f"{self.summary()}\n(.full_table() lists {shown} of the {len(self.data)} numbers, .table() every one)"
 
     def __repr__(self) -> str:
         n = self.data.get(("both", "realistic", "count"), math.nan)
@@ -578,5 +579,3 @@ def _key_string(name: str | tuple[str, str, str] | None) -> str:
     if not isinstance(name, str):
         raise TypeError(f"a metric key must be a str or a (side, rank_type, metric) tuple, got {name!r}")
     return name
-
-

@@ -74,8 +74,9 @@ class TemporalRankBasedMetricResults(RankBasedMetricResults):
         ``to_latex`` write it."""
         if self.static is None and self.raw is None:
             return super().headline_table(rank_type)
-        settings = [(self.setting, self)] + [(name, other) for name, other in (("static", self.static),
-                                                                              ("raw", self.raw)) if other is not None]
+        settings = [(self.setting, self)] + [
+            (name, other) for name, other in (("static", self.static), ("raw", self.raw)) if other is not None
+        ]
         columns = {name: display.headline_frame(other.data, other.ks, rank_type)["both"] for name, other in settings}
         frame = pd.DataFrame(columns)
         frame.columns.name = "filter"

@@ -199,4 +199,3 @@ def _with_recurrency(report: TemporalAuditReport, dataset: TemporalDataset, use_
     results = TemporalRankBasedEvaluator(keep_records=False).evaluate(
         RecurrencyBaseline.before(dataset, "test"), **dataset.evaluation_kwargs("test"), use_tqdm=use_tqdm)  # fmt: skip
     return dataclasses.replace(report, recurrency_mrr=float(results["realistic.mrr"]))
-

@@ -28,7 +28,6 @@ def metrics(capsys: pytest.CaptureFixture[str]) -> dict:
     return json.loads(capsys.readouterr().out)["metrics"]
 
 
-
 def daily_quadruples(folder: Path, seed: int) -> Path:
     """A folder of random quadruples over 12 entities, 3 relations and the days of early January 2014: train on days
     1-7, valid on day 8, test on day 9."""
@@ -39,6 +38,7 @@ def daily_quadruples(folder: Path, seed: int) -> Path:
                  f"2014-01-{generator.integers(first, last):02d}") for _ in range(count)]  # fmt: skip
         (folder / f"{split}.txt").write_text("".join("\t".join(row) + "\n" for row in rows))
     return folder
+
 
 def test_a_demo_checkpoint_is_evaluated_on_its_own_dataset_without_being_told(tmp_path, capsys) -> None:
     """The issue's case: a nations checkpoint was evaluated on UMLS (the default) and failed on its labels."""
@@ -142,10 +142,14 @@ def test_a_checkpoint_description_is_checked_and_files_without_one_still_load(tm
         save_checkpoint(model, tmp_path / "wrong.pt", load_shipped_dataset("umls"))
     save_checkpoint(model, tmp_path / "described.pt", data)
     entities = torch.load(tmp_path / "described.pt", weights_only=True)["data"]["entities"]
-    tampered = {"one label short": {"entities": entities[:-1]},
-                "a label twice": {"entities": [entities[1], *entities[1:]]},
-                "times that are no list": {"times": 5}, "a time that is no string": {"times": [1, 2]},
-                "a folder that is no string": {"folder": 3}, "an unknown reading": {"read_with": {"unseen": "skip"}}}
+    tampered = {
+        "one label short": {"entities": entities[:-1]},
+        "a label twice": {"entities": [entities[1], *entities[1:]]},
+        "times that are no list": {"times": 5},
+        "a time that is no string": {"times": [1, 2]},
+        "a folder that is no string": {"folder": 3},
+        "an unknown reading": {"read_with": {"unseen": "skip"}},
+    }
     for why, change in tampered.items():
         document = torch.load(tmp_path / "described.pt", weights_only=True)
         document["data"].update(change)

@@ -155,8 +155,10 @@ def test_demo_unknown_dataset(capsys: pytest.CaptureFixture[str], monkeypatch: p
     monkeypatch.setattr("kgeval.datasets.shared_data_dir", lambda: shared)
     monkeypatch.setenv("KGEVAL_SHARED_DATA", str(shared))
     assert main(["demo", "--dataset", "WN18RR", "--no-progress"]) == 2
-    assert f"looked at {tmp_path.resolve() / 'WN18RR'}; {shared / 'WN18RR'} (the shared data folder, " \
-           "$KGEVAL_SHARED_DATA)" in capsys.readouterr().err
+    assert (
+        f"looked at {tmp_path.resolve() / 'WN18RR'}; {shared / 'WN18RR'} (the shared data folder, "
+        "$KGEVAL_SHARED_DATA)" in capsys.readouterr().err
+    )
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,7 @@ def test_demo_trains_tntcomplex_and_prints_the_settings_beside_the_baseline(tmp_
     assert "Dataset tkg (temporal): " in out and "train / valid / test quadruples" in out
     assert "Trained TNTComplEx (dim=4) for 2 epochs" in out
     assert "test quadruples are at times it never trained on" in out
-    test_part = out[out.index("== test: 35 quadruples, filtered by train + valid + test"):]
+    test_part = out[out.index("== test: 35 quadruples, filtered by train + valid + test") :]
     for model in ("TNTComplEx", "recurrency"):
         assert model in test_part
     for setting in ("time-aware", "static", "raw"):
@@ -74,7 +74,8 @@ def test_demo_trains_tntcomplex_and_prints_the_settings_beside_the_baseline(tmp_
     ours = TemporalRankBasedEvaluator(filtered="static", ks=(1, 3, 10)).evaluate(
         model, **data.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
     assert document["other_settings"]["static"]["both.realistic.inverse_harmonic_mean_rank"] == pytest.approx(
-        ours["mrr"])
+        ours["mrr"]
+    )
 
 
 def test_evaluate_refuses_a_model_of_other_data(tmp_path: Path, capsys) -> None:

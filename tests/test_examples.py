@@ -67,7 +67,6 @@ def test_distributed_evaluation_example_under_two_processes(tmp_path) -> None:
     assert first.get_metric("mrr") == pytest.approx(alone.get_metric("mrr"), abs=1e-3)
 
 
-
 def test_rank_plots_writes_both_figures(tmp_path, capsys) -> None:
     paths = _load("rank_plots").main(["--dataset", "nations", "--epochs", "1", "--out-dir", str(tmp_path)])
     assert [path.name for path in paths] == ["rank_distribution.png", "per_relation_mrr.png"]

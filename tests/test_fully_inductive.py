@@ -69,8 +69,9 @@ class PerGraphTables(torch.nn.Module):
 
 
 @pytest.mark.parametrize(("batch_size", "slice_size"), [(None, None), (1, 4), (7, 11)])
-@pytest.mark.parametrize(("split", "validation_filter"),
-                         [("valid", "inference"), ("valid", "inference+test"), ("test", "inference")])
+@pytest.mark.parametrize(
+    ("split", "validation_filter"), [("valid", "inference"), ("valid", "inference+test"), ("test", "inference")]
+)
 def test_new_relations_ranked_over_the_inference_graph(batch_size, slice_size, split, validation_filter) -> None:
     data = random_fully_inductive(seed=5)
     model = PerGraphTables({"training": 11, "inference": 19}, {"training": 3, "inference": 7}, seed=2)

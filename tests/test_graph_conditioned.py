@@ -100,8 +100,10 @@ def test_the_model_is_handed_the_modes_graph() -> None:
         assert graph.num_nodes == data.num_inference_entities
         assert graph.num_relations == 2 * data.num_inference_relations
         assert torch.equal(graph.triples[: len(data.inference)], data.inference)
-        assert torch.equal(graph.triples[len(data.inference):],
-                           data.inference[:, [2, 1, 0]] + torch.tensor([0, data.num_inference_relations, 0]))
+        assert torch.equal(
+            graph.triples[len(data.inference) :],
+            data.inference[:, [2, 1, 0]] + torch.tensor([0, data.num_inference_relations, 0]),
+        )
         assert graph.relation_labels is not None and graph.relation_labels[: expected.num_relations] == \
             expected.relation_labels  # fmt: skip
     plain = on_graphs(model, data, inverse_edges=False)

@@ -20,8 +20,10 @@ DEFERRED = {
     ("kgeval.models.checkpoint", "kgeval.adapters.dicee"): "dicee is optional (its experiment folders)",
     # the compiled loop imports numba, which costs ~0.5 s per process: only the numba kernel's first use pays it
     ("kgeval._engine.kernels", "kgeval._engine.kernels.numba_loop"): "numba loads only when the numba kernel runs",
-    ("kgeval._engine.kernels.block_counting", "kgeval._engine.kernels.numba_loop"):
-        "numba loads only when blocks are counted",
+    (
+        "kgeval._engine.kernels.block_counting",
+        "kgeval._engine.kernels.numba_loop",
+    ): "numba loads only when blocks are counted",
     ("kgeval._engine.kernels", "kgeval._engine.kernels.triton_counts"): "triton is optional (the gpu extra)",
     ("kgeval._engine.kernels", "kgeval._engine.kernels.triton_gemm"): "triton is optional (the gpu extra)",
     ("kgeval.analysis.stratified", "kgeval.analysis.plot"): "matplotlib is optional",

@@ -34,6 +34,7 @@ class TwoGraphs(torch.nn.Module):
     def __init__(self, seed: int = 0) -> None:
         super().__init__()
         generator = torch.Generator().manual_seed(seed)
+
         def table(rows: int) -> torch.nn.Parameter:
             return torch.nn.Parameter(torch.randint(-1, 2, (rows, DIM), generator=generator).float())
 
@@ -253,7 +254,8 @@ def test_the_audit_card_counts_as_plain_loops_do(tmp_path: Path) -> None:
     assert report.test_in_inference == len(set(rows["test"]) & set(rows["inference"])) == 1
     assert report.test_in_valid == len(set(rows["test"]) & set(rows["valid"])) == 1
     assert report.filter_sizes["test"] == pytest.approx(
-        filter_size_by_loops(rows["inference"] + rows["valid"] + rows["test"], rows["test"]))
+        filter_size_by_loops(rows["inference"] + rows["valid"] + rows["test"], rows["test"])
+    )
     assert report.filter_sizes["valid"] == pytest.approx(filter_size_by_loops(rows["inference"] + rows["valid"],
                                                                               rows["valid"]))  # fmt: skip
     assert report.shared_entities == 0 and report.sizes == {"train": 6, "inference": 6, "valid": 2, "test": 4}

@@ -68,7 +68,7 @@ def test_error_on_unknown_suffix(tmp_path: Path) -> None:
 
 
 def test_the_last_suffixes_say_the_format_and_unreadable_files_are_named(tmp_path: Path) -> None:
-    """"x.tsv_old.csv" is a CSV (it was read with tabs: one column); a truncated .csv.gz is a one-line ValueError
+    """ "x.tsv_old.csv" is a CSV (it was read with tabs: one column); a truncated .csv.gz is a one-line ValueError
     naming the file (it was an EOFError traceback)."""
     from kgeval.records import write_ranks
 
@@ -173,7 +173,7 @@ def test_labels_read_back_as_text(tmp_path) -> None:
 
 @pytest.mark.parametrize("suffix", [".csv", ".tsv", ".csv.gz"])
 def test_labels_that_look_missing_are_labels(tmp_path, suffix: str) -> None:
-    """"NA", "None", "null", "nan" and the empty label are labels (pandas read them as missing: a report named the
+    """ "NA", "None", "null", "nan" and the empty label are labels (pandas read them as missing: a report named the
     relation "nan"), while an empty cell of a number column stays missing and is refused."""
     from kgeval.records import write_ranks
 

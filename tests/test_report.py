@@ -61,8 +61,13 @@ def evaluation(tmp_path_factory: pytest.TempPathFactory):
     expected = {"DistMult": first, "Baseline": RankBasedMetricResults.from_records(RankRecords.from_frame(frame),
                                                                                   ks=(1, 3, 10))}  # fmt: skip
     audit = audit_dataset(data, rule_baseline=False)
-    recorded = {"model": "DistMult", "dataset": "nations", "split": "test", "filtered_by": "train+valid+test",
-                "setting": "filtered"}  # what a table of kgeval evaluate --save-ranks records (no date here)
+    recorded = {
+        "model": "DistMult",
+        "dataset": "nations",
+        "split": "test",
+        "filtered_by": "train+valid+test",
+        "setting": "filtered",
+    }  # what a table of kgeval evaluate --save-ranks records (no date here)
     path = write_report({"DistMult": first, "Baseline": baseline}, tmp_path_factory.mktemp("report") / "report.html",
                         audit=audit, popularity_triples=data.train, relation_labels=labels_from_frames(frame),
                         n_resamples=N_RESAMPLES, about={"DistMult": recorded, "Baseline": recorded})  # fmt: skip
@@ -298,8 +303,9 @@ def offline_page(path: Path) -> Iterator[OfflinePage]:
         browser = driver.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             opened = OfflinePage(browser, browser.new_page(viewport={"width": 1150, "height": 900}), [], [])
-            opened.page.on("console",
-                           lambda message: opened.errors.append(message.text) if message.type == "error" else None)
+            opened.page.on(
+                "console", lambda message: opened.errors.append(message.text) if message.type == "error" else None
+            )
             opened.page.on("pageerror", lambda error: opened.errors.append(str(error)))
             opened.page.route("**/*", opened.route)
             opened.page.goto(path.as_uri(), wait_until="load")
@@ -330,9 +336,7 @@ def test_the_report_in_chromium(evaluation, tmp_path: Path) -> None:
         quiet.route("**/*", opened.route)
         quiet.goto(path.as_uri(), wait_until="load")
         quiet_cells = quiet.locator("[data-key]").count()
-        boxes = quiet.locator("figure[data-chart] svg").evaluate_all(
-            "(all) => all.map(s => s.getBoundingClientRect())"
-        )
+        boxes = quiet.locator("figure[data-chart] svg").evaluate_all("(all) => all.map(s => s.getBoundingClientRect())")
         quiet_charts = [box["width"] * box["height"] for box in boxes]
     assert opened.errors == [] and opened.requests == []
     assert len(cells) == len(_parse(path.read_text(encoding="utf-8")).cells)
@@ -557,8 +561,8 @@ def test_the_audit_card_is_html_tables_with_its_findings_first(cli_tables) -> No
     audit = audit_dataset(data)
     page = report_html(RankBasedMetricResults.from_rank_table(folder / "nations_ranks.csv"), audit=audit,
                        n_resamples=10)  # fmt: skip
-    card = page[page.index('<section id="audit">'):]
-    card = card[:card.index("</section>")]
+    card = page[page.index('<section id="audit">') :]
+    card = card[: card.index("</section>")]
     assert "<pre>" not in page and "|---|" not in card  # no raw Markdown
     findings = card.index('<ul class="findings">')
     assert findings < card.index("<table>")  # the findings above the tables
@@ -585,8 +589,8 @@ def test_y_axes_have_distinct_ticks_and_honest_ranges() -> None:
     results = RankBasedEvaluator().evaluate(DistMult(dataset.num_entities, dataset.num_relations, dim=8, seed=0),
                                             **dataset.evaluation_kwargs("test"), use_tqdm=False)  # fmt: skip
     page = report_html(results, popularity_triples=dataset.train, n_resamples=10)
-    svg = page[page.index('data-chart="strat-curve"'):]
-    svg = svg[:svg.index("</svg>")]
+    svg = page[page.index('data-chart="strat-curve"') :]
+    svg = svg[: svg.index("</svg>")]
     ticks = [float(label) for label in _tick_labels(svg)]
     curve = strat_curve(results, dataset.train, vary="entity")["strat_mrr"]
     assert ticks[0] == 0 and ticks[-1] >= curve.max() and len(set(ticks)) == len(ticks)

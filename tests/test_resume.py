@@ -83,16 +83,32 @@ def test_a_progress_file_of_another_evaluation_is_refused(umls, distmult, tmp_pa
     saved = path.read_bytes()
     other_model = DistMult(umls.num_entities, umls.num_relations, dim=16, seed=1)
     cases = [
-        ("model", lambda: RankBasedEvaluator().evaluate(CrashingScores(other_model), umls.test, progress_path=path,
-                                                        **kwargs)),
-        ("mapped_triples", lambda: RankBasedEvaluator().evaluate(CrashingScores(distmult), umls.valid,
-                                                                 progress_path=path, **kwargs)),
-        ("additional_filter_triples", lambda: RankBasedEvaluator().evaluate(
-            CrashingScores(distmult), umls.test, progress_path=path, **{**kwargs, "additional_filter_triples": None})),
-        ("evaluator_options", lambda: RankBasedEvaluator(ks=(1, 10)).evaluate(CrashingScores(distmult), umls.test,
-                                                                              progress_path=path, **kwargs)),
-        ("targets", lambda: RankBasedEvaluator().evaluate(CrashingScores(distmult), umls.test, progress_path=path,
-                                                          targets=("tail",), **kwargs)),
+        (
+            "model",
+            lambda: RankBasedEvaluator().evaluate(CrashingScores(other_model), umls.test, progress_path=path, **kwargs),
+        ),
+        (
+            "mapped_triples",
+            lambda: RankBasedEvaluator().evaluate(CrashingScores(distmult), umls.valid, progress_path=path, **kwargs),
+        ),
+        (
+            "additional_filter_triples",
+            lambda: RankBasedEvaluator().evaluate(
+                CrashingScores(distmult), umls.test, progress_path=path, **{**kwargs, "additional_filter_triples": None}
+            ),
+        ),
+        (
+            "evaluator_options",
+            lambda: RankBasedEvaluator(ks=(1, 10)).evaluate(
+                CrashingScores(distmult), umls.test, progress_path=path, **kwargs
+            ),
+        ),
+        (
+            "targets",
+            lambda: RankBasedEvaluator().evaluate(
+                CrashingScores(distmult), umls.test, progress_path=path, targets=("tail",), **kwargs
+            ),
+        ),
     ]
     for name, call in cases:
         with pytest.raises(ValueError, match=rf"belongs to another evaluation: .*{name}"):
@@ -290,8 +306,9 @@ def test_save_every_is_a_finite_number_of_seconds(umls, distmult, tmp_path, seco
                                       use_tqdm=False)  # fmt: skip
 
 
-def test_a_save_that_runs_out_of_memory_inside_a_retry_records_nothing_twice(umls, distmult, tmp_path,
-                                                                              monkeypatch) -> None:
+def test_a_save_that_runs_out_of_memory_inside_a_retry_records_nothing_twice(
+    umls, distmult, tmp_path, monkeypatch
+) -> None:
     """A batch's counts are recorded, then its save runs out of memory; the retry re-runs the batch's halves. They
     were recorded again, and the side's counts came out shifted (MRR 0.062213 where 0.062250)."""
     import torch

@@ -129,7 +129,7 @@ class CountingTable(TableTemporal):
 
 
 def test_the_model_scores_every_query_once() -> None:
-    """"all" asks the model for as many score rows as one setting alone (before, it asked for two settings')."""
+    """ "all" asks the model for as many score rows as one setting alone (before, it asked for two settings')."""
     quadruples = random_quadruples(62, 50)
     filters = overlapping_filters(63, quadruples)
     table = tie_heavy_table(64)

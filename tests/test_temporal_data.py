@@ -73,8 +73,10 @@ def numpy_reference(model, evaluated: np.ndarray, known: np.ndarray, setting: st
             rows = np.stack([evaluated[:, 2], evaluated[:, 1] + inverse, evaluated[:, 3]], axis=1)
             heads = model.score_t(torch.as_tensor(rows)).double().numpy()
     for i, (h, r, t, tau) in enumerate(evaluated.tolist()):
-        for side, scores, true, key in (("tail", tails[i], t, (h, r, tau) if setting == "time-aware" else (h, r)),
-                                        ("head", heads[i], h, (r, t, tau) if setting == "time-aware" else (r, t))):
+        for side, scores, true, key in (
+            ("tail", tails[i], t, (h, r, tau) if setting == "time-aware" else (h, r)),
+            ("head", heads[i], h, (r, t, tau) if setting == "time-aware" else (r, t)),
+        ):
             keep = np.ones(len(scores), dtype=bool)
             if setting != "raw":
                 keep[list(by_query[side][key] - {true})] = False
@@ -389,8 +391,11 @@ def test_a_time_label_off_the_axis_is_named_with_its_file_and_line(tmp_path: Pat
 
 def test_nanosecond_timestamps_with_zero_digits_read_exactly(tmp_path: Path) -> None:
     """pandas writes nanoseconds: digits beyond the sixth that are zeros cut nothing."""
-    rows = {"train": [("a", "r", "b", "2014-01-02 00:00:00.000000000"), ("b", "r", "a", "2014-01-02T00:00:00")],
-            "valid": [("a", "r", "b", "2014-01-03 00:00:00.000001000")], "test": [("b", "r", "a", "2014-01-04")]}
+    rows = {
+        "train": [("a", "r", "b", "2014-01-02 00:00:00.000000000"), ("b", "r", "a", "2014-01-02T00:00:00")],
+        "valid": [("a", "r", "b", "2014-01-03 00:00:00.000001000")],
+        "test": [("b", "r", "a", "2014-01-04")],
+    }
     dataset = load_temporal_tsv(write_quadruples(tmp_path / "ns", rows))  # fmt: skip
     assert dataset.num_times == 3 and dataset.train[:, 3].tolist() == [0, 0]
 
@@ -553,8 +558,11 @@ def test_a_duplicate_policy_counts_repeated_rows_in_every_loader(tmp_path: Path,
     from kgeval.datasets import load_renet_folder, load_tsv_dataset
     from kgeval.datasets.labelled import DuplicatesWarning
 
-    rows = {"train": [("a", "r", "b", "1"), ("a", "r", "b", "1.0"), ("b", "r", "c", "2")],
-            "valid": [("a", "r", "c", "3")], "test": [("c", "r", "a", "4"), ("c", "r", "a", "4"), ("a", "r", "b", "4")]}
+    rows = {
+        "train": [("a", "r", "b", "1"), ("a", "r", "b", "1.0"), ("b", "r", "c", "2")],
+        "valid": [("a", "r", "c", "3")],
+        "test": [("c", "r", "a", "4"), ("c", "r", "a", "4"), ("a", "r", "b", "4")],
+    }
     folder = write_quadruples(tmp_path / "tkg", rows)
     with pytest.warns(DuplicatesWarning, match=r"train\.txt: 1 of 3; .*test\.txt: 1 of 3"):
         data = load_temporal_tsv(folder, duplicates=policy)
@@ -578,8 +586,14 @@ def test_a_duplicate_policy_counts_repeated_rows_in_every_loader(tmp_path: Path,
 def test_no_warning_without_duplicates_and_a_bad_policy_is_named(tmp_path: Path) -> None:
     from kgeval.datasets.labelled import DuplicatesWarning
 
-    folder = write_quadruples(tmp_path / "tkg", {"train": [("a", "r", "b", "1"), ("b", "r", "a", "1")],
-                                                 "valid": [("a", "r", "b", "2")], "test": [("a", "r", "b", "3")]})
+    folder = write_quadruples(
+        tmp_path / "tkg",
+        {
+            "train": [("a", "r", "b", "1"), ("b", "r", "a", "1")],
+            "valid": [("a", "r", "b", "2")],
+            "test": [("a", "r", "b", "3")],
+        },
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error", DuplicatesWarning)
         load_temporal_tsv(folder)

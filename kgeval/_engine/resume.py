@@ -30,6 +30,8 @@ from kgeval.exceptions import ResumeWarning
 
 #: the progress file format this module writes and reads
 FORMAT = "kgeval-progress-1"
+
+
 @dataclass
 class SideProgress:
     """The tasks of one side's loop done so far: the first ``done`` tasks of its plan order and their counts, the

@@ -204,8 +204,9 @@ class FullRowScorer(HeldScoresScorer):
         super().begin(queries)
         self._release()
         method = SCORE_METHOD[self.target]
-        scores = check_scores(getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method,
-                              queries.device)
+        scores = check_scores(
+            getattr(self.model, method)(queries), (queries.shape[0], self.num_entities), method, queries.device
+        )
         if self.candidate_ids is not None:
             scores = scores.index_select(1, self.candidate_ids)
         self._hold(scores)

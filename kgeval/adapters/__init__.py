@@ -129,5 +129,3 @@ def scores_itself(model: Any) -> bool:
     return view is not model or any(
         callable(getattr(model, name, None)) for name in SCORING_ATTRIBUTES if name != "kgeval_similarity"
     )
-
-

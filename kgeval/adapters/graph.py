@@ -159,8 +159,10 @@ class OnGraphs:
     def _checked(self, scores: Any, batch: torch.Tensor, mode: str, method: str) -> torch.Tensor:
         expected = (len(batch), self._graph(mode).num_nodes)
         if not isinstance(scores, torch.Tensor) or tuple(scores.shape) != expected:
-            raise ValueError(f"{type(self.model).__name__}.{method}(batch, graph=...) must return a {expected} tensor "
-                             f"(a score per node of the {mode} graph), got {getattr(scores, 'shape', scores)!r}")
+            raise ValueError(
+                f"{type(self.model).__name__}.{method}(batch, graph=...) must return a {expected} tensor "
+                f"(a score per node of the {mode} graph), got {getattr(scores, 'shape', scores)!r}"
+            )
         return scores
 
 

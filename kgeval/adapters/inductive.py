@@ -34,6 +34,7 @@ from kgeval.typing import INDUCTIVE_MODES, InductiveMode
 
 __all__ = ["ModeBound", "ModeBoundQueryCandidate", "check_mode", "mode_view"]
 
+
 def check_mode(mode: Any) -> InductiveMode:
     """``mode`` as one of :data:`kgeval.typing.INDUCTIVE_MODES` (PyKEEN's inductive modes: the graph the training,
     the validation and the test triples live in), or a ValueError naming them."""

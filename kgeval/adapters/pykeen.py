@@ -188,7 +188,6 @@ class PyKEENScoring:
             return self.model.score_h_inverse(rt_batch=self._mapped(rt_batch, 0), heads=heads, **self._mode)
         return self.model.score_h(rt_batch, heads=heads, **self._mode)
 
-
     def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
         """(B, |relations|) scores of (h, r, t) for candidate relations r (default: every relation of the data):
         PyKEEN's ``score_r``. A model trained with inverse triples is asked for the stored ids of the real relations

@@ -38,8 +38,12 @@ WRAPPERS: tuple[tuple[str, str, str, str], ...] = (
     ("torch.nn.parallel.data_parallel", "DataParallel", "module", "DataParallel"),
     ("torch.nn.parallel.distributed", "DistributedDataParallel", "module", "DistributedDataParallel"),
     ("torch.optim.swa_utils", "AveragedModel", "module", "AveragedModel"),
-    ("torch.distributed.fsdp.fully_sharded_data_parallel", "FullyShardedDataParallel", "module",
-     "FullyShardedDataParallel"),
+    (
+        "torch.distributed.fsdp.fully_sharded_data_parallel",
+        "FullyShardedDataParallel",
+        "module",
+        "FullyShardedDataParallel",
+    ),
     ("lightning.fabric.wrappers", "_FabricModule", "module", "Lightning Fabric"),
     ("lightning_fabric.wrappers", "_FabricModule", "module", "Lightning Fabric"),
 )
@@ -181,4 +185,3 @@ def find_protocol_method(model: Any, name: str) -> Callable[..., Any] | None:
             "or evaluate the model that has it"
         )
     return None
-

@@ -174,7 +174,5 @@ def _figure_class() -> type[Figure]:
     try:
         from matplotlib.figure import Figure
     except ImportError as error:
-        raise ImportError(
-            'plotting needs matplotlib: pip install "kgeval[plot]" (or matplotlib)'
-        ) from error
+        raise ImportError('plotting needs matplotlib: pip install "kgeval[plot]" (or matplotlib)') from error
     return Figure

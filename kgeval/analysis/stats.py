@@ -192,7 +192,8 @@ def compare(
 
 def confidence_interval(
     results: RankBasedMetricResults,
-    key: str = "mrr", *,
+    key: str = "mrr",
+    *,
     level: float = 0.95,
     n_resamples: int = 10_000,
     seed: int | None = 0,

@@ -77,7 +77,8 @@ def stratified_metrics(
 
 def strat_curve(
     results: Any | Mapping[str, Any],
-    popularity_triples: Any, *,
+    popularity_triples: Any,
+    *,
     betas: Sequence[float] = DEFAULT_BETAS,
     vary: Literal["entity", "relation"] = "entity",
     ks: Sequence[int] = (1, 3, 10),
@@ -126,7 +127,8 @@ def strat_curve(
 
 def plot_strat_curve(
     results: Any | Mapping[str, Any],
-    popularity_triples: Any, *,
+    popularity_triples: Any,
+    *,
     betas: Sequence[float] = DEFAULT_BETAS,
     vary: Literal["entity", "relation"] = "entity",
     metrics: Sequence[str] | None = None,

@@ -533,8 +533,10 @@ def _same_ids(dataset: TemporalDataset, ids: Mapping[str, Any]) -> TemporalDatas
         own = getattr(dataset, kind)
         if dict(given) != own and labels_by_id(given) != labels_by_id(own):
             differing = sum(given.get(label) != index for label, index in own.items())
-            raise ValueError(f"{dataset.name} is a RE-Net folder whose ids are its id files' own; the given {kind} "
-                             f"differs from them ({differing:,} of {len(own):,} labels have another id or none)")
+            raise ValueError(
+                f"{dataset.name} is a RE-Net folder whose ids are its id files' own; the given {kind} "
+                f"differs from them ({differing:,} of {len(own):,} labels have another id or none)"
+            )
     return dataset
 
 
@@ -550,8 +552,10 @@ def not_found_message(name: str) -> str:
         env = os.environ.get(SHARED_DATA_ENV)
         setting = f"${SHARED_DATA_ENV} is {env!r}, which does not exist" if env else f"${SHARED_DATA_ENV} is not set"
         looked.append(f"no shared data folder ({setting}, and there is no ../shared/data beside the kgeval package)")
-    return (f"dataset {name!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}) and was not found: looked "
-            f"at {'; '.join(looked)}. Pass a folder, or set {SHARED_DATA_ENV} to the folder that holds {name}/")
+    return (
+        f"dataset {name!r} is not a shipped dataset ({', '.join(SHIPPED_DATASETS)}) and was not found: looked "
+        f"at {'; '.join(looked)}. Pass a folder, or set {SHARED_DATA_ENV} to the folder that holds {name}/"
+    )
 
 
 def _load_folder(

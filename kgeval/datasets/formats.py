@@ -69,19 +69,31 @@ class FolderFormat:
 
 _FORMATS = {
     "triples": FolderFormat("triples", "labelled triples", "kgeval.datasets.load_tsv_dataset"),
-    "quadruples": FolderFormat("quadruples", "labelled (head, relation, tail, time) quadruples",
-                               "kgeval.datasets.load_temporal_tsv"),
-    "renet": FolderFormat("renet", "a RE-Net-format folder of integer ids (head, relation, tail, time ids beside "
-                          "entity2id.txt and relation2id.txt)", "kgeval.datasets.load_renet_folder"),
-    "inductive": FolderFormat("inductive", "an inductive dataset (train and inference graphs)",
-                              "kgeval.datasets.load_inductive_dataset"),
-    "id-triples": FolderFormat("id-triples", "integer ids of triples beside entity2id.txt and relation2id.txt",
-                               None, "kgeval reads folders of ids in RE-Net's format (quadruples) only, and never "
-                               "reads ids as labels; write the id files' labels in place of the ids to read it as "
-                               "labelled triples"),
-    "fully-inductive": FolderFormat("fully-inductive", "a fully inductive dataset (InGram's layout: train, msg, "
-                                    "valid and test files, relations new at inference)",
-                                    "kgeval.datasets.load_fully_inductive_folder"),
+    "quadruples": FolderFormat(
+        "quadruples", "labelled (head, relation, tail, time) quadruples", "kgeval.datasets.load_temporal_tsv"
+    ),
+    "renet": FolderFormat(
+        "renet",
+        "a RE-Net-format folder of integer ids (head, relation, tail, time ids beside "
+        "entity2id.txt and relation2id.txt)",
+        "kgeval.datasets.load_renet_folder",
+    ),
+    "inductive": FolderFormat(
+        "inductive", "an inductive dataset (train and inference graphs)", "kgeval.datasets.load_inductive_dataset"
+    ),
+    "id-triples": FolderFormat(
+        "id-triples",
+        "integer ids of triples beside entity2id.txt and relation2id.txt",
+        None,
+        "kgeval reads folders of ids in RE-Net's format (quadruples) only, and never "
+        "reads ids as labels; write the id files' labels in place of the ids to read it as "
+        "labelled triples",
+    ),
+    "fully-inductive": FolderFormat(
+        "fully-inductive",
+        "a fully inductive dataset (InGram's layout: train, msg, valid and test files, relations new at inference)",
+        "kgeval.datasets.load_fully_inductive_folder",
+    ),
 }
 
 

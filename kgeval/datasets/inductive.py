@@ -60,6 +60,7 @@ def inference_split_kwargs(split: str, inference: torch.Tensor, valid: torch.Ten
         return {"mapped_triples": test, "additional_filter_triples": [inference, valid], "mode": "testing"}
     raise ValueError(f"split must be 'valid' or 'test', got {split!r}")
 
+
 #: the files of an inductive dataset (any of kgeval's file patterns: ``.txt``, ``.txt.gz``, ``.tsv``, ``.tsv.gz``)
 INDUCTIVE_FILES: tuple[str, ...] = ("train", "inference", "inference_validation", "inference_test")
 #: the evaluation split -> (its file, PyKEEN's mode, the files it is filtered by besides itself)
@@ -248,8 +249,10 @@ def load_inductive_dataset(path: str | os.PathLike[str], name: str | None = None
         sources=sources,
         notes=tuple(notes),
         read_with={"duplicates": duplicates},
-        dropped={file: {"entity": counts["rows"] - counts["relation"], "relation": counts["relation"]}
-                 for file, counts in dropped.items()},
+        dropped={
+            file: {"entity": counts["rows"] - counts["relation"], "relation": counts["relation"]}
+            for file, counts in dropped.items()
+        },
         shared_entities=len(shared),
     )
 

@@ -82,6 +82,7 @@ def _first_occurrences(table: torch.Tensor) -> np.ndarray:
     _, first = np.unique(table.numpy(), axis=0, return_index=True)
     return np.sort(first)
 
+
 #: header lines recognised by ``header="auto"`` (compared case-insensitively)
 KNOWN_HEADERS: frozenset[tuple[str, str, str]] = frozenset(
     {
@@ -163,8 +164,21 @@ TIME_HEADERS: frozenset[str] = frozenset({"time", "timestamp", "date", "t", "tau
 #: among them); "t" is a time there, never a tail
 COLUMN_NAMES: dict[str, frozenset[str]] = {
     "head": frozenset({"head", "subject", "sub", "s", "h", "src", "source", "from", "e1", "head_label", "head_id"}),
-    "relation": frozenset({"relation", "predicate", "rel", "r", "p", "relation_type", "edge_type", "edge", "type",
-                           "relation_label", "relation_id"}),
+    "relation": frozenset(
+        {
+            "relation",
+            "predicate",
+            "rel",
+            "r",
+            "p",
+            "relation_type",
+            "edge_type",
+            "edge",
+            "type",
+            "relation_label",
+            "relation_id",
+        }
+    ),
     "tail": frozenset({"tail", "object", "obj", "o", "dst", "target", "to", "e2", "tail_label", "tail_id"}),
     "time": TIME_HEADERS,
 }

@@ -111,8 +111,10 @@ def _read_split(folder: Path | Traversable, split: str, display: str, options: R
         if len(fields) != len(field_names):
             separated = "tab-separated" if options.sep == "\t" else f"{options.sep!r}-separated"
             hint = _other_reader(options.temporal, len(fields))
-            raise ValueError(f"{where} line {line_number}: expected {len(field_names)} {separated} fields "
-                             f"({', '.join(field_names)}), got {len(fields)}{hint}")
+            raise ValueError(
+                f"{where} line {line_number}: expected {len(field_names)} {separated} fields "
+                f"({', '.join(field_names)}), got {len(fields)}{hint}"
+            )
         if not all(fields):
             empty = [name for name, field in zip(field_names, fields, strict=True) if not field]
             raise ValueError(f"{where} line {line_number}: empty {', '.join(empty)} label")

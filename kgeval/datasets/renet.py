@@ -118,8 +118,12 @@ def _refuse(folder: Path) -> None:
     if not missing:  # the files are there, but train.txt holds no quadruple of ids
         raise found.refuse(folder, "kgeval.datasets.load_renet_folder")
     own = any((folder / file).is_file() for file in (*ID_FILES.values(), "stat.txt"))
-    other = "" if own else f"; it holds {found.description}" + (
-        f": read it with kgeval.datasets.load_dataset or {found.reader}" if found.reader else f" ({found.refusal})")
+    other = (
+        ""
+        if own
+        else f"; it holds {found.description}"
+        + (f": read it with kgeval.datasets.load_dataset or {found.reader}" if found.reader else f" ({found.refusal})")
+    )
     raise FileNotFoundError(f"{str(folder)!r} is not a RE-Net-format folder: no {', '.join(missing)} (it holds "
                             "train.txt, valid.txt, test.txt of integer ids, entity2id.txt, relation2id.txt and "
                             f"usually stat.txt){other}")  # fmt: skip

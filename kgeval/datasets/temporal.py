@@ -317,8 +317,12 @@ def load_temporal_tsv(
                                      "time_to_id")  # fmt: skip
         column = torch.tensor([time_ids[label] for label in times], dtype=torch.long, device="cpu").reshape(-1, 1)
         quadruples[split] = torch.cat([mapped[split], column], dim=1)
-    quadruples = handle_duplicates(quadruples, duplicates, "quadruples",
-                                   {split: labels.source for split, labels in splits.items() if labels.source})
+    quadruples = handle_duplicates(
+        quadruples,
+        duplicates,
+        "quadruples",
+        {split: labels.source for split, labels in splits.items() if labels.source},
+    )
     return TemporalDataset(
         name=folder.name if name is None else name,
         train=quadruples["train"],
@@ -420,7 +424,7 @@ def given_time_ids(time_to_id: Mapping[str, int], labels: Iterable[str]) -> tupl
         if first.setdefault(index, (label, key))[1] != key:
             raise ValueError(f"the time labels {first[index][0]!r} and {label!r} name two instants but share the id "
                              f"{index}")  # fmt: skip
-    for label, key in zip(others, keys[len(ids):], strict=True):
+    for label, key in zip(others, keys[len(ids) :], strict=True):
         if key in by_instant:
             ids[label] = by_instant[key]
     ordered = sorted(first)
@@ -451,8 +455,11 @@ def _instants(labels: list[str]) -> tuple[list[Instant], TimeUnit, str]:
     neither = next((label for label, number, date in zip(labels, numbers, dates, strict=True)
                     if number is None and date is None), None)  # fmt: skip
     if neither is not None:
-        raise TimeLabelError(f"the time label {neither!r} is neither a number nor an ISO date / timestamp "
-                             "(YYYY-MM-DD, YYYY-MM-DDThh:mm:ss, ...), so it cannot be put in time order", neither)
+        raise TimeLabelError(
+            f"the time label {neither!r} is neither a number nor an ISO date / timestamp "
+            "(YYYY-MM-DD, YYYY-MM-DDThh:mm:ss, ...), so it cannot be put in time order",
+            neither,
+        )
     number = next(label for label, value in zip(labels, numbers, strict=True) if value is not None)
     date = next(label for label, value in zip(labels, numbers, strict=True) if value is None)
     raise TimeLabelError(f"time labels must all be numbers or all ISO dates / timestamps (to be put in time order): "

@@ -38,9 +38,7 @@ except ImportError:  # pragma: no cover - depends on which package is installed
     try:
         import pytorch_lightning as pl  # type: ignore[no-redef]
     except ImportError as error:
-        raise ImportError(
-            "kgeval.integrations.lightning needs Lightning: pip install 'kgeval[lightning]'"
-        ) from error
+        raise ImportError("kgeval.integrations.lightning needs Lightning: pip install 'kgeval[lightning]'") from error
 
 __all__ = ["KGEvalCallback", "LightningEvaluation"]
 
@@ -270,4 +268,3 @@ def _stage(trainer: Any) -> str:
     """'fit', 'validate' or 'test': the trainer's current function."""
     fn = trainer.state.fn
     return str(getattr(fn, "value", fn))
-

@@ -27,6 +27,7 @@ MomentsFunction = Callable[[RankSummary, "int | None"], Moments]
 
 Kind = Literal["ratio", "index", "z"]
 
+
 @dataclass(frozen=True)
 class AdjustedMetric:
     """A metric of the adjusted family: a callable ``(summary, k) -> float`` like every metric function.

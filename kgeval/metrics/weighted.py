@@ -124,9 +124,7 @@ class WeightedRanks:
 
     def as_summary(self) -> RankSummary:
         """The unweighted summary of the same tasks (for the metrics that stay unweighted)."""
-        return RankSummary(
-            ks=self.ks, sums={"count": self.count}, ranks=self.ranks, num_candidates=self.num_candidates
-        )
+        return RankSummary(ks=self.ks, sums={"count": self.count}, ranks=self.ranks, num_candidates=self.num_candidates)
 
 
 # -- values -----------------------------------------------------------------------------------------------------
@@ -298,4 +296,3 @@ def frequency_weights(keys: np.ndarray) -> np.ndarray:
     """1 / (number of rows equal to each row) for an int array of shape (n, m): each distinct key's rows weigh 1 in
     all (float64, shape (n,))."""
     return 1.0 / frequency_denominators(keys).astype(np.float64)
-

@@ -12,5 +12,15 @@ from kgeval.models.inductive import RelationContextDistMult
 from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
 from kgeval.models.translational import RotatE, TransE
 
-__all__ = ["RESCAL", "ComplEx", "DistMult", "NeighbourhoodBaseline", "QueryCandidateModule", "RecurrencyBaseline",
-           "RelationContextDistMult", "RotatE", "TNTComplEx", "TransE"]
+__all__ = [
+    "RESCAL",
+    "ComplEx",
+    "DistMult",
+    "NeighbourhoodBaseline",
+    "QueryCandidateModule",
+    "RecurrencyBaseline",
+    "RelationContextDistMult",
+    "RotatE",
+    "TNTComplEx",
+    "TransE",
+]

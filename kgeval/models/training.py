@@ -18,7 +18,8 @@ __all__ = ["train_epoch", "train_model"]
 
 def train_model(
     model: Any,
-    triples: torch.Tensor, *,
+    triples: torch.Tensor,
+    *,
     num_epochs: int = 10,
     batch_size: int = 256,
     lr: float = 0.01,
@@ -95,7 +96,8 @@ def train_model(
 def train_epoch(
     model: Any,
     triples: torch.Tensor,
-    optimizer: torch.optim.Optimizer, *,
+    optimizer: torch.optim.Optimizer,
+    *,
     batch_size: int = 256,
     num_negatives: int | None = None,
     generator: torch.Generator | None = None,

@@ -343,8 +343,11 @@ def test_error_on_absent_item(column: str, kind: str) -> None:
         ({"beta_e": float("nan")}, "beta_e must be a number in [-1, 1], got nan"),
         ({"beta_r": True}, "beta_r must be a number in [-1, 1], got True"),
         ({"beta_e": "0"}, "beta_e must be a number in [-1, 1], got '0'"),
-        ({"rank_type": "median"}, "rank_type must be one of ['average', 'avg', 'best', 'optimistic', 'pessimistic', "
-         "'realistic', 'worst'], got 'median'"),
+        (
+            {"rank_type": "median"},
+            "rank_type must be one of ['average', 'avg', 'best', 'optimistic', 'pessimistic', "
+            "'realistic', 'worst'], got 'median'",
+        ),
         ({"min_count": 0}, "min_count must be a number > 0 or None, got 0"),
         ({"min_count": "1"}, "min_count must be a number > 0 or None, got '1'"),
         ({"ks": (0, 3)}, "ks must be a non-empty sequence of positive integers, got (0, 3)"),

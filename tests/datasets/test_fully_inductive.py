@@ -50,7 +50,8 @@ def test_a_shared_ingram_set_is_read_whole(name: str) -> None:
 
     assert is_fully_inductive_folder(folder)
     assert (len(data.train), len(data.inference), len(data.valid), len(data.test)) == tuple(
-        len(files[file]) for file in ("train", "msg", "valid", "test"))  # 0 triples dropped
+        len(files[file]) for file in ("train", "msg", "valid", "test")
+    )  # 0 triples dropped
     assert data.num_training_entities == len(train_entities)
     assert data.num_training_relations == len(train_relations)
     assert data.num_inference_entities == len(inference_entities)

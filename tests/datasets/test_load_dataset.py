@@ -110,8 +110,10 @@ def test_a_fully_inductive_ingram_folder_is_read_whole_by_load_dataset_and_named
     assert load_dataset(folder, kind="fully-inductive").name == data.name
     with pytest.raises(ValueError, match="fully inductive dataset .*a fully-inductive dataset, but a triples"):
         load_dataset(folder, kind="triples")
-    message = r"fully inductive dataset \(InGram's layout.*read it with kgeval.datasets.load_dataset or " \
-              r"kgeval.datasets.load_fully_inductive_folder"
+    message = (
+        r"fully inductive dataset \(InGram's layout.*read it with kgeval.datasets.load_dataset or "
+        r"kgeval.datasets.load_fully_inductive_folder"
+    )
     for reader in (load_tsv_dataset, load_temporal_tsv, load_inductive_dataset):
         with pytest.raises(ValueError, match=message):
             reader(folder)
@@ -245,7 +247,8 @@ def test_a_regcn_folder_gives_one_mrr_through_every_reader_or_a_clear_refusal(tm
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         results = TemporalRankBasedEvaluator(batch_size=64).evaluate(
-            model, data.test, additional_filter_quadruples=[data.train, data.valid], use_tqdm=False)
+            model, data.test, additional_filter_quadruples=[data.train, data.valid], use_tqdm=False
+        )
     assert_same_ranks(results.records, expected)
     assert results["mrr"] == pytest.approx(brute_force_mrr(expected), abs=1e-12)
 

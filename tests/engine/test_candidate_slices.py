@@ -72,8 +72,11 @@ def _graph(num_entities: int = 900, seed: int = 0) -> tuple[torch.Tensor, torch.
     entities = torch.from_numpy(rng.integers(-1, 2, (num_entities, 8)).astype(np.float32))
     relations = torch.from_numpy(rng.integers(-1, 2, (5, 8)).astype(np.float32))
     high = [num_entities, 5, num_entities]
-    return entities, relations, torch.from_numpy(rng.integers(0, high, (60, 3))), torch.from_numpy(
-        rng.integers(0, high, (3000, 3))
+    return (
+        entities,
+        relations,
+        torch.from_numpy(rng.integers(0, high, (60, 3))),
+        torch.from_numpy(rng.integers(0, high, (3000, 3))),
     )
 
 
@@ -233,8 +236,10 @@ def test_a_whitelist_over_a_released_table_ranks_as_its_copy(
     results = {}
     for name, table in (("copied", entities), ("gathered", mapped)):
         cpu = torch.device("cpu")
-        model = HostTableDistMult(table, relations, cpu) if similarity == "dot" else HostTableTransE(
-            table, relations, cpu, p=int(similarity[1])
+        model = (
+            HostTableDistMult(table, relations, cpu)
+            if similarity == "dot"
+            else HostTableTransE(table, relations, cpu, p=int(similarity[1]))
         )
         with monkeypatch.context() as patch:
             patch.setattr(slices_module, "RELEASE_MIN_BYTES", 1 if name == "gathered" else 2**62)

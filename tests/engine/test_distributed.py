@@ -22,8 +22,18 @@ from tests.support.distributed import SCENARIOS, assert_same_results, ok_values,
 pytestmark = [pytest.mark.skipif(not dist.is_available(), reason="torch.distributed is not available"),
               pytest.mark.slow]  # process groups of several ranks  # fmt: skip
 
-TWO_RANKS = ["ties", "sums_only", "restricted_tail", "gemm", "relations", "opt_out", "ddp_transe", "ddp_pykeen_inverse",
-             "observe_fails_on_one_rank", "rank_zero_alone"]
+TWO_RANKS = [
+    "ties",
+    "sums_only",
+    "restricted_tail",
+    "gemm",
+    "relations",
+    "opt_out",
+    "ddp_transe",
+    "ddp_pykeen_inverse",
+    "observe_fails_on_one_rank",
+    "rank_zero_alone",
+]
 THREE_RANKS = [
     "ties",
     "few_triples",
@@ -205,8 +215,9 @@ def test_a_forecasting_hook_failing_on_one_rank_makes_the_other_fail_at_once(out
     assert ranks[1][:3] == ("error", "RuntimeError", "the forecasting hook failed")
     status, kind, message, seconds = ranks[0]
     assert (status, kind) == ("error", "DistributedEvaluationError")
-    assert message == ("distributed evaluation failed on another rank (rank 1: RuntimeError: the forecasting hook "
-                       "failed)")
+    assert message == (
+        "distributed evaluation failed on another rank (rank 1: RuntimeError: the forecasting hook failed)"
+    )
     assert seconds < 20
 
 

@@ -104,8 +104,9 @@ def test_the_fingerprint_tells_contents_apart_and_only_contents() -> None:
     changes = {
         "one id": lambda t: t.index_put_((torch.tensor([1_999_999]), torch.tensor([1])), torch.tensor(7)),
         "two rows swapped": lambda t: t.copy_(t[torch.tensor([1, 0, *range(2, len(t))])]),
-        "two chunks' values swapped": lambda t: t.view(-1).index_put_((torch.tensor([5, 1_048_581]),),
-                                                                      t.view(-1)[[1_048_581, 5]]),
+        "two chunks' values swapped": lambda t: t.view(-1).index_put_(
+            (torch.tensor([5, 1_048_581]),), t.view(-1)[[1_048_581, 5]]
+        ),
     }
     for name, change in changes.items():
         changed = base.clone()

@@ -132,7 +132,7 @@ def test_nan_free_flags() -> None:
 
 
 def test_l2_scores_subtract_the_squared_norms_and_bound_them() -> None:
-    """"l2" tiles are 2 q.c - ||c||^2 of the model's own vectors (no extended copy of the table), and a squared norm
+    """ "l2" tiles are 2 q.c - ||c||^2 of the model's own vectors (no extended copy of the table), and a squared norm
     that overflows (||c||^2 = inf in float32, though q . c is small) makes the scores not NaN-free."""
     generator = torch.Generator().manual_seed(3)
     query, candidates = torch.randn(2, 3, generator=generator), torch.randn(5, 3, generator=generator)

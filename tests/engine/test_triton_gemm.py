@@ -214,7 +214,7 @@ def test_the_probes_warning_says_why_when_products_round_by_place(monkeypatch) -
 
 
 def test_auto_counts_eagerly_on_cuda_and_triton_runs_by_name_after_its_probe() -> None:
-    """"auto" picks the kernel measured fastest on a GPU (eager: 12.9x the bare GEMM on an H200, fused Triton 17.8x),
+    """ "auto" picks the kernel measured fastest on a GPU (eager: 12.9x the bare GEMM on an H200, fused Triton 17.8x),
     without even probing triton; "triton" by name passes its probe first."""
     cuda = torch.device("cuda")
 

@@ -59,9 +59,7 @@ class RandomGraph:
 
     def __post_init__(self) -> None:
         """Check shapes, dtypes and id ranges."""
-        for name, tensor in [("triples", self.triples)] + [
-            ("filter_triples", t) for t in self.filter_triples
-        ]:
+        for name, tensor in [("triples", self.triples)] + [("filter_triples", t) for t in self.filter_triples]:
             if tensor.dtype != torch.long or tensor.ndim != 2 or tensor.shape[1] != 3:
                 raise ValueError(
                     f"{name} must be a LongTensor of shape (n, 3), got {tensor.dtype} {tuple(tensor.shape)}"
@@ -225,9 +223,7 @@ class TableModel(torch.nn.Module):
     @staticmethod
     def _check_batch(batch: torch.Tensor, name: str) -> None:
         if batch.ndim != 2 or batch.shape[1] != 2 or batch.dtype != torch.long:
-            raise ValueError(
-                f"{name} must be a LongTensor of shape (B, 2), got {batch.dtype} {tuple(batch.shape)}"
-            )
+            raise ValueError(f"{name} must be a LongTensor of shape (B, 2), got {batch.dtype} {tuple(batch.shape)}")
 
     def _tail_scores(self, hr_batch: torch.Tensor, tails: torch.Tensor | None) -> torch.Tensor:
         self._check_batch(hr_batch, "hr_batch")

@@ -347,9 +347,7 @@ def reference_ranks(
             raise ValueError(f"triple {(h, r, t)} has an id outside the score table")
 
     fields = ("optimistic", "pessimistic", "realistic", "num_candidates")
-    collected: dict[str, dict[str, list[float]]] = {
-        side: {f: [] for f in fields} for side in ("head", "tail")
-    }
+    collected: dict[str, dict[str, list[float]]] = {side: {f: [] for f in fields} for side in ("head", "tail")}
     for h, r, t in rows:
         # tail task: score (h, r, e); candidate e != t is removed when (h, r, e) is known
         tail_scores = [scores[h][r][e] for e in range(num_entities)]
@@ -370,8 +368,7 @@ def reference_ranks(
         "num_candidates": np.int64,
     }
     out: dict[str, dict[str, np.ndarray]] = {
-        side: {f: np.asarray(collected[side][f], dtype=dtypes[f]) for f in fields}
-        for side in ("head", "tail")
+        side: {f: np.asarray(collected[side][f], dtype=dtypes[f]) for f in fields} for side in ("head", "tail")
     }
     out["both"] = {f: np.concatenate([out["head"][f], out["tail"][f]]) for f in fields}
     return out
@@ -476,9 +473,7 @@ def _power_moment_log(c: int, a: float) -> float:
     return math.log(math.fsum(j**a for j in range(1, c + 1)) / c)
 
 
-def _null_moments(
-    key: str, counts: Sequence[int], k: int | None
-) -> tuple[Fraction | float, Fraction | float]:
+def _null_moments(key: str, counts: Sequence[int], k: int | None) -> tuple[Fraction | float, Fraction | float]:
     """(E[M], Var[M]) under the null model by the closed forms of METRICS.md.
 
     Exact ``Fraction`` for MR, MRR and hits@k; float (log space) for GMR. ``nan`` for n = 0.
@@ -559,8 +554,7 @@ def enumerated_null(
     if math.prod(counts) > max_combinations:
         raise ValueError(f"{math.prod(counts)} rank combinations exceed max_combinations={max_combinations}")
     values = [
-        plain_metric(key, combination, k=k)
-        for combination in itertools.product(*(range(1, c + 1) for c in counts))
+        plain_metric(key, combination, k=k) for combination in itertools.product(*(range(1, c + 1) for c in counts))
     ]
     mean = math.fsum(values) / len(values)
     var = math.fsum((v - mean) ** 2 for v in values) / len(values)
@@ -875,9 +869,7 @@ def stratified_reference(
         if min_count is not None:
             count = max(count, min_count)
         if count == 0:
-            raise ValueError(
-                f"{kind} {item} does not occur in the popularity triples and no min_count was given"
-            )
+            raise ValueError(f"{kind} {item} does not occur in the popularity triples and no min_count was given")
         return float(count) ** (-beta)
 
     per_relation: dict[int, list[float]] = defaultdict(list)

@@ -269,7 +269,7 @@ def lightning_trainer(pl: Any, precision: str, callbacks: list) -> Any:
 @pytest.mark.filterwarnings("ignore::UserWarning")  # Lightning's notes about workers and bf16 on CPU
 @pytest.mark.parametrize("precision", ["bf16-mixed", "16-mixed", "bf16-true", "64-true"])
 def test_the_lightning_callback_logs_the_models_own_mrr_under_each_precision(precision: str) -> None:
-    """"-mixed": the float32 model's MRR. Lightning 2.6 runs its callbacks' hooks outside the precision plugin's
+    """ "-mixed": the float32 model's MRR. Lightning 2.6 runs its callbacks' hooks outside the precision plugin's
     autocast region (what the callback meets there is the process's flags, set aside the same way), so these two
     cases passed before too; the next test evaluates from inside the region. "-true": Lightning casts the model
     itself, and its own scores are those of its dtype (bfloat16: scored through its own methods, not the fast
@@ -380,8 +380,10 @@ def test_a_holder_that_hides_its_hook_is_told_never_skipped() -> None:
     table = tie_heavy_table(64)
     two = HoldsTwo(Forecaster(table), Forecaster(table))
     two.num_entities = table.shape[0]
-    message = (r"HoldsTwo has no kgeval_observe of its own, but holds models that have one at \.model \(Forecaster\), "
-               r"\.second \(Forecaster\)")
+    message = (
+        r"HoldsTwo has no kgeval_observe of its own, but holds models that have one at \.model \(Forecaster\), "
+        r"\.second \(Forecaster\)"
+    )
     with pytest.raises(TypeError, match=message):
         temporal_evaluate(two, quadruples, [])
     deep = Holds(Holds(Forecaster(table)))  # the hook two levels down

@@ -78,7 +78,8 @@ def test_a_meta_default_device_ranks_as_the_models_own_scores(default_device, na
         assert differing_ranks(under_meta.records, expected_ranks(model, GRAPH.triples, GRAPH.filter_triples)) == 0
     assert under_meta.to_flat_dict() == plain.to_flat_dict()
     assert under_meta.get_metric("both.realistic.adjusted_arithmetic_mean_rank_index") == pytest.approx(
-        plain.get_metric("both.realistic.adjusted_arithmetic_mean_rank_index"), abs=0)
+        plain.get_metric("both.realistic.adjusted_arithmetic_mean_rank_index"), abs=0
+    )
 
 
 def test_a_meta_default_device_leaves_sampled_negatives_and_summaries_as_they_are(default_device) -> None:

@@ -278,8 +278,9 @@ def test_sampled_ranks_equal_pykeens_sampled_evaluator() -> None:
     triples, num_entities = data.testing.mapped_triples, data.num_entities
     generator = torch.Generator().manual_seed(0)
     shifts = {side: 1 + torch.randint(0, num_entities - 1, (len(triples), 10), generator=generator) for side in TARGETS}
-    negatives = {side: (triples[:, column, None] + shifts[side]) % num_entities for side, column in (("head", 0),
-                                                                                                    ("tail", 2))}
+    negatives = {
+        side: (triples[:, column, None] + shifts[side]) % num_entities for side, column in (("head", 0), ("tail", 2))
+    }
     theirs = PyKEENSampled(data.testing, head_negatives=negatives["head"], tail_negatives=negatives["tail"],
                            clear_on_finalize=False)  # fmt: skip
     with warnings.catch_warnings():

@@ -65,8 +65,12 @@ def test_the_loader_numbers_as_pykeen_does(data) -> None:
     assert ours.training_entity_to_id == pykeen_data.transductive_training.entity_to_id
     assert ours.inference_entity_to_id == pykeen_data.inductive_inference.entity_to_id
     assert ours.relation_to_id == pykeen_data.transductive_training.relation_to_id
-    for split, theirs in (("train", pykeen_data.transductive_training), ("inference", pykeen_data.inductive_inference),
-                          ("valid", pykeen_data.inductive_validation), ("test", pykeen_data.inductive_testing)):
+    for split, theirs in (
+        ("train", pykeen_data.transductive_training),
+        ("inference", pykeen_data.inductive_inference),
+        ("valid", pykeen_data.inductive_validation),
+        ("test", pykeen_data.inductive_testing),
+    ):
         rows = getattr(ours, split)
         assert len(rows) == len(theirs.mapped_triples)  # no file repeats a triple, none is dropped
         assert set(map(tuple, rows.tolist())) == set(map(tuple, theirs.mapped_triples.tolist())), split
@@ -106,8 +110,13 @@ def test_the_drop_in_ranks_as_pykeens_evaluator(data, name: str, split: str) -> 
     for target in TARGETS:
         for field in ("optimistic", "pessimistic", "num_candidates"):
             np.testing.assert_array_equal(got[target][field], expected[target][field], err_msg=f"{target} {field}")
-    for key in ("both.realistic.inverse_harmonic_mean_rank", "head.optimistic.hits_at_10", "tail.pessimistic.hits_at_1",
-                "both.realistic.arithmetic_mean_rank", "both.realistic.adjusted_arithmetic_mean_rank_index"):
+    for key in (
+        "both.realistic.inverse_harmonic_mean_rank",
+        "head.optimistic.hits_at_10",
+        "tail.pessimistic.hits_at_1",
+        "both.realistic.arithmetic_mean_rank",
+        "both.realistic.adjusted_arithmetic_mean_rank_index",
+    ):
         assert results.get_metric(key) == pytest.approx(theirs.get_metric(key), rel=2e-6, abs=1e-6), key
 
 

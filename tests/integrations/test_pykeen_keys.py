@@ -187,6 +187,7 @@ def test_key_from_string_resolves_every_key_pykeen_accepts_as_pykeen_does() -> N
 def test_results_data_keys_have_pykeens_attributes(results: RankBasedMetricResults) -> None:
     key = next(iter(results.data))
     assert (key.side, key.rank_type, key.metric) == tuple(key)
-    assert results.data[("both", "realistic", "hits_at_10")] == results.data[
-        RankBasedMetricResults.key_from_string("hits@10")
-    ]
+    assert (
+        results.data[("both", "realistic", "hits_at_10")]
+        == results.data[RankBasedMetricResults.key_from_string("hits@10")]
+    )

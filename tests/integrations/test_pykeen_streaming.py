@@ -159,8 +159,10 @@ def test_create_random() -> None:
     results = RankBasedMetricResults.create_random(3)
     assert results == RankBasedMetricResults.create_random(3)
     assert results.get_metric("both.count") == 2000
-    assert results.get_metric("both.optimistic.mrr") >= results.get_metric("both.realistic.mrr") >= results.get_metric(
-        "both.pessimistic.mrr"
+    assert (
+        results.get_metric("both.optimistic.mrr")
+        >= results.get_metric("both.realistic.mrr")
+        >= results.get_metric("both.pessimistic.mrr")
     )
     assert (results.records.optimistic <= results.records.pessimistic).all()
     assert (results.records.pessimistic <= results.records.num_candidates).all()

@@ -29,6 +29,7 @@ def random_quadruples(seed: int, count: int, times: tuple[int, int] = (0, T)) ->
 
 def tnt_score(model: TNTComplEx, h: int, r: int, t: int, tau: int) -> float:
     """Re(Σ h (r τ + r') conj(t)) by a loop over the complex coordinates; r' alone for an untrained time."""
+
     def pairs(table: torch.nn.Embedding, row: int) -> list[complex]:
         values = table.weight[row].detach().double().tolist()
         return [complex(values[2 * i], values[2 * i + 1]) for i in range(model.dim)]
@@ -70,8 +71,9 @@ def test_an_untrained_time_is_scored_by_the_time_independent_part() -> None:
     scores = model.score_t(rows).detach()
     torch.testing.assert_close(scores[0], scores[1])
     assert not torch.allclose(scores[0], scores[2])
-    static = (torch.view_as_complex(model.entity_embeddings.weight[1].view(-1, 2))
-              * torch.view_as_complex(model.static_relation_embeddings.weight[2].view(-1, 2)))
+    static = torch.view_as_complex(model.entity_embeddings.weight[1].view(-1, 2)) * torch.view_as_complex(
+        model.static_relation_embeddings.weight[2].view(-1, 2)
+    )
     expected = (torch.view_as_real(static).flatten() @ model.entity_embeddings.weight.T).detach()
     torch.testing.assert_close(scores[0], expected)
 

@@ -49,8 +49,15 @@ def main(out: Path) -> None:
     world = WorldSize()
     module = LitDistMult(ds.num_entities, ds.num_relations)
     trainer = pl.Trainer(
-        max_epochs=2, accelerator="cpu", devices=2, strategy="ddp", callbacks=[callback, world], logger=False,
-        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+        max_epochs=2,
+        accelerator="cpu",
+        devices=2,
+        strategy="ddp",
+        callbacks=[callback, world],
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
     )
     trainer.fit(module, train_dataloaders=loader(ds.train))
     last = callback.history[-1]

@@ -9,12 +9,12 @@ from kgeval.constraints import TypeConstraints
 from kgeval.early_stopping import EarlyStopper
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import UndefinedMetricWarning
-from kgeval.macro import MacroRankBasedEvaluator
-from kgeval.precomputed import evaluate_scores
 from kgeval.predict import predict_top_k
 from kgeval.results import RankBasedMetricResults
-from kgeval.sampled import SampledRankBasedEvaluator
-from kgeval.temporal import TemporalRankBasedEvaluator
+from kgeval.variants.macro import MacroRankBasedEvaluator
+from kgeval.variants.precomputed import evaluate_scores
+from kgeval.variants.sampled import SampledRankBasedEvaluator
+from kgeval.variants.temporal import TemporalRankBasedEvaluator
 
 __version__ = "0.1.0"
 

@@ -115,7 +115,7 @@ def report_html(
     relation_labels : mapping or sequence, optional
         Relation names (label -> id, id -> label or a sequence by id); default: the relation ids.
     audit : AuditReport, TemporalAuditReport or str, optional
-        The audit card (:func:`kgeval.audit.audit_dataset`, :func:`kgeval.temporal_audit.audit_temporal_dataset`,
+        The audit card (:func:`kgeval.audit.audit_dataset`, :func:`kgeval.audit.temporal.audit_temporal_dataset`,
         or its Markdown), rendered as HTML: its findings (the card's sentences, baselines and ties first) above its
         tables, long tables folded.
     popularity_triples : LongTensor of shape (n, 3), optional

@@ -288,7 +288,7 @@ def test_a_temporal_audit_ranks_with_the_checkpoints_ids(tmp_path, capsys) -> No
     """A TNTComplEx trained with its own entity ids (reversed): `kgeval audit --checkpoint` read the folder with
     the default ids and reported the MRR of misaligned ids (0.1917 where 0.1817), and a checkpoint of other data
     passed without a word; now it reads the checkpoint's label maps, as evaluate does, and checks its fingerprint."""
-    from kgeval._cli_temporal import temporal_evaluation
+    from kgeval.cli.temporal import temporal_evaluation
     from kgeval.datasets import load_any_dataset
     from kgeval.models.temporal import TNTComplEx
     from kgeval.models.training import train_model

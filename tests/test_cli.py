@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 import torch
 
-import kgeval._cli_common
-import kgeval.cli
+import kgeval.cli._common
+import kgeval.cli.triples
 from kgeval import RankBasedEvaluator
 from kgeval.cli import COMMANDS, build_parser, main
 from kgeval.datasets import load_shipped_dataset
@@ -62,7 +62,7 @@ def test_demo_reports_an_empty_split_before_training(
     rows[empty] = ["# nothing but a comment"]
     for split, lines in rows.items():
         (tmp_path / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    monkeypatch.setattr(kgeval.cli, "train_model", lambda *args, **kwargs: pytest.fail("trained on bad data"))
+    monkeypatch.setattr(kgeval.cli.triples, "train_model", lambda *args, **kwargs: pytest.fail("trained on bad data"))
     assert main(["demo", "--dataset", str(tmp_path), "--epochs", "1", "--no-progress"]) == 2
     captured = capsys.readouterr()
     source = f"{tmp_path}/{empty}.tsv"
@@ -111,7 +111,7 @@ class _Printed:
 
 
 def test_demo_wiring(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(kgeval.cli, "RankBasedEvaluator", _RecordingEvaluator)
+    monkeypatch.setattr(kgeval.cli.triples, "RankBasedEvaluator", _RecordingEvaluator)
     monkeypatch.setattr(_RecordingEvaluator, "calls", [])
     threads = torch.get_num_threads()
     try:
@@ -398,7 +398,7 @@ def test_evaluate_json_is_strict_and_says_how_the_numbers_were_made(
     captured = capsys.readouterr()
     document = _strict(captured.out)
     assert captured.err == ""
-    assert document["kgeval_version"] == kgeval._cli_common.version()
+    assert document["kgeval_version"] == kgeval.cli._common.version()
     assert document["source"] == {"checkpoint": str(checkpoint), "model": "TransE", "dataset": folder.name,
                                   "split": "valid", "filtered_by": ["train", "valid"],
                                   "targets": ["head", "tail"]}  # fmt: skip

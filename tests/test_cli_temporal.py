@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from kgeval.audit.temporal import audit_temporal_dataset, split_fingerprint
 from kgeval.cli import main
 from kgeval.datasets import load_any_dataset, load_temporal_tsv
-from kgeval.temporal_audit import audit_temporal_dataset, split_fingerprint
 
 
 def write_tkg(folder: Path, seed: int = 0, forecasting: bool = True, shuffle: bool = False) -> dict[str, list]:

@@ -168,7 +168,12 @@ def test_the_engine_has_one_entry_point() -> None:
         if name.startswith("kgeval._engine"):
             continue
         engine = {t for t in tops[name] | locals_[name] if t.startswith("kgeval._engine")}
-        entry_point = name in ("kgeval.evaluator", "kgeval.predict", "kgeval.sampled", "kgeval.temporal")
+        entry_point = name in (
+            "kgeval.evaluator",
+            "kgeval.predict",
+            "kgeval.variants.sampled",
+            "kgeval.variants.temporal",
+        )
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
 
 

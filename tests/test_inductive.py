@@ -245,7 +245,7 @@ def filter_size_by_loops(known: list[tuple[int, int, int]], evaluated: list[tupl
 
 
 def test_the_audit_card_counts_as_plain_loops_do(tmp_path: Path) -> None:
-    from kgeval.inductive_audit import audit_inductive_dataset
+    from kgeval.audit.inductive import audit_inductive_dataset
 
     folder = tiny_inductive(tmp_path / "tiny")
     data = load_inductive_dataset(folder)
@@ -339,7 +339,7 @@ def test_an_inference_graph_emptied_by_the_drops_is_refused(tmp_path: Path) -> N
 def test_the_card_names_shared_entities_and_counts_drops(tmp_path: Path) -> None:
     """The card's sentence on shared entities read "The two graphs are 3 entities are in both graphs"; the shared
     and dropped counts equal a count by hand."""
-    from kgeval.inductive_audit import audit_inductive_dataset
+    from kgeval.audit.inductive import audit_inductive_dataset
 
     folder = write(tmp_path / "shared", {
         "train": [("a", "p", "b"), ("b", "q", "c"), ("s1", "p", "s2")],

@@ -1,6 +1,6 @@
-"""Macro-weighted metrics (kgeval.macro, kgeval.metrics.weighted) against a brute-force reference written from the
-definitions (docs/METRICS.md, Weighted and macro-weighted metrics): weights counted query by query, every metric
-and its null-model moments summed task by task in 40-digit decimals, on tie-heavy random records where queries
+"""Macro-weighted metrics (kgeval.variants.macro, kgeval.metrics.weighted) against a brute-force reference written
+from the definitions (docs/METRICS.md, Weighted and macro-weighted metrics): weights counted query by query, every
+metric and its null-model moments summed task by task in 40-digit decimals, on tie-heavy random records where queries
 repeat."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 
 from kgeval import MacroRankBasedEvaluator, RankBasedEvaluator, RankBasedMetricResults
 from kgeval.datasets import load_shipped_dataset
-from kgeval.macro import macro_results
 from kgeval.metrics.weighted import WeightedRanks, weighted_metrics
 from kgeval.models import DistMult
+from kgeval.variants.macro import macro_results
 from tests.helpers.rank_records import random_records
 
 MAD_SCALE = 1.0 / 0.6744897501960817

@@ -96,7 +96,7 @@ def test_ragged_negatives_against_the_brute_force(lengths: list[int], levels: in
     positive = rng.integers(0, levels, len(lengths)).astype(np.float64)
     negatives = [rng.integers(0, levels, n).astype(np.float16) for n in lengths]
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr("kgeval.precomputed.CHUNK_ELEMENTS", chunk)
+        patch.setattr("kgeval.variants.precomputed.CHUNK_ELEMENTS", chunk)
         results = evaluate_scores(torch.from_numpy(positive), [torch.from_numpy(row) for row in negatives])
     records = results.records
     expected = ragged_brute_force(positive.tolist(), [row.astype(np.float64).tolist() for row in negatives])

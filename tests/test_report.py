@@ -26,10 +26,10 @@ import pytest
 import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
-from kgeval._cli_report import add_report_arguments, run_report
 from kgeval.analysis import stats
 from kgeval.analysis.stratified import strat_curve
 from kgeval.audit import audit_dataset
+from kgeval.cli.report import add_report_arguments, run_report
 from kgeval.datasets import load_shipped_dataset
 from kgeval.models import DistMult
 from kgeval.records import RankRecords

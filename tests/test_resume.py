@@ -345,7 +345,7 @@ def test_a_temporal_setting_is_part_of_the_evaluation(tmp_path, first: dict, sec
     import torch
 
     from kgeval.models.temporal import TNTComplEx
-    from kgeval.temporal import TemporalRankBasedEvaluator
+    from kgeval.variants.temporal import TemporalRankBasedEvaluator
 
     generator = torch.Generator().manual_seed(0)
     quadruples = torch.stack([torch.randint(0, 30, (80,), generator=generator),

@@ -9,7 +9,7 @@ import torch
 
 from kgeval import SampledRankBasedEvaluator, evaluate_scores
 from kgeval._engine import FilterIndex
-from kgeval.sampled import _draw
+from kgeval.variants.sampled import _draw
 from tests.helpers.graphs import FullScoreTableModel, TableModel, quantised_table, random_graph
 
 

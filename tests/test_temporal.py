@@ -1,4 +1,4 @@
-"""kgeval.temporal: every filter setting x side x rank type equals the brute-force reference
+"""kgeval.variants.temporal: every filter setting x side x rank type equals the brute-force reference
 (tests/helpers/temporal_reference.py: plain loops over METRICS.md's temporal filter definitions) on tie-heavy
 models, across batch and slice sizes, with and without ``inverse_relations``, through the models' methods and
 through the query/candidate fast path."""

@@ -17,11 +17,11 @@ from kgeval.accumulator import MetricAccumulator
 from kgeval.adapters.inductive import check_mode
 from kgeval.adapters.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
-from kgeval.macro import macro_results
-from kgeval.precomputed import ranks_in_full_rows
 from kgeval.results import RankBasedMetricResults as KGEvalRankBasedMetricResults
-from kgeval.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
 from kgeval.typing import EntityTarget
+from kgeval.variants.macro import macro_results
+from kgeval.variants.precomputed import ranks_in_full_rows
+from kgeval.variants.sampled import SampledRankBasedEvaluator as KGEvalSampledRankBasedEvaluator
 
 
 class RankBasedMetricResults(KGEvalRankBasedMetricResults, MetricResults):
@@ -235,8 +235,9 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
 
 class MacroRankBasedEvaluator(RankBasedEvaluator):
     """PyKEEN's ``MacroRankBasedEvaluator`` on kgeval's engine: the ranks of :class:`RankBasedEvaluator`, each task
-    weighted by 1 / the number of tasks of its side with the same query (:mod:`kgeval.macro`), through ``evaluate``
-    and the streaming interface alike; usable in PyKEEN's pipeline (``evaluator=MacroRankBasedEvaluator``).
+    weighted by 1 / the number of tasks of its side with the same query (:mod:`kgeval.variants.macro`), through
+    ``evaluate`` and the streaming interface alike; usable in PyKEEN's pipeline
+    (``evaluator=MacroRankBasedEvaluator``).
 
     Equal to PyKEEN's values, except: the median absolute deviation keeps the normal scale (x 1.4826) that the
     unweighted MAD has in both libraries (PyKEEN's weighted branch drops it), and the inverse median rank of

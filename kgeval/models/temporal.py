@@ -1,7 +1,7 @@
 """Reference temporal models: :class:`TNTComplEx` (trainable, with the query/candidate fast path) and
 :class:`RecurrencyBaseline` (no training: the strict baseline a forecasting result must beat).
 
-Both follow kgeval's temporal protocol (:mod:`kgeval.temporal`): ``score_t`` takes (B, 3) rows (h, r, τ) and
+Both follow kgeval's temporal protocol (:mod:`kgeval.variants.temporal`): ``score_t`` takes (B, 3) rows (h, r, τ) and
 ``score_h`` (B, 3) rows (r, t, τ), each returning (B, num_entities) scores.
 """
 

@@ -17,8 +17,8 @@ from kgeval._engine.kernels import COMPARE
 from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, LoopSettings
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer
-from kgeval.macro import MacroRankBasedEvaluator
 from kgeval.models import DistMult
+from kgeval.variants.macro import MacroRankBasedEvaluator
 from tests.helpers.graphs import FullScoreTableModel, quantised_table, random_graph
 from tests.helpers.ranks import assert_same_ranks
 from tests.helpers.reference import reference_ranks

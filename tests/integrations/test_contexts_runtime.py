@@ -28,7 +28,7 @@ from kgeval import RankBasedEvaluator
 from kgeval.exceptions import ModelInUseWarning, PrecisionWarning
 from kgeval.metrics.registry import summarize
 from kgeval.models import DistMult
-from kgeval.sampled import SampledRankBasedEvaluator
+from kgeval.variants.sampled import SampledRankBasedEvaluator
 from tests.integrations.test_contexts import GRAPH, Bilinear, differing_ranks, expected_ranks
 
 E, R = 40, 4

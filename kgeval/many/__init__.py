@@ -28,12 +28,12 @@ import torch
 from tqdm.auto import tqdm
 
 from kgeval._checks import check_writable_file
-from kgeval._many_store import GraphStore, graph_fingerprint, model_identity
 from kgeval.adapters.devices import model_device
 from kgeval.adapters.graph import on_graphs
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, TriplesDataset, load_dataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.graphs import Graph
+from kgeval.many._store import GraphStore, graph_fingerprint, model_identity
 from kgeval.report import many_report_html
 from kgeval.results import RankBasedMetricResults
 
@@ -121,7 +121,7 @@ def group_of(dataset: Any) -> str:
         return GROUPS[0]
     if isinstance(dataset, TemporalDataset):
         raise TypeError(f"{dataset.name} is a temporal dataset: evaluate_many takes triples, inductive and fully "
-                        "inductive datasets (evaluate a temporal one with kgeval.temporal)")  # fmt: skip
+                        "inductive datasets (evaluate a temporal one with kgeval.variants.temporal)")  # fmt: skip
     raise TypeError(f"evaluate_many takes datasets (or their names), got {type(dataset).__name__}")
 
 
@@ -161,7 +161,7 @@ def evaluate_many(
         Make the run resumable: each graph's result is written to its own JSON file in this folder (made where
         missing) as the graph completes, with a fingerprint of what its numbers depend on (the dataset's name and
         contents, the split, the validation filter where it applies, the evaluator's settings that change numbers,
-        the keywords below other than sizes and devices, ``model_id``, kgeval's version; ``kgeval._many_store``).
+        the keywords below other than sizes and devices, ``model_id``, kgeval's version; ``kgeval.many._store``).
         A later call with the same folder takes each graph whose file matches instead of evaluating it (its
         ``model_for`` is not called), and evaluates again -- with a :class:`kgeval.exceptions.ResumeWarning`
         naming what differs -- each graph whose file does not; the files of one graph are never mixed.

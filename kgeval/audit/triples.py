@@ -24,7 +24,7 @@ from kgeval._display import all_or_nothing_note
 from kgeval.datasets import TriplesDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.results import RankBasedMetricResults
-from kgeval.sampled import SampledRankBasedEvaluator
+from kgeval.variants.sampled import SampledRankBasedEvaluator
 
 __all__ = [
     "AuditReport", "Coverage", "HubRelation", "Leakage", "Protocol", "RelationPair", "RuleBaseline", "RuleModel",

@@ -15,9 +15,9 @@ from kgeval._inputs import check_model_inputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS
 from kgeval.accumulator import MetricAccumulator
-from kgeval.precomputed import ranks_among
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import ENTITY_TARGETS, EntityTarget, InductiveMode
+from kgeval.variants.precomputed import ranks_among
 
 __all__ = ["SampledRankBasedEvaluator"]
 

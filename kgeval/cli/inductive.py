@@ -11,10 +11,10 @@ import json
 import time
 from typing import Any
 
-from kgeval._cli_common import count_of, json_header, refuse_options
+from kgeval.audit.inductive import audit_inductive_dataset
+from kgeval.cli._common import count_of, json_header, refuse_options
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
-from kgeval.inductive_audit import audit_inductive_dataset
 from kgeval.models.inductive import RelationContextDistMult
 from kgeval.models.training import train_model
 

@@ -11,15 +11,15 @@ from typing import Any
 
 import pandas as pd
 
-from kgeval._cli_common import count_of, metrics_document, provenance, refuse_options, with_provenance
 from kgeval._display import all_or_nothing_note
+from kgeval.audit.temporal import audit_temporal_dataset
+from kgeval.cli._common import count_of, metrics_document, provenance, refuse_options, with_provenance
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
 from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
 from kgeval.models.training import train_model
 from kgeval.records import table_provenance, write_ranks
-from kgeval.temporal import TemporalRankBasedEvaluator, TemporalRankBasedMetricResults
-from kgeval.temporal_audit import audit_temporal_dataset
+from kgeval.variants.temporal import TemporalRankBasedEvaluator, TemporalRankBasedMetricResults
 
 __all__ = [
     "evaluate_temporal_table",
@@ -133,7 +133,7 @@ def run_temporal_evaluate(args: argparse.Namespace, dataset: TemporalDataset, mo
 def print_temporal(results: TemporalRankBasedMetricResults, source: dict[str, Any], title: str, as_json: bool,
                    name: str, **extra: Any) -> int:  # fmt: skip
     """Print temporal results: their settings' table under ``title``, or the ``--json`` document of every protocol
-    (:func:`kgeval._cli_common.metrics_document`: the time-aware metrics, static and raw in ``other_settings``)."""
+    (:func:`kgeval.cli._common.metrics_document`: the time-aware metrics, static and raw in ``other_settings``)."""
     if as_json:
         others = {setting: got for setting, got in results.settings().items() if setting != results.setting}
         document = metrics_document(source, results.setting, results.ks, results, others, **extra)

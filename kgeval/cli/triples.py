@@ -20,15 +20,15 @@ import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
-from kgeval._cli_common import check_ranks_fit, count_of, metrics_document, provenance, version, with_provenance
-from kgeval._cli_inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
-from kgeval._cli_many import add_many_arguments, run_many
-from kgeval._cli_report import add_report_arguments, run_report
-from kgeval._cli_temporal import evaluate_temporal_table, run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
+from kgeval.cli._common import check_ranks_fit, count_of, metrics_document, provenance, version, with_provenance
+from kgeval.cli.inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
+from kgeval.cli.many import add_many_arguments, run_many
+from kgeval.cli.report import add_report_arguments, run_report
+from kgeval.cli.temporal import evaluate_temporal_table, run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval.datasets import (
     SHIPPED_DATASETS,
     AnyDataset,
@@ -52,8 +52,8 @@ from kgeval.models import DistMult
 from kgeval.models.checkpoint import READ_OPTIONS, LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
 from kgeval.records import RankRecords, check_rank_path, read_ranks, settings_of, table_provenance, write_ranks
-from kgeval.temporal import TemporalRankBasedMetricResults
 from kgeval.typing import Target
+from kgeval.variants.temporal import TemporalRankBasedMetricResults
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -632,7 +632,7 @@ def _run_evaluate(args: argparse.Namespace) -> int:
 
 
 def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> dict[str, Any]:
-    """One strict JSON object in the shape of every protocol (:func:`kgeval._cli_common.metrics_document`): how the
+    """One strict JSON object in the shape of every protocol (:func:`kgeval.cli._common.metrics_document`): how the
     numbers were made (kgeval version, source, protocol: ``filtered`` for a checkpoint, the recorded setting of a
     rank table, else "as in the rank table") and every metric as ``"side.rank_type.metric"``, undefined ones
     null."""

@@ -87,7 +87,7 @@ def macro_results(results: RankBasedMetricResults) -> RankBasedMetricResults:
 
 class MacroRankBasedEvaluator(RankBasedEvaluator):
     """:class:`kgeval.RankBasedEvaluator` reporting macro-weighted metrics: each task weighs 1 / the number of tasks
-    of its side with the same query (PyKEEN's ``MacroRankBasedEvaluator``; see :mod:`kgeval.macro`).
+    of its side with the same query (PyKEEN's ``MacroRankBasedEvaluator``; see :mod:`kgeval.variants.macro`).
 
     Takes the arguments of :class:`kgeval.RankBasedEvaluator` except ``keep_records``, which must stay True (the
     weights are computed from the per-task records once every task is ranked). The results hold no records.

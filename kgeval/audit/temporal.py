@@ -25,11 +25,11 @@ import pandas as pd
 import torch
 
 from kgeval import __version__
-from kgeval.audit import _strict
+from kgeval.audit.triples import _strict
 from kgeval.datasets import split_fingerprint
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.temporal import RecurrencyBaseline
-from kgeval.temporal import TemporalRankBasedEvaluator
+from kgeval.variants.temporal import TemporalRankBasedEvaluator
 
 __all__ = ["TemporalAuditReport", "audit_temporal_dataset", "split_fingerprint"]
 

@@ -11,14 +11,14 @@ from typing import Any
 import pandas as pd
 
 from kgeval._checks import check_writable_file
-from kgeval._cli_common import check_ranks_fit
 from kgeval.audit import audit_dataset
+from kgeval.audit.temporal import audit_temporal_dataset
+from kgeval.cli._common import check_ranks_fit
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, load_dataset
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.records import read_ranks, settings_of, table_provenance
 from kgeval.report import labels_from_frames, write_report
 from kgeval.results import RankBasedMetricResults
-from kgeval.temporal_audit import audit_temporal_dataset
 
 __all__ = ["add_report_arguments", "run_report"]
 
@@ -110,7 +110,7 @@ def _names(paths: list[str], frames: list[pd.DataFrame]) -> list[str]:
 def _dataset_parts(args: argparse.Namespace, paths: dict[str, str], frames: dict[str, pd.DataFrame],
                    models: dict[str, RankBasedMetricResults]) -> dict[str, Any]:  # fmt: skip
     """The audit card, popularity triples and relation names of --dataset, after every table was checked to rank
-    it (:func:`kgeval._cli_common.check_ranks_fit`: its recorded fingerprint, ids and labels)."""
+    it (:func:`kgeval.cli._common.check_ranks_fit`: its recorded fingerprint, ids and labels)."""
     dataset = load_dataset(args.dataset)
     if isinstance(dataset, InductiveDataset | FullyInductiveDataset):
         raise ValueError(f"{dataset.name} is inductive data: kgeval report reads its rank tables without --dataset")

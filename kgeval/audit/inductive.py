@@ -27,7 +27,7 @@ import pandas as pd
 
 from kgeval import __version__
 from kgeval._display import all_or_nothing_note
-from kgeval.audit import DEFAULT_THRESHOLD, RuleModel, _strict, relation_pairs
+from kgeval.audit.triples import DEFAULT_THRESHOLD, RuleModel, _strict, relation_pairs
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
 

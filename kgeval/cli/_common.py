@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pandas as pd
@@ -16,8 +16,11 @@ __all__ = [
     "RANK_TYPE_RULES",
     "check_ranks_fit",
     "count_of",
+    "int_at_least",
     "json_header",
     "metrics_document",
+    "one_line",
+    "positive_float",
     "provenance",
     "refuse_options",
     "version",
@@ -134,3 +137,36 @@ def check_ranks_fit(records: Any, frame: pd.DataFrame, dataset: Any, path: str) 
                              f"{frame[column].iloc[row]!r}, which {dataset.name} numbers otherwise or not at all: "
                              "the table ranks another dataset (or other ids)")  # fmt: skip
     return records
+
+
+def int_at_least(minimum: int) -> Callable[[str], int]:
+    """An argparse ``type`` accepting integers >= ``minimum``."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
+        return value
+
+    return parse
+
+
+def positive_float(text: str) -> float:
+    """An argparse ``type`` accepting numbers > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
+    return value
+
+
+def one_line(error: Exception) -> str:
+    """An error as one line: an OSError as "<reason>: <file>", anything else as its message."""
+    if isinstance(error, OSError) and error.filename is not None:
+        return f"{error.strerror}: {error.filename}"
+    return " ".join(str(error).split())

@@ -1,7 +1,6 @@
-"""Command-line interface: ``kgeval <command> [options]`` (also ``python -m kgeval``).
-
-Commands are registered in :data:`COMMANDS`: each has a function that adds its options to a sub-parser and a
-function that runs it and returns the exit status. To add a command, write both and add one entry.
+"""The commands of triple datasets: ``kgeval demo``, ``evaluate``, ``audit`` and ``strat`` (each a function that adds
+its options to a sub-parser and one that runs it; :mod:`kgeval.cli` registers them). Temporal and inductive
+datasets are handed on to :mod:`kgeval.cli.temporal` and :mod:`kgeval.cli.inductive`.
 """
 
 from __future__ import annotations
@@ -11,12 +10,11 @@ import json
 import sys
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NamedTuple, TypedDict, cast
+from typing import Any, TypedDict, cast
 
 import pandas as pd
-import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
@@ -24,10 +22,17 @@ from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
 from kgeval.audit import audit_dataset
-from kgeval.cli._common import check_ranks_fit, count_of, metrics_document, provenance, version, with_provenance
+from kgeval.cli._common import (
+    check_ranks_fit,
+    count_of,
+    int_at_least,
+    metrics_document,
+    one_line,
+    positive_float,
+    provenance,
+    with_provenance,
+)
 from kgeval.cli.inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
-from kgeval.cli.many import add_many_arguments, run_many
-from kgeval.cli.report import add_report_arguments, run_report
 from kgeval.cli.temporal import evaluate_temporal_table, run_temporal_audit, run_temporal_demo, run_temporal_evaluate
 from kgeval.datasets import (
     SHIPPED_DATASETS,
@@ -55,55 +60,22 @@ from kgeval.records import RankRecords, check_rank_path, read_ranks, settings_of
 from kgeval.typing import Target
 from kgeval.variants.temporal import TemporalRankBasedMetricResults
 
-__all__ = ["COMMANDS", "Command", "build_parser", "main"]
-
-
-class Command(NamedTuple):
-    """One sub-command: its help line, how to add its options, how to run it (returns the exit status)."""
-
-    help: str
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    run: Callable[[argparse.Namespace], int]
-
-
-def _int_at_least(minimum: int) -> Callable[[str], int]:
-    """An argparse ``type`` accepting integers >= ``minimum``."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-        if value < minimum:
-            raise argparse.ArgumentTypeError(f"expected an integer >= {minimum}, got {value}")
-        return value
-
-    return parse
-
-
-def _positive_float(text: str) -> float:
-    """An argparse ``type`` accepting numbers > 0."""
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"expected a number > 0, got {text!r}")
-    return value
-
+__all__ = [
+    "add_audit_arguments",
+    "add_demo_arguments",
+    "add_evaluate_arguments",
+    "add_strat_arguments",
+    "run_audit",
+    "run_demo",
+    "run_evaluate",
+    "run_strat",
+]
 
 #: the dataset the commands use when --dataset is not given (and a checkpoint names none)
 DEFAULT_DATASET = "umls"
 
 
 # -- demo ----------------------------------------------------------------------------------------------
-
-
-def _add_threads_argument(parser: argparse.ArgumentParser) -> None:
-    """--threads: the CPU threads of a command (every command trains or evaluates; set in :func:`main`)."""
-    parser.add_argument("--threads", type=_int_at_least(1), default=None,
-                        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for small models "
-                        "on a busy machine")  # fmt: skip
 
 
 def _add_unseen_argument(parser: argparse.ArgumentParser) -> None:
@@ -138,7 +110,7 @@ def _reading(args: argparse.Namespace, loaded: LoadedModel | None = None) -> Rea
     return Reading(unseen=cast(Unseen, chosen["unseen"]), duplicates=cast(Duplicates, chosen["duplicates"]))
 
 
-def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dataset",
         default=DEFAULT_DATASET,
@@ -148,11 +120,11 @@ def _add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "name in the shared data folder (default: %(default)s)",
     )
     add = parser.add_argument
-    add("--epochs", type=_int_at_least(0), default=10, help="training epochs (default: %(default)s)")
-    add("--dim", type=_int_at_least(1), default=64, help="embedding dimension (default: %(default)s)")
+    add("--epochs", type=int_at_least(0), default=10, help="training epochs (default: %(default)s)")
+    add("--dim", type=int_at_least(1), default=64, help="embedding dimension (default: %(default)s)")
     add("--seed", type=int, default=0, help="random seed (default: %(default)s)")
-    add("--batch-size", type=_int_at_least(1), default=256, help="training batch size (default: %(default)s)")
-    add("--lr", type=_positive_float, default=0.01, help="Adam learning rate (default: %(default)s)")
+    add("--batch-size", type=int_at_least(1), default=256, help="training batch size (default: %(default)s)")
+    add("--lr", type=positive_float, default=0.01, help="Adam learning rate (default: %(default)s)")
     add("--no-progress", action="store_true", help="hide the progress bars")
     add("--save-checkpoint", metavar="PATH", help="save the trained model there, with what its data was (see "
         "kgeval.models.checkpoint): 'kgeval evaluate --checkpoint PATH' then finds the dataset itself")  # fmt: skip
@@ -205,7 +177,7 @@ def _inductive_dataset(name: str | None, reading: Reading) -> InductiveDataset |
     return load_inductive_dataset(folder, duplicates=reading["duplicates"])
 
 
-def _run_demo(args: argparse.Namespace) -> int:
+def run_demo(args: argparse.Namespace) -> int:
     """Train DistMult (TNTComplEx on temporal data), evaluate valid and test in the filtered setting, print the
     result tables."""
     dataset = load_any_dataset(args.dataset, **_reading(args))
@@ -480,7 +452,7 @@ def _check_model_fits(model: Any, dataset: TriplesDataset) -> None:
                              f"{expected[name]}: it was trained on other data")  # fmt: skip
 
 
-def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
+def add_strat_arguments(parser: argparse.ArgumentParser) -> None:
     _add_source_arguments(parser, "head, relation, tail, side, optimistic, pessimistic")
     add = parser.add_argument
     add(
@@ -491,9 +463,9 @@ def _add_strat_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add("--beta-e", type=_beta, nargs="+", default=[0.0], help="entity exponents in [-1, 1] (default: 0)")
     add("--beta-r", type=_beta, nargs="+", default=[0.0], help="relation exponents in [-1, 1] (default: 0)")
-    add("--ks", type=_int_at_least(1), nargs="+", default=[1, 3, 10], help="k of hits@k (default: 1 3 10)")
+    add("--ks", type=int_at_least(1), nargs="+", default=[1, 3, 10], help="k of hits@k (default: 1 3 10)")
     add("--rank-type", choices=("realistic", "optimistic", "pessimistic"), default="realistic")
-    add("--min-count", type=_positive_float, help="floor popularity count for items absent from the triples")
+    add("--min-count", type=positive_float, help="floor popularity count for items absent from the triples")
     add("--plot", metavar="PNG", help="write the β curve (-1 to 1) there instead of printing the table")
     add("--vary", choices=("entity", "relation"), default="entity", help="the β the curve varies")
     add("--no-progress", action="store_true", help="hide the progress bar")
@@ -508,7 +480,7 @@ def _dataset_of_ranks(args: argparse.Namespace, command: str) -> str:
     return str(args.dataset)
 
 
-def _run_strat(args: argparse.Namespace) -> int:
+def run_strat(args: argparse.Namespace) -> int:
     """Print the stratified metrics for each (β_e, β_r), or plot their curve, from a checkpoint or rank file."""
     options = {"ks": args.ks, "rank_type": args.rank_type, "min_count": args.min_count}
     if not (args.checkpoint or args.ranks):
@@ -534,7 +506,7 @@ def _run_strat(args: argparse.Namespace) -> int:
                 rows.append({"beta_e": b_e, "beta_r": b_r, **values})
         table = pd.DataFrame(rows)
     except (FileNotFoundError, ValueError, ImportError) as error:
-        print(f"kgeval strat: error: {_one_line(error)}", file=sys.stderr)
+        print(f"kgeval strat: error: {one_line(error)}", file=sys.stderr)
         return 2
     print(f"Stratified metrics ({args.rank_type} ranks; popularity counted on the {args.popularity} triples)")
     betas = dict.fromkeys(("beta_e", "beta_r"), "{:g}".format)
@@ -545,10 +517,10 @@ def _run_strat(args: argparse.Namespace) -> int:
 # -- evaluate ------------------------------------------------------------------------------------------
 
 
-def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
+def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     _add_source_arguments(parser, "head, relation, tail, side, optimistic, pessimistic, num_candidates")
     add = parser.add_argument
-    add("--ks", type=_int_at_least(1), nargs="+", default=[1, 3, 5, 10], help="k of hits@k (default: 1 3 5 10)")
+    add("--ks", type=int_at_least(1), nargs="+", default=[1, 3, 5, 10], help="k of hits@k (default: 1 3 5 10)")
     add(
         "--targets",
         choices=("head", "tail", "relation"),
@@ -572,7 +544,7 @@ def _add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
         ".parquet): the rank table that evaluate / strat / audit --ranks read")  # fmt: skip
 
 
-def _run_evaluate(args: argparse.Namespace) -> int:
+def run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
@@ -645,7 +617,7 @@ def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> di
 # -- audit -----------------------------------------------------------------------------------------------------
 
 
-def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
+def add_audit_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
     add("--dataset", metavar="NAME_OR_PATH", help=f"the dataset to audit (default: the one a --checkpoint folder "
         f"names, if it names one that exists here; else {DEFAULT_DATASET})")  # fmt: skip
@@ -654,14 +626,14 @@ def _add_audit_arguments(parser: argparse.ArgumentParser) -> None:
                         "sampled-vs-full gap (as kgeval evaluate reads it)")  # fmt: skip
     source.add_argument("--ranks", metavar="PATH", help="a rank table of the test split: adds its ties")
     add("--trust-checkpoint", action="store_true", help="read a pickled model (see kgeval evaluate --help)")
-    add("--sampled-k", type=_int_at_least(1), default=50, help="negatives of the sampled comparison (default: 50)")
+    add("--sampled-k", type=int_at_least(1), default=50, help="negatives of the sampled comparison (default: 50)")
     add("--threshold", type=float, default=0.8, help="overlap from which relation pairs count (default: %(default)s)")
     add("--no-baseline", action="store_true", help="skip the rule-only baseline (one full filtered evaluation)")
     add("--json", action="store_true", help="print the report as one strict JSON object instead of Markdown")
     _add_unseen_argument(parser)
 
 
-def _run_audit(args: argparse.Namespace) -> int:
+def run_audit(args: argparse.Namespace) -> int:
     """Print the evaluation card of a dataset (Markdown, or JSON)."""
     model = results = None
     loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint) if args.checkpoint else None
@@ -706,105 +678,3 @@ def _temporal_table(path: str, dataset: TemporalDataset) -> TemporalRankBasedMet
     with warnings.catch_warnings():  # the card reads the MRR of each setting, never an undefined metric
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         return TemporalRankBasedMetricResults.from_rank_table(frame, source=f"rank table {path}")
-
-
-#: The sub-commands, by name.
-COMMANDS: dict[str, Command] = {
-    "demo": Command(
-        help="train DistMult on a small dataset (TNTComplEx on a folder of quadruples, a relation-context model on "
-        "an inductive folder) and print filtered valid / "
-        "test metrics",
-        add_arguments=_add_demo_arguments,
-        run=_run_demo,
-    ),
-    "evaluate": Command(
-        help="print the metrics of a saved model on a dataset split, or of a rank table",
-        add_arguments=_add_evaluate_arguments,
-        run=_run_evaluate,
-    ),
-    "evaluate-many": Command(
-        help="evaluate one model (the built-in graph-conditioned baseline, a checkpoint, a factory) over many graphs "
-        "(transductive, inductive, fully inductive): one row per graph and the group averages, resumable",
-        add_arguments=add_many_arguments,
-        run=run_many,
-    ),
-    "audit": Command(
-        help="is a number on this dataset worth reporting? leakage, relation pairs, coverage, a rule-only baseline",
-        add_arguments=_add_audit_arguments,
-        run=_run_audit,
-    ),
-    "strat": Command(
-        help="popularity-stratified hits@k and MRR (Mohamed et al. 2020) of a checkpoint or exported ranks",
-        add_arguments=_add_strat_arguments,
-        run=_run_strat,
-    ),
-    "report": Command(
-        help="one self-contained HTML page of saved rank tables: headline with intervals, ties, rank charts, per "
-        "relation, paired tests",
-        add_arguments=add_report_arguments,
-        run=run_report,
-    ),
-}
-
-
-def _one_line(error: Exception) -> str:
-    """An error as one line: an OSError as "<reason>: <file>", anything else as its message."""
-    if isinstance(error, OSError) and error.filename is not None:
-        return f"{error.strerror}: {error.filename}"
-    return " ".join(str(error).split())
-
-
-def build_parser() -> argparse.ArgumentParser:
-    """The ``kgeval`` argument parser with one sub-parser per entry of :data:`COMMANDS`."""
-    parser = argparse.ArgumentParser(
-        prog="kgeval",
-        description="Rank-based link-prediction evaluation of knowledge-graph-embedding models.",
-    )
-    parser.add_argument("--version", action="version", version=f"kgeval {version()}")
-    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, command in COMMANDS.items():
-        sub = subparsers.add_parser(name, help=command.help, description=command.help)
-        command.add_arguments(sub)
-        _add_threads_argument(sub)  # every command trains or evaluates
-    return parser
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the ``kgeval`` command line.
-
-    Parameters
-    ----------
-    argv : sequence of str, default=None
-        Arguments without the program name; None reads ``sys.argv[1:]``.
-
-    Returns
-    -------
-    int
-        The exit status: 0 on success, 2 for bad input (a one-line ``kgeval <command>: error: ...`` on stderr:
-        corrupt data, empty splits, bad checkpoints or rank files, unwritable paths). Usage errors exit through
-        argparse (status 2).
-    """
-    args = build_parser().parse_args(argv)
-    if getattr(args, "threads", None) is not None:
-        torch.set_num_threads(args.threads)
-    shown = warnings.formatwarning
-    warnings.formatwarning = _one_line_warning(args.command)
-    try:
-        return COMMANDS[args.command].run(args)
-    except (ValueError, TypeError, OSError) as error:  # bad data, checkpoints or paths: one line, no traceback
-        print(f"kgeval {args.command}: error: {_one_line(error)}", file=sys.stderr)
-        return 2
-    finally:
-        warnings.formatwarning = shown
-
-
-def _one_line_warning(command: str) -> Callable[..., str]:
-    """A :func:`warnings.formatwarning` for the command line: ``kgeval <command>: <Category>: <message>`` on one
-    line, without the Python source line Python's default prints under it (a warning shown on stderr goes through
-    it; one recorded by ``warnings.catch_warnings(record=True)`` does not)."""
-
-    def format_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
-                       line: str | None = None) -> str:  # fmt: skip
-        return f"kgeval {command}: {category.__name__}: {' '.join(str(message).split())}\n"
-
-    return format_warning

@@ -4,6 +4,7 @@
 >>> evaluator = RankBasedEvaluator(filtered=True, ks=(1, 3, 5, 10))
 """
 
+from kgeval._version import __version__ as __version__
 from kgeval.accumulator import MetricAccumulator
 from kgeval.constraints import TypeConstraints
 from kgeval.early_stopping import EarlyStopper
@@ -15,8 +16,6 @@ from kgeval.variants.macro import MacroRankBasedEvaluator
 from kgeval.variants.precomputed import evaluate_scores
 from kgeval.variants.sampled import SampledRankBasedEvaluator
 from kgeval.variants.temporal import TemporalRankBasedEvaluator
-
-__version__ = "0.1.0"
 
 __all__ = [
     "EarlyStopper",

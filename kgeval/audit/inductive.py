@@ -25,8 +25,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from kgeval import __version__
 from kgeval._display import all_or_nothing_note
+from kgeval._version import __version__
 from kgeval.audit.triples import DEFAULT_THRESHOLD, RuleModel, _strict, relation_pairs
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval import __version__
+from kgeval._version import __version__
 from kgeval.audit.triples import _strict
 from kgeval.datasets import split_fingerprint
 from kgeval.datasets.temporal import TemporalDataset

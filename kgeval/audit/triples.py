@@ -19,8 +19,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from kgeval import __version__
 from kgeval._display import all_or_nothing_note
+from kgeval._version import __version__
 from kgeval.datasets import TriplesDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.results import RankBasedMetricResults

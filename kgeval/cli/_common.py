@@ -10,6 +10,7 @@ from typing import Any
 
 import pandas as pd
 
+from kgeval._version import __version__
 from kgeval.datasets import dataset_fingerprint
 
 __all__ = [
@@ -38,14 +39,9 @@ def count_of(count: int, noun: str) -> str:
 
 
 def version() -> str:
-    """The installed kgeval version (read without importing the package, so --help and --version stay fast)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as installed
-
-    try:
-        return installed("kgeval")
-    except PackageNotFoundError:  # a source checkout that is not installed
-        return "(not installed)"
+    """kgeval's version, from its one source (:mod:`kgeval._version`): the same in every document the command line
+    and the audits write, installed or in a bare checkout."""
+    return __version__
 
 
 def json_header(source: Mapping[str, Any], setting: Any, ks: Sequence[int]) -> dict[str, Any]:

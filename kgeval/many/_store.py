@@ -18,7 +18,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import kgeval
 from kgeval._files import replace_atomically
 from kgeval._fingerprints import (
     callable_fingerprint,
@@ -27,6 +26,7 @@ from kgeval._fingerprints import (
     settings_fingerprint,
     value_fingerprint,
 )
+from kgeval._version import __version__
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import ResumeWarning
@@ -73,7 +73,7 @@ def graph_fingerprint(dataset: Any, group: str, split: str, validation_filter: s
                       "keep_records": evaluator.keep_records, "matmul_precision": evaluator.matmul_precision},
         "evaluate keywords": {key: value_fingerprint(value) for key, value in kwargs.items()},
         "model": model,
-        "kgeval": kgeval.__version__,
+        "kgeval": __version__,
     }  # fmt: skip
 
 

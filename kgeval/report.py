@@ -17,7 +17,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,10 +25,8 @@ import pandas as pd
 from kgeval._checks import check_writable_file
 from kgeval._display import HEADLINE_SIDES, headline_rows
 from kgeval.analysis import plot, stats
+from kgeval.analysis.readings import ReportedResults
 from kgeval.analysis.stratified import strat_curve
-
-if TYPE_CHECKING:
-    from kgeval.results import RankBasedMetricResults
 
 __all__ = ["many_report_html", "report_html", "write_report"]
 
@@ -92,7 +90,7 @@ document.querySelectorAll("table.sortable").forEach(function (table) {
 
 # -- public functions -------------------------------------------------------------------------------------------
 def report_html(
-    models: RankBasedMetricResults | Mapping[str, RankBasedMetricResults],
+    models: ReportedResults | Mapping[str, ReportedResults],
     *,
     title: str | None = None,
     relation_labels: Any = None,
@@ -169,7 +167,7 @@ def _page(title: str, body: str) -> str:
 
 
 def write_report(
-    models: RankBasedMetricResults | Mapping[str, RankBasedMetricResults], path: str | os.PathLike[str], **options: Any
+    models: ReportedResults | Mapping[str, ReportedResults], path: str | os.PathLike[str], **options: Any
 ) -> Path:
     """Write :func:`report_html` (same options) to ``path`` as UTF-8; the path written. ValueError before any work
     where no file can be written there (a folder, a missing folder)."""
@@ -238,7 +236,7 @@ def many_report_html(table: pd.DataFrame, averages: pd.DataFrame, *, model: str 
 
 
 # -- inputs -----------------------------------------------------------------------------------------------------
-def _named_models(models: Any) -> dict[str, RankBasedMetricResults]:
+def _named_models(models: Any) -> dict[str, ReportedResults]:
     items = models.items() if isinstance(models, Mapping) else [("model", models)]
     named = {str(name): _as_results(value, str(name)) for name, value in items}
     if not named:
@@ -246,7 +244,7 @@ def _named_models(models: Any) -> dict[str, RankBasedMetricResults]:
     return named
 
 
-def _as_results(value: Any, name: str) -> RankBasedMetricResults:
+def _as_results(value: Any, name: str) -> ReportedResults:
     """``value`` if it is a results object with records. Checked by its attributes: this module does not import
     kgeval.results, whose ``to_html`` imports this one (the import graph has no cycle)."""
     if isinstance(value, pd.DataFrame):
@@ -314,12 +312,12 @@ def _legend(named: Mapping[str, Any]) -> str:
     return f'<p class="legend">{items}</p>'
 
 
-def _value(results: RankBasedMetricResults, side: str, rank_type: str, key: str) -> float:
+def _value(results: ReportedResults, side: str, rank_type: str, key: str) -> float:
     data: Mapping[Any, float] = results.data
     return float(data.get((side, rank_type, key), math.nan))
 
 
-def _sides(results: RankBasedMetricResults) -> list[str]:
+def _sides(results: ReportedResults) -> list[str]:
     return [side for side in HEADLINE_SIDES if (side, "realistic", "count") in results.data]
 
 
@@ -478,7 +476,7 @@ _CODE = re.compile(r"`([^`]+)`")
 
 
 # -- sections ---------------------------------------------------------------------------------------------------
-def _headline_section(named: Mapping[str, RankBasedMetricResults], n_resamples: int, seed: int | None) -> str:
+def _headline_section(named: Mapping[str, ReportedResults], n_resamples: int, seed: int | None) -> str:
     ks = sorted(set().union(*(results.ks for results in named.values())))
     rows_spec = headline_rows(tuple(ks))
     head = "".join(f"<th>{label}</th>" for label, _ in rows_spec[:1]) + "<th>95% CI of MRR</th>"
@@ -517,7 +515,7 @@ def _interval_cell(low: float, high: float, side: str, model: str) -> str:
     return f'<td data-value="{float(low)!r}">[{spans[0]}, {spans[1]}]</td>'
 
 
-def _tie_section(named: Mapping[str, RankBasedMetricResults]) -> str:
+def _tie_section(named: Mapping[str, ReportedResults]) -> str:
     rows = []
     for name, results in named.items():
         for side in _sides(results):
@@ -540,7 +538,7 @@ def _tie_section(named: Mapping[str, RankBasedMetricResults]) -> str:
     )
 
 
-def _hits_curve(results: RankBasedMetricResults) -> tuple[np.ndarray, np.ndarray]:
+def _hits_curve(results: ReportedResults) -> tuple[np.ndarray, np.ndarray]:
     """(k, hits@k of realistic ranks, head and tail pooled) for k = 1 .. min(100, most candidates)."""
     records = results.records
     assert records is not None
@@ -558,7 +556,7 @@ def curve_points(top: int) -> list[int]:
     return [k for k in (1, 2, 3, 5, 10, 20, 50, 100) if k <= top]
 
 
-def _distribution_section(named: Mapping[str, RankBasedMetricResults]) -> str:
+def _distribution_section(named: Mapping[str, ReportedResults]) -> str:
     histograms = []
     for index, (name, results) in enumerate(named.items()):
         records = results.records
@@ -598,12 +596,12 @@ def _distribution_section(named: Mapping[str, RankBasedMetricResults]) -> str:
     )
 
 
-def _unknown_relations(results: RankBasedMetricResults) -> bool:
+def _unknown_relations(results: ReportedResults) -> bool:
     """Whether some task of ``results`` has no relation id (-1: an evaluation without triples)."""
     return results.records is not None and bool((results.records.relation < 0).any())
 
 
-def _relation_section(named: Mapping[str, RankBasedMetricResults], labels: Mapping[int, str]) -> str:
+def _relation_section(named: Mapping[str, ReportedResults], labels: Mapping[int, str]) -> str:
     unknown = [name for name, results in named.items() if _unknown_relations(results)]
     if unknown:  # an evaluation without triples (evaluate_scores): no relation to group by
         return (
@@ -650,7 +648,7 @@ def _relation_section(named: Mapping[str, RankBasedMetricResults], labels: Mappi
     )
 
 
-def _strat_section(named: Mapping[str, RankBasedMetricResults], popularity_triples: Any, min_count: Any) -> str:
+def _strat_section(named: Mapping[str, ReportedResults], popularity_triples: Any, min_count: Any) -> str:
     try:
         curve = strat_curve(dict(named), popularity_triples, vary="entity", min_count=min_count)
     except ValueError as error:  # entities or relations absent from the triples, and no floor count given
@@ -683,7 +681,7 @@ def _strat_section(named: Mapping[str, RankBasedMetricResults], popularity_tripl
     )
 
 
-def _compare_section(named: Mapping[str, RankBasedMetricResults], n_resamples: int, seed: int | None) -> str:
+def _compare_section(named: Mapping[str, ReportedResults], n_resamples: int, seed: int | None) -> str:
     rows, notes = [], []
     for (a, results_a), (b, results_b) in itertools.combinations(named.items(), 2):
         try:

@@ -49,15 +49,16 @@ def resolve(target: str, modules: dict[str, Path]) -> str | None:
     return target or None
 
 
-def imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], set[str]]:
+def imports(path: Path, modules: dict[str, Path], annotations: bool = False) -> tuple[set[str], set[str]]:
     """(module-level imports, function-local imports) of kgeval modules in one file; ``if TYPE_CHECKING:`` blocks
-    (annotations only, never executed) are left out."""
+    (annotations only, never executed) are left out unless ``annotations`` (then counted as module-level)."""
     tree = ast.parse(path.read_text())
     top: set[str] = set()
     local: set[str] = set()
 
     def visit(node: ast.AST, in_function: bool) -> None:
-        if isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING"):
+        checking = isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
+        if checking and not annotations:
             return
         if isinstance(node, ast.Import | ast.ImportFrom):
             names = []
@@ -77,11 +78,11 @@ def imports(path: Path, modules: dict[str, Path]) -> tuple[set[str], set[str]]:
     return top, local
 
 
-def graph() -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+def graph(annotations: bool = False) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
     modules = own_modules()
     tops, locals_ = {}, {}
     for name, path in modules.items():
-        top, local = imports(path, modules)
+        top, local = imports(path, modules, annotations)
         tops[name], locals_[name] = top - {name}, local - {name}
     return tops, locals_
 
@@ -196,3 +197,64 @@ def test_the_evaluator_imports_a_handful_of_names_from_the_engine() -> None:
     names = [alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.module
              and node.module.startswith("kgeval._engine") for alias in node.names]  # fmt: skip
     assert len(names) <= 6, names
+
+
+def _all_edges(annotations: bool = True) -> dict[str, set[str]]:
+    """Every import of every module: module-level, function-local and (by default) ``TYPE_CHECKING`` ones."""
+    tops, locals_ = graph(annotations)
+    return {name: tops[name] | locals_[name] for name in tops}
+
+
+def test_imports_under_type_checking_are_read_when_asked(tmp_path: Path) -> None:
+    """The annotation-only imports are found (else the cycle test below could not fail)."""
+    modules = {"kgeval.a": tmp_path / "a.py", "kgeval.b": tmp_path / "b.py"}
+    modules["kgeval.a"].write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from kgeval.b import B\n")
+    assert imports(modules["kgeval.a"], modules) == (set(), set())
+    assert imports(modules["kgeval.a"], modules, annotations=True) == ({"kgeval.b"}, set())
+
+
+def test_no_import_cycles_even_among_annotations() -> None:
+    """Views and analyses read results through structural types (kgeval.analysis.readings), so not even an
+    annotation closes a cycle."""
+    assert cycles(_all_edges()) == []
+
+
+def test_analyses_and_the_report_never_name_the_results_class() -> None:
+    for name, targets in _all_edges().items():
+        if name.startswith("kgeval.analysis") or name == "kgeval.report":
+            assert "kgeval.results" not in targets, name
+
+
+def test_no_module_imports_the_package_facade() -> None:
+    """Modules import what they use from the module that defines it; the facade only re-exports."""
+    for name, targets in _all_edges().items():
+        assert "kgeval" not in targets, name
+
+
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
+def test_only_the_command_line_imports_the_command_line() -> None:
+    for name, targets in _all_edges().items():
+        if any(_in(target, "kgeval.cli") for target in targets):
+            assert _in(name, "kgeval.cli") or name == "kgeval.__main__", name
+
+
+def test_the_audits_and_many_graph_runs_are_imported_by_the_command_line_only() -> None:
+    for name, targets in _all_edges().items():
+        for package in ("kgeval.audit", "kgeval.many"):
+            if any(_in(target, package) for target in targets):
+                assert _in(name, package) or _in(name, "kgeval.cli"), (name, package)
+
+
+def test_the_variants_sit_below_the_audits_the_command_line_and_many_graph_runs() -> None:
+    for name, targets in _all_edges().items():
+        if _in(name, "kgeval.variants"):
+            above = {t for t in targets if any(_in(t, p) for p in ("kgeval.audit", "kgeval.many", "kgeval.cli"))}
+            assert not above, (name, above)
+
+
+def test_the_root_shows_the_layers() -> None:
+    """At most ~30 modules at the root of the package: the fronts live in packages of their own."""
+    assert len(list(PACKAGE.glob("*.py"))) <= 30

@@ -8,11 +8,12 @@ needs scipy (the ``stats`` extra), imported only when used.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 
 from kgeval._checks import check_positive_int
+from kgeval.analysis.readings import RecordedResults
 from kgeval.analysis.resampling import (
     MEAN_TYPE,
     PairedTasks,
@@ -22,9 +23,6 @@ from kgeval.analysis.resampling import (
     swapped_differences,
 )
 from kgeval.keys import format_key
-
-if TYPE_CHECKING:  # annotations only: the analyses read records and never import the results class
-    from kgeval.results import RankBasedMetricResults
 
 __all__ = ["TESTS", "Comparison", "ConfidenceInterval", "compare", "confidence_interval"]
 
@@ -130,8 +128,8 @@ def _check_options(n_resamples: Any, level: Any, seed: Any) -> None:
 
 
 def compare(
-    results_a: RankBasedMetricResults,
-    results_b: RankBasedMetricResults,
+    results_a: RecordedResults,
+    results_b: RecordedResults,
     key: str = "mrr",
     *,
     test: Test = "permutation",
@@ -191,7 +189,7 @@ def compare(
 
 
 def confidence_interval(
-    results: RankBasedMetricResults,
+    results: RecordedResults,
     key: str = "mrr",
     *,
     level: float = 0.95,

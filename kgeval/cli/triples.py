@@ -16,7 +16,6 @@ from typing import Any, TypedDict, cast
 
 import pandas as pd
 
-from kgeval import RankBasedEvaluator, RankBasedMetricResults
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
@@ -52,11 +51,13 @@ from kgeval.datasets import (
 )
 from kgeval.datasets.labelled import Duplicates, LabelNotInIdsError, Unseen
 from kgeval.datasets.reading import train_relations
+from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import READ_OPTIONS, LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
 from kgeval.records import RankRecords, check_rank_path, read_ranks, settings_of, table_provenance, write_ranks
+from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
 from kgeval.variants.temporal import TemporalRankBasedMetricResults
 

@@ -17,7 +17,6 @@ reporting, and over which graph?
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -27,7 +26,8 @@ import pandas as pd
 
 from kgeval._display import all_or_nothing_note
 from kgeval._version import __version__
-from kgeval.audit.triples import DEFAULT_THRESHOLD, RuleModel, _strict, relation_pairs
+from kgeval.audit._strict import strict_document, strict_json
+from kgeval.audit.triples import DEFAULT_THRESHOLD, RuleModel, relation_pairs
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
 
@@ -60,11 +60,11 @@ class InductiveAuditReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only (NaN as None), with a format tag."""
-        return _strict({"format": "kgeval-inductive-audit-1", **asdict(self)})
+        return strict_document("kgeval-inductive-audit-1", self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Strict JSON (no NaN)."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return strict_json(self.to_dict(), indent)
 
     def to_markdown(self) -> str:
         """The evaluation card."""

@@ -15,9 +15,8 @@ reporting, and which split is it?
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -25,7 +24,7 @@ import pandas as pd
 import torch
 
 from kgeval._version import __version__
-from kgeval.audit.triples import _strict
+from kgeval.audit._strict import strict_document, strict_json
 from kgeval.datasets import split_fingerprint
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.temporal import RecurrencyBaseline
@@ -59,11 +58,11 @@ class TemporalAuditReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only (NaN as None), with a format tag."""
-        return _strict({"format": "kgeval-temporal-audit-1", **asdict(self)})
+        return strict_document("kgeval-temporal-audit-1", self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Strict JSON (no NaN)."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return strict_json(self.to_dict(), indent)
 
     def to_markdown(self) -> str:
         """The evaluation card."""

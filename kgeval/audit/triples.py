@@ -10,7 +10,6 @@ Every number is exact (set operations on the integer triples); the definitions a
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -21,6 +20,7 @@ import torch
 
 from kgeval._display import all_or_nothing_note
 from kgeval._version import __version__
+from kgeval.audit._strict import strict_document, strict_json
 from kgeval.datasets import TriplesDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.results import RankBasedMetricResults
@@ -156,12 +156,11 @@ class AuditReport:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain values only (NaN as None), with a format tag."""
-        data = {"format": "kgeval-audit-1", **asdict(self)}
-        return _strict(data)
+        return strict_document("kgeval-audit-1", self)
 
     def to_json(self, indent: int | None = 2) -> str:
         """Strict JSON (no NaN)."""
-        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+        return strict_json(self.to_dict(), indent)
 
     def to_markdown(self) -> str:
         """The evaluation card."""
@@ -265,16 +264,6 @@ def _protocol_lines(protocol: Protocol | None) -> list[str]:
         lines.append(f"With {protocol.sampled_k} sampled negatives instead of every entity the same model's MRR would "
                      f"read {protocol.sampled_mrr:.4f} instead of {protocol.full_mrr:.4f}.")  # fmt: skip
     return lines
-
-
-def _strict(value: Any) -> Any:
-    if isinstance(value, float):
-        return None if math.isnan(value) else value
-    if isinstance(value, dict):
-        return {key: _strict(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [_strict(item) for item in value]
-    return value
 
 
 # -- the audit ----------------------------------------------------------------------------------------------------

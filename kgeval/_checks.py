@@ -246,13 +246,18 @@ def check_num_entities(model: Any, num_entities: int | None, name: str | None = 
     return checked
 
 
-def check_writable_file(path: str | os.PathLike[str], name: str) -> str:
+def check_writable_file(path: str | os.PathLike[str], name: str, *, create_folder: bool = False) -> str:
     """``path`` as a string, once a file can be written there: it is not a folder, and its folder exists and
-    takes a new file (tried, not inferred from permission bits). ValueError naming ``name`` otherwise."""
+    takes a new file (tried, not inferred from permission bits). ValueError naming ``name`` otherwise.
+
+    With ``create_folder`` (the command line's outputs) a missing folder is made first, with its missing parents
+    (:func:`make_folder`); without it (the library's writers) a missing folder is refused."""
     path = os.fspath(path)
     folder = os.path.dirname(os.path.abspath(path))
     if os.path.isdir(path):
         raise ValueError(f"{name} {path!r} is a folder; give a file name")
+    if create_folder:
+        make_folder(folder, f"{name} {path!r}: cannot write there")
     if not os.path.isdir(folder):
         raise ValueError(f"{name} {path!r}: cannot write there, the folder {folder!r} does not exist")
     try:
@@ -261,6 +266,24 @@ def check_writable_file(path: str | os.PathLike[str], name: str) -> str:
     except OSError as error:
         raise ValueError(f"{name} {path!r}: cannot write in {folder!r} ({error})") from error
     return path
+
+
+def make_folder(folder: str | os.PathLike[str], name: str) -> None:
+    """Make ``folder`` and its missing parents (``mkdir -p``; nothing to do where it exists). A ValueError that
+    starts with ``name`` (what the folder is for, e.g. ``"--results-dir 'runs/many'"``) where it cannot be made: a
+    file is in the way (named), or the folder above does not take a new folder (the system's reason)."""
+    folder = os.fspath(folder)
+    if os.path.isdir(folder):
+        return
+    blocker = os.path.abspath(folder)
+    while not os.path.exists(blocker) and os.path.dirname(blocker) != blocker:
+        blocker = os.path.dirname(blocker)
+    if os.path.exists(blocker) and not os.path.isdir(blocker):
+        raise ValueError(f"{name}: cannot make the folder {folder!r}: {blocker!r} is a file, not a folder")
+    try:
+        os.makedirs(folder, exist_ok=True)
+    except OSError as error:
+        raise ValueError(f"{name}: cannot make the folder {folder!r} ({error})") from error
 
 
 def check_device(device: Any, model_device: torch.device) -> None:

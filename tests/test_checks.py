@@ -309,7 +309,8 @@ def test_demo_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[
     if case == "corrupt gzip":
         (folder / "test.txt").unlink()
         (folder / "test.txt.gz").write_bytes(gzip.compress(b"c\tr\ta\n" * 500)[:40])
-    if case == "unwritable checkpoint":
+    if case == "unwritable checkpoint":  # a missing folder is made: a file in its way is what cannot be written
+        (tmp_path / "no").write_text("a file")
         argv += ["--save-checkpoint", str(tmp_path / "no" / "such" / "model.pt")]
     assert main(argv) == 2
     err = capsys.readouterr().err

@@ -323,11 +323,12 @@ def test_evaluate_saves_the_ranks_that_evaluate_strat_and_audit_read(
 @pytest.mark.parametrize(("argv", "message"), [
     (["--ranks", "IN", "--save-ranks", "out.csv"], "--save-ranks writes the ranks of a --checkpoint's evaluation"),
     (["--checkpoint", "CKPT", "--save-ranks", "out.xlsx"], "rank file must end in .csv, .tsv (either maybe compressed"),
-    (["--checkpoint", "CKPT", "--save-ranks", "no/such/folder/r.csv"], "its folder no/such/folder does not exist"),
+    (["--checkpoint", "CKPT", "--save-ranks", "IN/folder/r.csv"], "ranks.csv' is a file, not a folder"),
 ])  # fmt: skip
 def test_save_ranks_is_checked_before_the_evaluation(saved, argv, message, capsys) -> None:
     folder, _results = saved
-    argv = [str(folder / "model.pt") if a == "CKPT" else str(folder / "ranks.csv") if a == "IN" else a for a in argv]
+    argv = [str(folder / "model.pt") if a == "CKPT" else a.replace("IN", str(folder / "ranks.csv"), 1)
+            if a.startswith("IN") else a for a in argv]  # fmt: skip
     assert main(["evaluate", "--dataset", "nations", *argv]) == 2
     assert message in capsys.readouterr().err
 

@@ -280,5 +280,6 @@ def test_the_command_writes_the_page_of_a_hostile_folder_name(folders: list[Path
     expected = expected_table([nasty, folders[3]], "test")
     assert expected.loc[0, "dataset"] == NASTY_FOLDER
     check_page(text, expected, "baseline")
+    (tmp_path / "no").write_text("a file")  # in the way of the folder --html would make
     assert main(["evaluate-many", "--datasets", str(nasty), "--html", str(tmp_path / "no" / "p.html")]) == 2
     assert "--html" in capsys.readouterr().err

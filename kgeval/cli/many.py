@@ -54,7 +54,8 @@ def add_many_arguments(parser: argparse.ArgumentParser) -> None:
         help="inductive and fully inductive sets' validation filter: kgeval's and ILPC's (the inference graph) or "
         "InGram's / ULTRA's (with the test triples too)")  # fmt: skip
     add("--results-dir", metavar="PATH",
-        help="make the run resumable: each graph's result is saved in this folder as it completes; a rerun with "
+        help="make the run resumable: each graph's result is saved in this folder (made, with its parents, where "
+        "missing) as it completes; a rerun with "
         "the same folder takes the graphs whose saved inputs match (the model, the data, the options) and "
         "evaluates the rest, again those whose inputs differ (a warning names what)")  # fmt: skip
     add("--json", action="store_true", help="print the table and the averages as one JSON object")
@@ -67,8 +68,8 @@ def add_many_arguments(parser: argparse.ArgumentParser) -> None:
 def run_many(args: argparse.Namespace) -> int:
     """Evaluate the chosen model over the graphs; print the per-graph table and the group averages."""
     for option, path in (("--csv", args.csv), ("--html", args.html)):
-        if path:
-            check_writable_file(path, option)
+        if path:  # before the work; a missing folder is made, with its parents
+            check_writable_file(path, option, create_folder=True)
     names = args.datasets or _present_default_sets()
     if not names:
         raise ValueError(f"no dataset to evaluate: none of the shared sets {', '.join(DEFAULT_SETS)} is present "

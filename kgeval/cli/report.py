@@ -59,7 +59,7 @@ def run_report(args: argparse.Namespace) -> int:
         print(f"kgeval report: error: model names must differ, got {args.names} (give --names)", file=sys.stderr)
         return 2
     try:
-        output = check_writable_file(args.output, "--output")
+        output = check_writable_file(args.output, "--output", create_folder=True)
         tables = [_shown_rows(read_ranks(path), path, args.setting) for path in args.ranks]
         names = args.names or _names(args.ranks, tables)
         frames = dict(zip(names, tables, strict=True))

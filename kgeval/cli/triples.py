@@ -188,8 +188,8 @@ def run_demo(args: argparse.Namespace) -> int:
                          "(docs/inductive.md, 'Fully inductive')")  # fmt: skip
     _check_splits_hold_triples(dataset, ("train", "valid", "test"),
                                "the demo trains on train and evaluates valid and test")  # fmt: skip
-    if args.save_checkpoint:  # fail before training, not after
-        check_writable_file(args.save_checkpoint, "--save-checkpoint")
+    if args.save_checkpoint and not isinstance(dataset, InductiveDataset):  # (the inductive demo refuses it)
+        check_writable_file(args.save_checkpoint, "--save-checkpoint", create_folder=True)  # before training
     if isinstance(dataset, TemporalDataset):
         return run_temporal_demo(args, dataset)
     if isinstance(dataset, InductiveDataset):
@@ -320,6 +320,7 @@ def _evaluate_checkpoint(
     kwargs = dataset.evaluation_kwargs(args.split)
     progress_file = getattr(args, "progress_file", None)
     if progress_file is not None:
+        check_writable_file(progress_file, "--progress-file", create_folder=True)
         kwargs.update(progress_path=progress_file, save_every=args.save_every)
     return evaluator.evaluate(model, use_tqdm=use_tqdm, targets=tuple(targets), **kwargs), dataset
 
@@ -488,6 +489,8 @@ def run_strat(args: argparse.Namespace) -> int:
         print("kgeval strat: error: give the ranks to stratify: --checkpoint PATH or --ranks PATH", file=sys.stderr)
         return 2
     try:
+        if args.plot:  # its folder made (with parents) before the work, a file in the way refused
+            check_writable_file(args.plot, "--plot", create_folder=True)
         if args.ranks:
             dataset = load_dataset(_dataset_of_ranks(args, "strat"), kind="triples")
             ranks = read_ranks(args.ranks)
@@ -554,7 +557,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
             raise ValueError(
                 "--save-ranks writes the ranks of a --checkpoint's evaluation (a rank table is one already)"
             )
-        check_rank_path(args.save_ranks)  # before the evaluation, not after it
+        _check_rank_output(args.save_ranks)  # before the evaluation, not after it
     if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
         inductive, temporal = _special_datasets(args, loaded)
@@ -602,6 +605,16 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"kgeval evaluate: {len(names)} metric(s) undefined on these ranks, reported as NaN: "
               f"{', '.join(names)}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _check_rank_output(path: str) -> None:
+    """--save-ranks PATH checked before any work: a suffix a rank table is written with, and a folder that takes a
+    new file -- made, with its missing parents, where it does not exist yet (not for a refused suffix)."""
+    try:
+        check_rank_path(path)
+    except FileNotFoundError:  # the suffix is one a rank table takes; its folder is missing
+        check_writable_file(path, "--save-ranks", create_folder=True)
+        check_rank_path(path)
 
 
 def _json_document(results: Any, about: dict[str, Any], ks: Sequence[int]) -> dict[str, Any]:

@@ -159,9 +159,10 @@ def evaluate_many(
         A progress bar over the graphs (a resumed graph is named on it, and in one line on stderr).
     results_dir : str or path-like, optional
         Make the run resumable: each graph's result is written to its own JSON file in this folder (made where
-        missing) as the graph completes, with a fingerprint of what its numbers depend on (the dataset's name and
-        contents, the split, the validation filter where it applies, the evaluator's settings that change numbers,
-        the keywords below other than sizes and devices, ``model_id``, kgeval's version; ``kgeval.many._store``).
+        missing, with its missing parents) as the graph completes, with a fingerprint of what its numbers depend
+        on (the dataset's name and contents, the split, the validation filter where it applies, the evaluator's
+        settings that change numbers, the keywords below other than sizes and devices, ``model_id``, kgeval's
+        version; ``kgeval.many._store``).
         A later call with the same folder takes each graph whose file matches instead of evaluating it (its
         ``model_for`` is not called), and evaluates again -- with a :class:`kgeval.exceptions.ResumeWarning`
         naming what differs -- each graph whose file does not; the files of one graph are never mixed.

@@ -18,6 +18,7 @@ import warnings
 from pathlib import Path
 from typing import Any
 
+from kgeval._checks import make_folder
 from kgeval._files import replace_atomically
 from kgeval._fingerprints import (
     callable_fingerprint,
@@ -78,23 +79,20 @@ def graph_fingerprint(dataset: Any, group: str, split: str, validation_filter: s
 
 
 class GraphStore:
-    """The folder of a resumable run: one JSON file per graph (:meth:`path_of`), created where missing (its parent
-    must exist).
+    """The folder of a resumable run: one JSON file per graph (:meth:`path_of`), created where missing, with its
+    missing parents (``runs/many`` where there is no ``runs/`` yet).
 
     Raises
     ------
     ValueError
-        When ``folder`` is a file, or cannot be made.
+        When ``folder`` is a file, a file is in the way of its parents, or it cannot be made (no permission).
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(os.fspath(folder))
         if self.folder.exists() and not self.folder.is_dir():
             raise ValueError(f"results_dir {str(self.folder)!r} is a file; give a folder")
-        try:
-            self.folder.mkdir(exist_ok=True)
-        except OSError as error:
-            raise ValueError(f"results_dir {str(self.folder)!r}: cannot make the folder ({error})") from error
+        make_folder(self.folder, f"results_dir {str(self.folder)!r}")
 
     def path_of(self, name: str) -> Path:
         """The file of the graph named ``name``: its name made safe for a file name, and a hash of the whole name

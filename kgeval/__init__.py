@@ -4,6 +4,10 @@
 >>> evaluator = RankBasedEvaluator(filtered=True, ks=(1, 3, 5, 10))
 """
 
+from types import ModuleType
+from typing import TYPE_CHECKING
+
+from kgeval import _moved
 from kgeval._version import __version__ as __version__
 from kgeval.accumulator import MetricAccumulator
 from kgeval.constraints import TypeConstraints
@@ -30,3 +34,11 @@ __all__ = [
     "evaluate_scores",
     "predict_top_k",
 ]
+
+_moved.install()  # the module paths that moved warn and forward for one minor release (kgeval._moved.MOVED)
+
+if not TYPE_CHECKING:  # hidden from type checkers, which would otherwise accept any name of the package
+
+    def __getattr__(name: str) -> ModuleType:
+        """``kgeval.<old module>`` read as an attribute: the moved module's stand-in, with its FutureWarning."""
+        return _moved.moved_attribute(__name__, name)

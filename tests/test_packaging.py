@@ -3,6 +3,7 @@ annotations) and the licence the metadata declares, read from a wheel built from
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -19,10 +20,15 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> zipfile.ZipFile:
     if int(setuptools.__version__.split(".")[0]) < 77:
         pytest.skip(f"the build needs setuptools >= 77 (pyproject.toml), found {setuptools.__version__}")
     out = tmp_path_factory.mktemp("wheel")
-    build = tmp_path_factory.mktemp("build")  # setuptools' build folder, outside the checkout
+    # a copy of what the build reads: setuptools builds in the source folder, and a build/ left there from an
+    # earlier build would keep modules that have since moved
+    source = tmp_path_factory.mktemp("source")
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy2(ROOT / name, source / name)
+    shutil.copytree(ROOT / "kgeval", source / "kgeval", ignore=shutil.ignore_patterns("__pycache__"))
     command = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "--no-cache-dir",
-               "--quiet", "-w", str(out), str(ROOT)]  # fmt: skip
-    completed = subprocess.run(command, capture_output=True, text=True, check=False, cwd=build)
+               "--quiet", "-w", str(out), str(source)]  # fmt: skip
+    completed = subprocess.run(command, capture_output=True, text=True, check=False)
     assert completed.returncode == 0, completed.stderr
     (path,) = out.glob("kgeval-*.whl")
     return zipfile.ZipFile(path)

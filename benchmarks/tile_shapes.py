@@ -16,7 +16,7 @@ of ``--repeats`` (seconds for all rows):
   GEMM's share.
 
 Not a kgeval evaluation: the layouts are measured apart from everything else, to decide between them
-(docs/performance.md, "Where the rest goes").
+(docs/measurements.md, "Where the rest goes").
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from kgeval.cli._common import count_of, json_header, refuse_options
 from kgeval.datasets.inductive import InductiveDataset
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.models.inductive import RelationContextDistMult
-from kgeval.models.training import train_model
+from kgeval.models.training import Threads, train_model
 
 __all__ = ["run_inductive_audit", "run_inductive_demo", "run_inductive_evaluate"]
 
@@ -37,8 +37,9 @@ def run_inductive_demo(args: argparse.Namespace, dataset: InductiveDataset) -> i
           f"{len(dataset.test)} valid / test triples")  # fmt: skip
     model = RelationContextDistMult.for_dataset(dataset, dim=args.dim, seed=args.seed)
     start = time.perf_counter()
+    threads: Threads = "free" if args.threads is None else None  # --threads, set by kgeval.cli.main, wins
     losses = train_model(model, dataset.train, num_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                         num_negatives=16, seed=args.seed, use_tqdm=progress)  # fmt: skip
+                         num_negatives=16, seed=args.seed, use_tqdm=progress, threads=threads)  # fmt: skip
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     print(f"Trained RelationContextDistMult (dim={args.dim}, 16 sampled negatives) on the training graph for "
           f"{count_of(args.epochs, 'epoch')} in {time.perf_counter() - start:.1f} s{loss_text}")  # fmt: skip

@@ -17,7 +17,7 @@ from kgeval.cli._common import count_of, metrics_document, provenance, refuse_op
 from kgeval.datasets.temporal import TemporalDataset
 from kgeval.models.checkpoint import save_checkpoint
 from kgeval.models.temporal import RecurrencyBaseline, TNTComplEx
-from kgeval.models.training import train_model
+from kgeval.models.training import Threads, train_model
 from kgeval.records import table_provenance, write_ranks
 from kgeval.variants.temporal import TemporalRankBasedEvaluator, TemporalRankBasedMetricResults
 
@@ -65,8 +65,9 @@ def run_temporal_demo(args: argparse.Namespace, dataset: TemporalDataset) -> int
           "valid / test quadruples")  # fmt: skip
     model = TNTComplEx(dataset.num_entities, dataset.num_relations, dataset.num_times, dim=args.dim, seed=args.seed)
     start = time.perf_counter()
+    threads: Threads = "free" if args.threads is None else None  # --threads, set by kgeval.cli.main, wins
     losses = train_model(model, dataset.train, num_epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
-                         seed=args.seed, use_tqdm=progress)  # fmt: skip
+                         seed=args.seed, use_tqdm=progress, threads=threads)  # fmt: skip
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     print(f"Trained TNTComplEx (dim={args.dim}) for {count_of(args.epochs, 'epoch')} in "
           f"{time.perf_counter() - start:.1f} s"

@@ -210,6 +210,7 @@ def run_demo(args: argparse.Namespace) -> int:
         lr=args.lr,
         seed=args.seed,
         use_tqdm=progress,
+        threads="free" if args.threads is None else None,  # --threads, set by kgeval.cli.main, wins
     )
     loss_text = f", loss {losses[0]:.4f} -> {losses[-1]:.4f}" if losses else ""
     elapsed = time.perf_counter() - start

@@ -4,16 +4,55 @@ over 1-N scoring or sampled negatives (Lacroix et al. 2018, Ruffinelli et al. 20
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any, Literal, TypeAlias
 
 import torch
 from torch.nn import functional
 from tqdm.auto import tqdm
 
+from kgeval import _machine
 from kgeval.datasets.labelled import check_id_ranges
 
-__all__ = ["train_epoch", "train_model"]
+__all__ = ["Threads", "free_threads", "train_epoch", "train_model", "training_threads"]
+
+#: the CPU threads of a training run (:func:`train_model`'s ``threads``): None, "free" or a count
+Threads: TypeAlias = int | Literal["free"] | None
+
+
+def free_threads(requested: int) -> int:
+    """Of ``requested`` threads (the caller's count), those the machine has cores free for now, by the rule an
+    evaluation picks its threads with (kgeval._engine.threads): ``requested`` where the cores are idle or their load
+    cannot be read (not Linux), else the cores other processes' runnable threads leave idle
+    (:func:`kgeval._machine.others_running` on :func:`kgeval._machine.usable_cores`), at least 1 and never more than
+    ``requested``. The machine is read only where ``requested`` > 1."""
+    if requested <= 1:
+        return requested
+    idle = _machine.idle_cores(_machine.others_running(), _machine.usable_cores())
+    return requested if idle is None else max(1, min(requested, idle))
+
+
+@contextmanager
+def training_threads(threads: Threads) -> Iterator[int]:
+    """Run the block on PyTorch's CPU threads as ``threads`` says (the count is yielded), then give the caller its
+    count back, also on an error (PyTorch keeps the count per calling thread under OpenMP).
+
+    Parameters
+    ----------
+    threads : int, "free" or None
+        None: the caller's count (``torch.get_num_threads()``), unchanged. ``"free"``: the cores the machine has
+        free now (:func:`free_threads`). An int >= 1: that many.
+    """
+    before = torch.get_num_threads()
+    wanted = before if threads is None else free_threads(before) if threads == "free" else threads
+    if wanted != before:
+        torch.set_num_threads(wanted)
+    try:
+        yield wanted
+    finally:
+        if torch.get_num_threads() != before:
+            torch.set_num_threads(before)
 
 
 def train_model(
@@ -26,6 +65,7 @@ def train_model(
     num_negatives: int | None = None,
     seed: int = 0,
     use_tqdm: bool = True,
+    threads: Threads = None,
 ) -> list[float]:
     """Train ``model`` on ``triples`` with softmax cross-entropy over candidate heads and tails.
 
@@ -52,6 +92,13 @@ def train_model(
         reproducible.
     use_tqdm : bool, default=True
         Show a progress bar over epochs.
+    threads : int, "free" or None, default=None
+        PyTorch's CPU threads while training (:func:`training_threads`), the caller's count restored afterwards,
+        also on an error: None keeps the caller's count; ``"free"`` runs on the cores the machine has free when
+        training starts, as an evaluation does (``kgeval demo`` trains so unless ``--threads`` is given: beside
+        other work, a training run on every core waits for the busy ones at every operation); an int runs on that
+        many. On CPU, float sums may group differently with another count, so the last digits of a loss can
+        differ between counts; pass an int for runs that repeat bit for bit.
 
     Returns
     -------
@@ -71,6 +118,9 @@ def train_model(
         range.
     """
     _check_arguments(model, triples, num_epochs, batch_size, lr, num_negatives)
+    if threads is not None and threads != "free" and (isinstance(threads, bool) or not isinstance(threads, int)
+                                                      or threads < 1):  # fmt: skip
+        raise ValueError(f"threads must be None, 'free' or an int >= 1, got {threads!r}")
     device = next(model.parameters()).device
     triples = triples.to(device)
     generator = torch.Generator().manual_seed(seed)
@@ -83,10 +133,11 @@ def train_model(
     batches = -(-len(triples) // batch_size)
     bar = tqdm(total=num_epochs * batches, desc="Training", unit="batch", disable=None if use_tqdm else True)
     try:
-        for epoch in range(num_epochs):
-            bar.set_description(f"Training epoch {epoch + 1}/{num_epochs}")
-            losses.append(_run_epoch(model, triples, optimizer, batch_size, num_negatives, generator, bar.update))
-            bar.set_postfix(loss=f"{losses[-1]:.4f}")
+        with training_threads(threads):
+            for epoch in range(num_epochs):
+                bar.set_description(f"Training epoch {epoch + 1}/{num_epochs}")
+                losses.append(_run_epoch(model, triples, optimizer, batch_size, num_negatives, generator, bar.update))
+                bar.set_postfix(loss=f"{losses[-1]:.4f}")
     finally:
         bar.close()
         model.train(was_training)

@@ -6,11 +6,14 @@ graph and the group averages as text, JSON, CSV or one HTML page, resumable grap
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib
 import json
 import os
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -30,6 +33,8 @@ DEFAULT_SETS: tuple[str, ...] = ("ILPC2022-small", "ILPC2022-large", "InGram-NL-
 MODELS = {"baseline": NeighbourhoodBaseline}
 #: bytes read per step when hashing a checkpoint
 CHUNK = 2**24
+#: (columns, lines) of the terminal the text table is fitted to where the output is no terminal and $COLUMNS is unset
+DEFAULT_TERMINAL = (100, 24)
 
 
 def add_many_arguments(parser: argparse.ArgumentParser) -> None:
@@ -85,18 +90,25 @@ def run_many(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps({"model": label, **many.to_dict(), "resumed": list(many.resumed)}, allow_nan=False))
         return 0
-    print(
-        f"== {label} on {len(many.table)} graph(s), {args.split} split, filtered; pessimistic ranks (the "
-        "field's code) beside realistic; tied: share of tasks whose true answer ties another candidate =="
-    )
-    print(many.to_text())
+    width = shutil.get_terminal_size(DEFAULT_TERMINAL).columns
+    say = functools.partial(_wrapped, width=width)
+    say(f"== {label} on {len(many.table)} graph(s), {args.split} split, filtered ==")
+    say("pess / real: pessimistic ranks (the field's code) beside realistic ones; tied: the share of tasks whose true "
+        "answer ties another candidate; every number at full precision in --json and --csv")  # fmt: skip
+    print(many.to_text(width))
     if many.resumed:
-        print(f"({len(many.resumed)} graph(s) read back from {args.results_dir}, not evaluated again: "
-              f"{', '.join(many.resumed)})")  # fmt: skip
+        say(f"({len(many.resumed)} graph(s) read back from {args.results_dir}, not evaluated again: "
+            f"{', '.join(many.resumed)})")  # fmt: skip
     for option, path in (("per-graph table", args.csv), ("HTML page", args.html)):
         if path:
-            print(f"(the {option} is in {path})")
+            say(f"(the {option} is in {path})")
     return 0
+
+
+def _wrapped(text: str, width: int) -> None:
+    """Print ``text`` wrapped at spaces to lines of at most ``width`` characters (a path or name longer than a line
+    is never cut)."""
+    print(textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False))
 
 
 def _chosen_model(args: argparse.Namespace) -> tuple[Any, str, str]:

@@ -16,6 +16,7 @@ import inspect
 import math
 import os
 import sys
+import textwrap
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -34,6 +35,7 @@ from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDat
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.graphs import Graph
 from kgeval.many._store import GraphStore, graph_fingerprint, model_identity
+from kgeval.many._text import Block, metric_blocks, text_table
 from kgeval.report import many_report_html
 from kgeval.results import RankBasedMetricResults
 
@@ -49,6 +51,16 @@ METRIC_COLUMNS: tuple[str, ...] = ("mrr_pessimistic", "mrr_realistic", "hits@1_p
 _KEYS: tuple[tuple[str, str], ...] = tuple(
     (f"{metric}_{rank_type}", f"both.{rank_type}.{metric}")
     for metric in ("mrr", "hits@1", "hits@10") for rank_type in ("pessimistic", "realistic"))  # fmt: skip
+
+#: the blocks of :meth:`ManyGraphs.to_text`'s tables: the row names, the metrics, a graph's other values
+_DATASET = Block("", (("dataset", "dataset"),), "label")
+_GROUP = Block("", (("group", "group"),), "label")
+_METRICS = (
+    *metric_blocks([("MRR", "mrr"), ("Hits@1", "hits@1"), ("Hits@10", "hits@10")]),
+    Block("", (("tied", "tied"),)),
+)
+_ROW_EXTRAS = (Block("", (("tasks", "tasks"),), "count"), Block("", (("group", "group"),), "label"))
+_GRAPHS = Block("", (("graphs", "graphs"),), "count")
 
 #: a model, or a function giving the model of a dataset
 ModelFor = Callable[[Any], Any]
@@ -79,11 +91,18 @@ class ManyGraphs:
     results: dict[str, RankBasedMetricResults] = field(repr=False)
     resumed: tuple[str, ...] = ()
 
-    def to_text(self) -> str:
-        """The per-graph table and the group averages as two plain-text tables (4 decimals)."""
-        shown = self.table.drop(columns=["seconds"]).to_string(index=False, float_format=lambda x: f"{x:.4f}")
-        averages = self.averages.to_string(float_format=lambda x: f"{x:.4f}")
-        return f"{shown}\n\nGroup averages (mean over each group's graphs):\n{averages}"
+    def to_text(self, width: int | None = None) -> str:
+        """The per-graph table and the group averages as two plain-text tables (4 decimals): each metric headed
+        once over its ``pess`` (pessimistic) and ``real`` (realistic) columns, then ``tied``; a graph's row also
+        holds its ``tasks`` and ``group`` (the split and the seconds are in :attr:`table` only).
+
+        ``width`` (e.g. the terminal's columns): where a table is wider, its columns are wrapped into parts of at
+        most ``width`` characters per line, the row names repeated at the left of each part (at least one metric
+        per part, however narrow); None prints each table in one part. Every value is printed either way."""
+        table = text_table(self.table, _DATASET, [*_METRICS, *_ROW_EXTRAS], width)
+        averages = text_table(self.averages.reset_index(), _GROUP, [_GRAPHS, *_METRICS], width)
+        heading = "Group averages (mean over each group's graphs):"
+        return f"{table}\n\n{heading if width is None else textwrap.fill(heading, width)}\n{averages}"
 
     def to_html(self, path: str | os.PathLike[str] | None = None, *, model: str = "model",
                 title: str | None = None) -> str:  # fmt: skip

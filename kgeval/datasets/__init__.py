@@ -34,7 +34,7 @@ from kgeval.datasets.labelled import (
     map_splits,
     split_from_table,
 )
-from kgeval.datasets.reading import SPLITS, ReadOptions, read_splits
+from kgeval.datasets.reading import SPLITS, ReadOptions, UnreadFilesWarning, read_splits
 from kgeval.datasets.renet import load_renet_folder
 from kgeval.datasets.temporal import TemporalDataset, load_temporal_tsv, time_keys
 
@@ -47,6 +47,7 @@ __all__ = [
     "InductiveDataset",
     "TemporalDataset",
     "TriplesDataset",
+    "UnreadFilesWarning",
     "dataset_fingerprint",
     "dataset_folder",
     "inductive_folder",
@@ -197,7 +198,10 @@ def load_tsv_dataset(
         Folder holding one file per split, each named ``<split>.txt``, ``<split>.txt.gz``, ``<split>.tsv`` or
         ``<split>.tsv.gz`` (``.gz`` files are gzip-compressed). Every non-empty line is
         ``head<sep>relation<sep>tail``; empty lines and lines starting with ``#`` (comments) are skipped, and
-        spaces and carriage returns around a label are no part of it.
+        spaces and carriage returns around a label are no part of it. The folder's other data files (names ending
+        as a split file's) are not read: one :class:`~kgeval.datasets.reading.UnreadFilesWarning` names them with
+        why (CoDEx's ``valid_negatives`` / ``test_negatives``: hard negatives for triple classification, which
+        kgeval does not evaluate yet; label lists; other splits).
     name : str, default=None
         Dataset name; defaults to the folder name.
     sep : str, default="\t"
@@ -232,8 +236,9 @@ def load_tsv_dataset(
     ValueError
         If the folder holds another format (RE-Net's integer ids beside ``entity2id.txt`` / ``relation2id.txt``,
         never read as labels; an inductive dataset; ...: the message names the call that reads it), a split has
-        more than one candidate file, a line does not have exactly 3 tab-separated non-empty fields or is not
-        UTF-8, or gzip data is corrupt or truncated (the message names the file and the 1-based line number). A
+        more than one candidate file, a line does not have exactly 3 tab-separated non-empty fields (five:
+        interval-valued temporal facts, which kgeval does not read yet, the message says) or is not UTF-8, or
+        gzip data is corrupt or truncated (the message names the file and the 1-based line number). A
         leading UTF-8 byte-order mark is dropped, never read as part of the first label.
 
     Examples

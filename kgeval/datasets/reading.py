@@ -1,22 +1,34 @@
 """Reading label files: one file per split (``<split>.txt``, ``.txt.gz``, ``.tsv``, ``.tsv.gz``), one triple or
 quadruple per line, with headers, comments and the errors that name the file and line (the rules are
-:func:`kgeval.datasets.load_tsv_dataset`'s).
+:func:`kgeval.datasets.load_tsv_dataset`'s; a line of five fields is named as the interval-valued fact it looks
+like). A folder's data files that no split is read from are named in one :class:`UnreadFilesWarning`, with why.
 """
 
 from __future__ import annotations
 
 import contextlib
 import gzip
+import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Literal
 
 from kgeval.datasets.labelled import LabelledSplit, column_order, drop_unmatched_first_rows, is_header
+from kgeval.exceptions import warn_caller
 
-__all__ = ["FILE_PATTERNS", "SPLITS", "ReadOptions", "holds_quadruples", "iter_data_lines", "read_splits"]
+__all__ = [
+    "FILE_PATTERNS",
+    "SPLITS",
+    "ReadOptions",
+    "UnreadFilesWarning",
+    "holds_quadruples",
+    "iter_data_lines",
+    "read_splits",
+    "unread_files",
+]
 
 #: The three splits every dataset folder holds, in this order.
 SPLITS: tuple[str, ...] = ("train", "valid", "test")
@@ -32,6 +44,58 @@ class ReadOptions:
     temporal: bool = False  #: read (head, relation, tail, time) quadruples instead of triples
 
 
+class UnreadFilesWarning(UserWarning):
+    """A dataset folder holds files of the forms kgeval reads (:data:`FILE_PATTERNS`'s extensions) that it does not
+    read -- hard negatives for triple classification, label lists, other splits --: each is named, with why."""
+
+
+#: the extensions of the files a split is read from; a folder's other files with one are data kgeval does not read
+DATA_SUFFIXES: tuple[str, ...] = tuple(pattern.removeprefix("{split}") for pattern in FILE_PATTERNS)
+#: the beginnings of the names of a dataset's documents (licence, provenance): no data, never reported
+DOCUMENT_PREFIXES: tuple[str, ...] = ("license", "licence", "readme", "source", "copying", "notice", "citation",
+                                      "changelog", "authors")  # fmt: skip
+#: why kgeval does not read a data file, by a pattern of its name without the extension (the first match applies)
+UNREAD_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"(train|valid|validation|dev|test)[_-]?neg(ative)?s?", re.IGNORECASE),
+     "hard negatives for triple classification (a false triple per line, as CoDEx ships them), which kgeval does "
+     "not evaluate yet: it ranks the true triples of each split for link prediction"),
+    (re.compile(r"(entity|relation|time)2id|entities|relations|times", re.IGNORECASE),
+     "a list or id map of labels: kgeval numbers the labels of the split files itself (sorted, or as the "
+     "entity_to_id / relation_to_id / time_to_id given to the loader)"),
+)  # fmt: skip
+
+
+def unread_files(folder: Path | Traversable, read: Iterable[str]) -> dict[str, str]:
+    """The files directly in ``folder`` that look like data (a name ending in one of :data:`DATA_SUFFIXES`, not a
+    document's: :data:`DOCUMENT_PREFIXES`) but are none of the files ``read`` (names), each with why kgeval does
+    not read it (:data:`UNREAD_REASONS`; ``""`` for a file no reason names: none of this layout's files), in name
+    order."""
+    taken = set(read)
+    found = {}
+    for item in sorted(folder.iterdir(), key=lambda entry: entry.name):
+        name = item.name
+        suffix = next((suffix for suffix in DATA_SUFFIXES if name.lower().endswith(suffix)), None)
+        if suffix is None or name in taken or name.lower().startswith(DOCUMENT_PREFIXES) or not item.is_file():
+            continue
+        stem = name[: -len(suffix)]
+        found[name] = next((why for pattern, why in UNREAD_REASONS if pattern.fullmatch(stem)), "")
+    return found
+
+
+def _warn_unread(folder: Path | Traversable, display: str, read: Iterable[str], names: tuple[str, ...]) -> None:
+    """One :class:`UnreadFilesWarning` naming the data files of ``folder`` that were not ``read``, grouped by why
+    (:func:`unread_files`), where there are any."""
+    unread = unread_files(folder, read)
+    if not unread:
+        return
+    default = f"none of the files kgeval reads here ({', '.join(names)})"
+    reasons: dict[str, list[str]] = {}
+    for name, why in unread.items():
+        reasons.setdefault(why or default, []).append(name)
+    said = " -- ".join(f"{', '.join(files)}: {why}" for why, files in reasons.items())
+    warn_caller(f"{display} holds files kgeval does not read -- {said}", UnreadFilesWarning)
+
+
 #: the fields of a line of a triple file and of a quadruple file
 _FIELDS: dict[bool, tuple[str, ...]] = {False: ("head", "relation", "tail"), True: ("head", "relation", "tail", "time")}
 
@@ -39,9 +103,11 @@ _FIELDS: dict[bool, tuple[str, ...]] = {False: ("head", "relation", "tail"), Tru
 def read_splits(folder: Path | Traversable, display: str, options: ReadOptions,
                 names: tuple[str, ...] = SPLITS) -> dict[str, LabelledSplit]:  # fmt: skip
     """The labels of the splits ``names`` (one file each, :data:`FILE_PATTERNS`), each file's first line dropped
-    where it proves to be a header."""
+    where it proves to be a header. The folder's other data files -- hard negatives, label lists, other splits --
+    are named in one :class:`UnreadFilesWarning`, with why kgeval does not read them (:func:`unread_files`)."""
     splits = {split: _read_split(folder, split, display, options) for split in names}
     drop_unmatched_first_rows(splits)
+    _warn_unread(folder, display, (_split_files(folder, split)[1][0] for split in names), names)
     return splits
 
 
@@ -134,6 +200,10 @@ def _other_reader(temporal: bool, count: int) -> str:
         return ": a file of (head, relation, tail, time) quadruples is read by kgeval.datasets.load_temporal_tsv"
     if temporal and count == 3:
         return ": a file of (head, relation, tail) triples is read by kgeval.datasets.load_tsv_dataset"
+    if count == 5:
+        return (": five fields look like interval-valued temporal facts (head, relation, tail, start, end: a fact "
+                "true from one time to another, as e.g. YAGO11k and Wikidata12k write them); kgeval reads triples "
+                "(3 columns) and time-stamped quadruples (4 columns), not interval-valued facts yet")  # fmt: skip
     return ""
 
 

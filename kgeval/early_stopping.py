@@ -55,8 +55,8 @@ class EarlyStopper:
     frequency : int, default=1
         Evaluate at the epochs that are multiples of ``frequency`` (epochs counted from 1, as in PyKEEN).
     relative_delta : float, default=0.0
-        Minimal relative improvement: a value v improves on the best b when v > b + relative_delta * |b|
-        (larger is better) or v < b - relative_delta * |b| (smaller is better). NaN never improves.
+        Minimal relative improvement: a value v improves on the best b when ``v > b + relative_delta * |b|``
+        (larger is better) or ``v < b - relative_delta * |b|`` (smaller is better). NaN never improves.
     larger_is_better : bool, optional
         None: from the metric's metadata (:attr:`kgeval.metrics.MetricInfo.increasing`).
     subset : int, optional
@@ -182,7 +182,7 @@ class EarlyStopper:
         return self.stopped
 
     def evaluate(self, epoch: int) -> StopperEvaluation:
-        """Evaluate now, update the best value and weights, and record the evaluation in :attr:`history`."""
+        """Evaluate now, update the best value and weights, and record the evaluation in ``history``."""
         results = self.evaluator.evaluate(
             self.model, self.triples, additional_filter_triples=self.filter_triples, **self.evaluate_kwargs
         )

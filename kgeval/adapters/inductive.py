@@ -119,11 +119,11 @@ class ModeBound:
         return model_device(self.model)
 
     def score_t(self, hr_batch: torch.Tensor, **candidates: Any) -> torch.Tensor:
-        """(B, |tails|) scores of (h, r, e) for the mode's entities e: ``model.score_t(hr_batch, mode=mode)``."""
+        """(B, ``|tails|``) scores of (h, r, e) for the mode's entities e: ``model.score_t(hr_batch, mode=mode)``."""
         return self._scores("score_t", hr_batch, candidates.get("tails"), "tails")
 
     def score_h(self, rt_batch: torch.Tensor, **candidates: Any) -> torch.Tensor:
-        """(B, |heads|) scores of (e, r, t) for the mode's entities e: ``model.score_h(rt_batch, mode=mode)``."""
+        """(B, ``|heads|``) scores of (e, r, t) for the mode's entities e: ``model.score_h(rt_batch, mode=mode)``."""
         return self._scores("score_h", rt_batch, candidates.get("heads"), "heads")
 
     def _scores(self, name: str, batch: torch.Tensor, ids: torch.Tensor | None, argument: str) -> torch.Tensor:

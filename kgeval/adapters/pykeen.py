@@ -64,7 +64,7 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
     float32 saturates it into ties the raw scores do not have (PyKEEN's ranks are then wider; kgeval's lie inside
     them). An inductive model is scored in the given mode: its candidates are the entities of that mode's graph
     (``model._get_entity_len(mode=mode)``), and its scores are PyKEEN's own arithmetic on the mode's
-    representations, computed once per evaluation (:class:`PyKEENInductiveScoring`; a subclass redefining a scoring
+    representations, computed once per evaluation (``PyKEENInductiveScoring``; a subclass redefining a scoring
     method is scored through its ``score_*(..., mode=mode)``).
 
     An ``ERModel`` with one entity and one relation representation gets the fast path for these interactions
@@ -178,18 +178,18 @@ class PyKEENScoring:
         return self.model.relation_inverter.map(batch=batch, index=relation_column, invert=invert)
 
     def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |tails|) scores of (h, r, e): PyKEEN's ``predict_t`` without sigmoid."""
+        """(B, ``|tails|``) scores of (h, r, e): PyKEEN's ``predict_t`` without sigmoid."""
         return self.model.score_t(self._mapped(hr_batch, 1), tails=tails, **self._mode)
 
     def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |heads|) scores of (e, r, t): PyKEEN's ``predict_h`` without sigmoid, i.e. (t, r_inv, e) scored
+        """(B, ``|heads|``) scores of (e, r, t): PyKEEN's ``predict_h`` without sigmoid, i.e. (t, r_inv, e) scored
         by the tail scorer for a model trained with inverse triples."""
         if self.inverse:
             return self.model.score_h_inverse(rt_batch=self._mapped(rt_batch, 0), heads=heads, **self._mode)
         return self.model.score_h(rt_batch, heads=heads, **self._mode)
 
     def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |relations|) scores of (h, r, t) for candidate relations r (default: every relation of the data):
+        """(B, ``|relations|``) scores of (h, r, t) for candidate relations r (default: every relation of the data):
         PyKEEN's ``score_r``. A model trained with inverse triples is asked for the stored ids of the real relations
         only (PyKEEN's ``predict_r`` also returns the inverse ones)."""
         return self.model.score_r(ht_batch, relations=self._stored_relations(ht_batch, relations), **self._mode)
@@ -210,15 +210,15 @@ class PyKEENPredicting(PyKEENScoring):
         return self.model.predict(batch, target=target, full_batch=False, ids=ids, **self._mode)
 
     def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |tails|) scores of (h, r, e): ``model.predict(hr_batch, target="tail")``."""
+        """(B, ``|tails|``) scores of (h, r, e): ``model.predict(hr_batch, target="tail")``."""
         return self._predict(hr_batch, "tail", tails)
 
     def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |heads|) scores of (e, r, t): ``model.predict(rt_batch, target="head")``."""
+        """(B, ``|heads|``) scores of (e, r, t): ``model.predict(rt_batch, target="head")``."""
         return self._predict(rt_batch, "head", heads)
 
     def score_r(self, ht_batch: torch.Tensor, *, relations: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |relations|) scores of (h, r, t) (default: every relation of the data): ``model.predict``, asked for
+        """(B, ``|relations|``) scores of (h, r, t) (default: every relation of the data): ``model.predict``, asked for
         the stored ids of the real relations of a model trained with inverse triples (as :class:`PyKEENScoring`)."""
         return self._predict(ht_batch, "relation", self._stored_relations(ht_batch, relations))
 
@@ -277,11 +277,11 @@ class PyKEENInductiveScoring(PyKEENScoring):
         return self._tables
 
     def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |tails|) scores of (h, r, e), as PyKEEN's ``score_t(..., mode=mode)`` computes them."""
+        """(B, ``|tails|``) scores of (h, r, e), as PyKEEN's ``score_t(..., mode=mode)`` computes them."""
         return self._score_tails(self._mapped(hr_batch, 1), tails)
 
     def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, |heads|) scores of (e, r, t), as PyKEEN's ``predict_h`` computes them: through the inverse relation,
+        """(B, ``|heads|``) scores of (e, r, t), as PyKEEN's ``predict_h`` computes them: through the inverse relation,
         (t, r_inv, e) scored as tails, for a model trained with inverse triples (every NodePiece model)."""
         if self.inverse:
             inverted = self.model.relation_inverter.invert_(batch=self._mapped(rt_batch, 0).clone(), index=0)

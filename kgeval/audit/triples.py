@@ -46,6 +46,7 @@ class Leakage:
     - ``duplicates``: (h, r, t) itself in train;
     - ``reverse``: some (t, r', h) in train, any r' (r' = r included);
     - ``relation_pair``: some (h, r', t) in train with r' != r.
+
     A triple may count in several. ``top_*``: the relations of the split with the most such triples.
     """
 

@@ -103,7 +103,7 @@ def standard_deviation(summary: RankSummary, k: int | None = None) -> float:
 
 
 def median_absolute_deviation(summary: RankSummary, k: int | None = None) -> float:
-    """median(|r - median(r)|), scaled to be normal-consistent."""
+    """``median(|r - median(r)|)``, scaled to be normal-consistent."""
     ranks = summary.require_ranks("median_absolute_deviation")
     median = _median(ranks, "median_absolute_deviation")
     if math.isnan(median):

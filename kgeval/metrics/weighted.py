@@ -4,7 +4,7 @@ w_i > 0 and each metric averages over tasks with the normalised weights v_i = w_
 - hits@k = sum v_i [r_i <= k]; MR = sum v_i r_i; MRR = sum v_i / r_i; GMR = exp(sum v_i ln r_i); the inverse and
   harmonic forms are their reciprocals;
 - median rank: the weighted median (the smallest rank whose cumulative normalised weight reaches 1/2, the mean of
-  it and the next when the cumulative weight equals 1/2 exactly); MAD: the weighted median of |r_i - median|,
+  it and the next when the cumulative weight equals 1/2 exactly); MAD: the weighted median of ``|r_i - median|``,
   scaled to the normal distribution like the unweighted MAD;
 - the null model: E[M] = sum v_i E[x_i] and Var[M] = sum v_i^2 Var[x_i] for the means (MR, MRR, hits@k), and
   E[GMR] = prod E[r_i^(v_i)] for GMR (:func:`kgeval.metrics.null_model.geometric_mean_rank_null`); the adjusted and

@@ -94,7 +94,7 @@ class RelationContextDistMult(nn.Module):
         return self.counts[mode]
 
     def entity_vectors(self, mode: str = "training", ids: torch.Tensor | None = None) -> torch.Tensor:
-        """(E, dim), or (*ids.shape, dim): each entity of the mode's graph (those of ``ids``) as the mean of its
+        """(E, dim), or ``(*ids.shape, dim)``: each entity of the mode's graph (those of ``ids``) as the mean of its
         edges' (relation, direction) vectors -- its relation profile (2R) times the stacked outgoing and incoming
         vectors (2R, dim)."""
         self.kgeval_num_entities(mode)
@@ -115,12 +115,12 @@ class RelationContextDistMult(nn.Module):
 
     def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None,
                 mode: str = "training") -> torch.Tensor:  # fmt: skip
-        """(B, |tails|) scores of (h, r, e) for the mode's entities e."""
+        """(B, ``|tails|``) scores of (h, r, e) for the mode's entities e."""
         return self._scores(hr_batch, "tail", tails, mode)
 
     def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None,
                 mode: str = "training") -> torch.Tensor:  # fmt: skip
-        """(B, |heads|) scores of (e, r, t) for the mode's entities e."""
+        """(B, ``|heads|``) scores of (e, r, t) for the mode's entities e."""
         return self._scores(rt_batch, "head", heads, mode)
 
     def _scores(self, batch: torch.Tensor, target: Target, ids: torch.Tensor | None, mode: str) -> torch.Tensor:

@@ -81,8 +81,8 @@ class RotatE(QueryCandidateModule):
 
     Notes
     -----
-    Fast path ("l2" on the real views): tail query h ∘ r, head query t ∘ conj(r), because |r_i| = 1 gives
-    ||h ∘ r - t|| = ||h - t ∘ conj(r)||. ``score_h`` uses the second form (as PyKEEN's RotatE does for head
+    Fast path ("l2" on the real views): tail query h ∘ r, head query t ∘ conj(r), because ``|r_i| = 1`` gives
+    ``||h ∘ r - t|| = ||h - t ∘ conj(r)||``. ``score_h`` uses the second form (as PyKEEN's RotatE does for head
     prediction), so it can differ from ``score_hrt`` in the last bits.
     """
 

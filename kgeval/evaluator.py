@@ -1,5 +1,5 @@
-"""RankBasedEvaluator: the public entry point. Check the arguments (:func:`kgeval._inputs.check_evaluation_inputs`),
-call the engine's front door (:func:`kgeval._engine.rank`, which ranks every side on the model's device, in its
+"""RankBasedEvaluator: the public entry point. Check the arguments (``kgeval._inputs.check_evaluation_inputs``),
+call the engine's front door (``kgeval._engine.rank``, which ranks every side on the model's device, in its
 evaluation mode, under ``torch.inference_mode()``), build the results from each side's accumulators
 (docs/design.md, The data flow).
 """
@@ -299,10 +299,10 @@ class RankBasedEvaluator(RankingSettings):
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
-            must call ``evaluate`` with the same inputs; see :mod:`kgeval._engine.distributed`). False: evaluate
+            must call ``evaluate`` with the same inputs; see ``kgeval._engine.distributed``). False: evaluate
             everything in this process. True: like None, but an error when no process group is initialised.
             A query/candidate model whose ranks each hold a shard of the entity table (declared by
-            ``kgeval_candidate_shard(target) -> (start, stop)``, :mod:`kgeval._engine.sharding`) is evaluated the
+            ``kgeval_candidate_shard(target) -> (start, stop)``, ``kgeval._engine.sharding``) is evaluated the
             other way round: every rank ranks every task against its shard and the integer counts are summed, with
             the ranks of a single process holding the whole table.
         process_group : torch.distributed.ProcessGroup, optional
@@ -314,7 +314,7 @@ class RankBasedEvaluator(RankingSettings):
             with exactly the results of an uninterrupted run. A file of another evaluation is a ValueError naming
             what differs (never a mixed result). The file is removed once the evaluation succeeds. Under
             ``torch.distributed`` each rank keeps ``{progress_path}.rank{r}-of-{w}``. See
-            :mod:`kgeval._engine.resume`.
+            ``kgeval._engine.resume``.
         save_every : float, default=60.0
             Seconds between saves of ``progress_path`` (0: after every batch).
         mode : {"training", "validation", "testing"}, optional

@@ -87,7 +87,7 @@ class RankRecords:
     def from_columns(
         cls, columns: Mapping[str, Any] | RankRecords, source: str = "rank records", *, unknown_ids: bool = True
     ) -> RankRecords:
-        """Records from column arrays, every column checked (:func:`kgeval._checks.check_rank_records`).
+        """Records from column arrays, every column checked (``kgeval._checks.check_rank_records``).
 
         Parameters
         ----------

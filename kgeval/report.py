@@ -2,7 +2,7 @@
 
 The page needs no network when it is viewed: all CSS is inline, every chart is an inline SVG drawn here (so it shows
 with JavaScript off), and the only script is a few lines that make table columns sortable. Every number printed
-carries ``data-key`` (what it is: a :meth:`RankBasedMetricResults.to_flat_dict` key, or ``ci.`` / ``tie_gap.`` /
+carries ``data-key`` (what it is: a :meth:`kgeval.RankBasedMetricResults.to_flat_dict` key, or ``ci.`` / ``tie_gap.`` /
 ``hits_curve.`` / ``relation.<id>.`` / ``compare.`` / ``strat.`` prefixed names), ``data-model`` and ``data-value``
 (the ``repr`` of the float), so tests and scripts read the page's numbers back exactly.
 """
@@ -108,7 +108,7 @@ def report_html(
     models : RankBasedMetricResults, or mapping of str to RankBasedMetricResults
         One evaluation, or several by model name (shown side by side and compared pairwise). Results need their
         per-task records; a rank table (``results.ranks_df()``, ``kgeval evaluate --save-ranks``) becomes results
-        with :meth:`RankBasedMetricResults.from_rank_table`.
+        with :meth:`kgeval.RankBasedMetricResults.from_rank_table`.
     title : str, optional
     relation_labels : mapping or sequence, optional
         Relation names (label -> id, id -> label or a sequence by id); default: the relation ids.
@@ -193,8 +193,8 @@ def many_report_html(table: pd.DataFrame, averages: pd.DataFrame, *, model: str 
     Parameters
     ----------
     table, averages : DataFrame
-        :attr:`ManyGraphs.table` (``dataset``, ``group``, ``tasks`` and the metric columns) and
-        :attr:`ManyGraphs.averages` (indexed by group, ``graphs`` and the metric columns).
+        :attr:`kgeval.many.ManyGraphs.table` (``dataset``, ``group``, ``tasks`` and the metric columns) and
+        :attr:`kgeval.many.ManyGraphs.averages` (indexed by group, ``graphs`` and the metric columns).
     model : str
         The model's name, shown and written in each cell's ``data-model``.
     title : str, optional

@@ -331,7 +331,7 @@ class RankBasedMetricResults:
         """Results from :meth:`to_json` output, every entry checked; ValueError naming the entry otherwise.
 
         Metric keys must be canonical and reported for the document's ``ks``, values numbers inside their
-        metric's range (or NaN); records obey :func:`kgeval._checks.check_rank_records`; where records are present
+        metric's range (or NaN); records obey ``kgeval._checks.check_rank_records``; where records are present
         every stored metric and null-model moment is recomputed from them and must agree (to float rounding).
         """
         try:
@@ -442,9 +442,9 @@ class RankBasedMetricResults:
         """The numbers a paper reports as a flat dict ready for any logger (TensorBoard, MLflow, W&B, Lightning):
         MRR, Hits@k for every k and MR, the pooled side first, then each side.
 
-        The names use the metric tokens of kgeval's flat keys (``hits_at_10``, as :func:`kgeval.integrations.
-        trackers.log_results` logs them), which MLflow accepts; ``mrr`` and ``mr`` are short for
-        ``inverse_harmonic_mean_rank`` and ``arithmetic_mean_rank``. ``headline("val")["val/hits@10"]``, the
+        The names use the metric tokens of kgeval's flat keys (``hits_at_10``, as
+        :func:`kgeval.integrations.trackers.log_results` logs them), which MLflow accepts; ``mrr`` and ``mr`` are
+        short for ``inverse_harmonic_mean_rank`` and ``arithmetic_mean_rank``. ``headline("val")["val/hits@10"]``, the
         spelling of kgeval 0.1, still finds its value.
 
         Parameters

@@ -47,7 +47,8 @@ class GraphConditionedModel(Protocol):
 def graphs_of(dataset: Any) -> dict[str, Graph]:
     """The graph of each inductive mode of a dataset: ``"training"`` its training graph, ``"validation"`` and
     ``"testing"`` its inference graph. A :class:`kgeval.datasets.fully_inductive.FullyInductiveDataset` gives its
-    own (:meth:`graph`); an :class:`kgeval.datasets.InductiveDataset` (one relation vocabulary) is built here."""
+    own (:meth:`~kgeval.datasets.fully_inductive.FullyInductiveDataset.graph`); an
+    :class:`kgeval.datasets.InductiveDataset` (one relation vocabulary) is built here."""
     if callable(getattr(dataset, "graph", None)):
         return {mode: dataset.graph(mode) for mode in INDUCTIVE_MODES}
     needed = ("train", "inference", "training_entity_to_id", "inference_entity_to_id", "relation_to_id")

@@ -2,7 +2,7 @@
 
 A metric on a resample is its registry function applied to weighted sums of per-task statistics (the accumulator's
 own ``rank_statistics`` / ``candidate_statistics``), so every registry metric works; the mean-type ones (hits@k,
-MRR, MR: :data:`MEAN_TYPE`) are vectorised end to end as a ratio of two sums.
+MRR, MR: ``MEAN_TYPE``) are vectorised end to end as a ratio of two sums.
 """
 
 from __future__ import annotations
@@ -213,7 +213,7 @@ def _unit_table(unit_of_task: np.ndarray, num_units: int) -> np.ndarray:
 
 # -- resampling ---------------------------------------------------------------------------------------------
 def chunks(n_resamples: int, num_units: int) -> list[tuple[int, int]]:
-    """(start, stop) of blocks of resamples holding about :data:`CHUNK_ELEMENTS` (resample, unit) cells."""
+    """(start, stop) of blocks of resamples holding about ``CHUNK_ELEMENTS`` (resample, unit) cells."""
     size = max(1, CHUNK_ELEMENTS // num_units)
     return [(start, min(start + size, n_resamples)) for start in range(0, n_resamples, size)]
 

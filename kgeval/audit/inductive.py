@@ -124,8 +124,8 @@ def audit_inductive_dataset(
     model : optional
         An inductive model of the dataset: its test split is ranked in mode ``"testing"``.
     threshold : float, default=0.8
-        The overlap from which a relation pair of the training graph becomes a rule (as :func:`kgeval.audit
-        .audit_dataset`).
+        The overlap from which a relation pair of the training graph becomes a rule (as
+        :func:`kgeval.audit.audit_dataset`).
     use_tqdm : bool, default=False
     """
     frames = {split: _frame(getattr(dataset, split)) for split in ("train", "inference", "valid", "test")}

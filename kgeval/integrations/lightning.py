@@ -9,7 +9,7 @@ sanity check), before ``on_validation_end``. ``trainer.validate`` evaluates the 
 ``test_triples`` (logged as ``test/...``).
 
 Under DDP every rank runs the callback and ``evaluate`` with the same inputs: with an initialised process group of
-more than one rank the tasks are sharded over the ranks (:mod:`kgeval._engine.distributed`) and every rank gets
+more than one rank the tasks are sharded over the ranks (``kgeval._engine.distributed``) and every rank gets
 the results of the whole evaluation, so every rank logs the same numbers (logged with ``sync_dist=True`` and a
 max over the ranks, which returns the common value exactly).
 

@@ -144,8 +144,8 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
     The class itself, an instance, or ``evaluator_kwargs`` (``filtered``, ``ks``, ``batch_size``, ...) all work;
     ``evaluate`` is kgeval's (it accepts PyKEEN's keyword arguments). PyKEEN's streaming interface, which its
     evaluation loops (``LCWAEvaluationLoop``, the ``evaluation-loop`` training callback) drive, works too:
-    :meth:`process_scores_` takes batches of scores and :meth:`finalize` returns the metrics of the ranks seen
-    since the last :meth:`clear` (``finalize_multi`` / ``finalize_with_confidence`` bootstrap them).
+    :meth:`process_scores_` takes batches of scores and ``finalize`` returns the metrics of the ranks seen
+    since the last ``clear`` (``finalize_multi`` / ``finalize_with_confidence`` bootstrap them).
 
     Parameters
     ----------
@@ -159,7 +159,7 @@ class RankBasedEvaluator(_ScoreStreaming, KGEvalRankBasedEvaluator, Evaluator): 
     add_defaults : bool, default=True
         Accepted for PyKEEN's signature (see ``metrics``).
     clear_on_finalize : bool, default=True
-        PyKEEN's: forget the streamed ranks once :meth:`finalize` has reported them.
+        PyKEEN's: forget the streamed ranks once ``finalize`` has reported them.
     mode : {"training", "validation", "testing"}, optional
         PyKEEN's inductive mode: :meth:`evaluate` scores an inductive model (``InductiveNodePiece``, ...) against
         the entities of that mode's graph, the triples in its ids (``evaluate(..., mode=...)`` of
@@ -272,7 +272,7 @@ def _ks_with_requested_hits(ks: Sequence[int], metrics: Any, metrics_kwargs: Any
 class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator, Evaluator):
     """kgeval's sampled-negatives evaluator as a ``pykeen.evaluation.Evaluator``, for PyKEEN's pipeline and
     stopper (``pipeline(evaluator=SampledRankBasedEvaluator, evaluator_kwargs={"evaluation_factory": ...})``) and
-    its evaluation loops (:meth:`process_scores_`, :meth:`finalize`).
+    its evaluation loops (:meth:`process_scores_`, ``finalize``).
 
     Construction is :class:`kgeval.SampledRankBasedEvaluator`'s (PyKEEN's ``evaluation_factory`` first);
     :meth:`evaluate` takes PyKEEN's keyword arguments as well (see its docstring).

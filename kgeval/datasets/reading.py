@@ -45,8 +45,8 @@ class ReadOptions:
 
 
 class UnreadFilesWarning(UserWarning):
-    """A dataset folder holds files of the forms kgeval reads (:data:`FILE_PATTERNS`'s extensions) that it does not
-    read -- hard negatives for triple classification, label lists, other splits --: each is named, with why."""
+    """A dataset folder holds files of the forms kgeval reads (the extensions of :data:`FILE_PATTERNS`) that it does
+    not read -- hard negatives for triple classification, label lists, other splits --: each is named, with why."""
 
 
 #: the extensions of the files a split is read from; a folder's other files with one are data kgeval does not read
@@ -66,10 +66,10 @@ UNREAD_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
 
 
 def unread_files(folder: Path | Traversable, read: Iterable[str]) -> dict[str, str]:
-    """The files directly in ``folder`` that look like data (a name ending in one of :data:`DATA_SUFFIXES`, not a
-    document's: :data:`DOCUMENT_PREFIXES`) but are none of the files ``read`` (names), each with why kgeval does
-    not read it (:data:`UNREAD_REASONS`; ``""`` for a file no reason names: none of this layout's files), in name
-    order."""
+    """The files directly in ``folder`` that look like data (a name ending as a split file's, ``.txt``, ``.txt.gz``,
+    ``.tsv`` or ``.tsv.gz``; a document's -- ``LICENSE*``, ``README*``, ``SOURCE*``, ... -- aside) but are none of the
+    files ``read`` (names), each with why kgeval does not read it (hard negatives for triple classification, a list
+    or id map of labels; ``""`` for any other: none of this layout's files), in name order."""
     taken = set(read)
     found = {}
     for item in sorted(folder.iterdir(), key=lambda entry: entry.name):

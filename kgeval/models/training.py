@@ -25,7 +25,7 @@ def free_threads(requested: int) -> int:
     """Of ``requested`` threads (the caller's count), those the machine has cores free for now, by the rule an
     evaluation picks its threads with (kgeval._engine.threads): ``requested`` where the cores are idle or their load
     cannot be read (not Linux), else the cores other processes' runnable threads leave idle
-    (:func:`kgeval._machine.others_running` on :func:`kgeval._machine.usable_cores`), at least 1 and never more than
+    (``kgeval._machine.others_running`` on ``kgeval._machine.usable_cores``), at least 1 and never more than
     ``requested``. The machine is read only where ``requested`` > 1."""
     if requested <= 1:
         return requested

@@ -46,8 +46,9 @@ class Command(NamedTuple):
 def _add_threads_argument(parser: argparse.ArgumentParser) -> None:
     """--threads: the CPU threads of a command (every command trains or evaluates; set in :func:`main`)."""
     parser.add_argument("--threads", type=int_at_least(1), default=None,
-                        help="CPU threads for PyTorch (default: PyTorch's choice); 1 is fastest for small models "
-                        "on a busy machine")  # fmt: skip
+                        help="CPU threads for PyTorch, at most (default: the cores the machine has free, for the "
+                        "demo's training and every evaluation); 1 is fastest for small models on a busy "
+                        "machine")  # fmt: skip
 
 
 #: The sub-commands, by name.

@@ -221,7 +221,7 @@ def test_the_readme_states_what_full_table_really_lists() -> None:
 #: pages for developers, which may name the development checkout's folder
 DEVELOPER_PAGES = {"development.md"}
 #: pages whose examples still read ../shared/data; maintained outside this change (see the report of the docs review)
-NOT_YET = {"inductive.md"}
+NOT_YET: set[str] = set()
 
 
 def test_no_user_facing_page_points_at_the_development_data_folder() -> None:

@@ -14,10 +14,11 @@ import importlib.abc
 import importlib.machinery
 import sys
 import types
-import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from kgeval.exceptions import warn_caller
 
 __all__ = ["MOVED", "Moved", "install", "moved_attribute"]
 
@@ -49,33 +50,8 @@ MOVED: dict[str, Moved] = {
 
 def _warn(old: str) -> None:
     moved = MOVED[old]
-    warnings.warn(
-        f"{old} moved to {moved.new}; import it from there (the old path is removed in kgeval {moved.removed_in})",
-        FutureWarning,
-        stacklevel=_caller_level(),
-    )
-
-
-def _caller_level() -> int:
-    """The stack level of the user's import: the first frame outside this module and the import machinery
-    (``warnings`` itself skips the frames of ``importlib._bootstrap``, so they are not counted)."""
-    level, frame = 1, sys._getframe(1)
-    while frame is not None and _inside_the_import(frame):
-        if not _skipped_by_warnings(frame.f_code.co_filename):
-            level += 1
-        frame = frame.f_back  # type: ignore[assignment]
-    return level
-
-
-def _inside_the_import(frame: types.FrameType) -> bool:
-    """A frame of this module, of importlib, or of the package's ``__getattr__`` that hands a moved name here."""
-    code = frame.f_code
-    handing_over = code.co_name == "__getattr__" and frame.f_globals.get("__name__") == "kgeval"
-    return code.co_filename == __file__ or "importlib" in code.co_filename or handing_over
-
-
-def _skipped_by_warnings(filename: str) -> bool:
-    return "importlib" in filename and "_bootstrap" in filename
+    message = f"{old} moved to {moved.new}; import it from there (the old path is removed in kgeval {moved.removed_in})"
+    warn_caller(message, FutureWarning)  # at the user's import: past this module, importlib and the package
 
 
 class _Forwarding(types.ModuleType):

@@ -18,6 +18,7 @@ __all__ = [
     "PrecisionWarning",
     "ResumeWarning",
     "UndefinedMetricWarning",
+    "UnreadFilesWarning",
     "UnseenLabelsWarning",
     "warn_caller",
 ]
@@ -30,15 +31,29 @@ _CONTEXTLIB = os.path.abspath(contextlib.__file__)
 
 def _own(filename: str) -> bool:
     path = os.path.abspath(filename)
-    return path.startswith(_OWN_FOLDER) or path == _CONTEXTLIB
+    return path.startswith(_OWN_FOLDER) or path == _CONTEXTLIB or "importlib" in filename
+
+
+def _skipped_by_warnings(filename: str) -> bool:
+    """The import system's own frames, which :func:`warnings.warn` passes over without counting them."""
+    return "importlib" in filename and "_bootstrap" in filename
+
+
+class UnreadFilesWarning(UserWarning):
+    """A dataset folder holds files of the forms kgeval reads (the extensions of
+    ``kgeval.datasets.reading.FILE_PATTERNS``) that it does not read -- hard negatives for triple classification,
+    label lists, other splits --: each is named, with why."""
 
 
 def warn_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)``, attributed to the first frame outside kgeval (and outside contextlib,
-    whose frames a ``with`` adds): the user's line, however deep in kgeval the warning arises."""
+    whose frames a ``with`` adds, and the import system, whose frames an import adds): the user's line, however
+    deep in kgeval the warning arises."""
     level, frame = 1, sys._getframe(1)
     while frame is not None and _own(frame.f_code.co_filename):
-        frame, level = frame.f_back, level + 1  # type: ignore[assignment]
+        if not _skipped_by_warnings(frame.f_code.co_filename):
+            level += 1
+        frame = frame.f_back  # type: ignore[assignment]
     warnings.warn(message, category, stacklevel=level + 1)
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Literal
 
 from kgeval.datasets.labelled import LabelledSplit, column_order, drop_unmatched_first_rows, is_header
-from kgeval.exceptions import warn_caller
+from kgeval.exceptions import UnreadFilesWarning, warn_caller
 
 __all__ = [
     "FILE_PATTERNS",
@@ -42,11 +42,6 @@ class ReadOptions:
     sep: str = "\t"
     header: bool | Literal["auto"] = "auto"
     temporal: bool = False  #: read (head, relation, tail, time) quadruples instead of triples
-
-
-class UnreadFilesWarning(UserWarning):
-    """A dataset folder holds files of the forms kgeval reads (the extensions of :data:`FILE_PATTERNS`) that it does
-    not read -- hard negatives for triple classification, label lists, other splits --: each is named, with why."""
 
 
 #: the extensions of the files a split is read from; a folder's other files with one are data kgeval does not read

@@ -66,9 +66,9 @@ numpydoc_xref_param_type = False
 numpydoc_class_members_toctree = False
 
 #: packages whose objects cannot be resolved offline: kgeval's dependencies, the libraries it integrates with (and
-#: the aliases np / pd), and the standard library's modules that annotations name
+#: the aliases nn / np / pd), and the standard library's modules that annotations name
 _FOREIGN = (
-    "torch", "numpy", "np", "pandas", "pd", "tqdm", "numba", "triton", "scipy", "matplotlib", "pykeen",
+    "torch", "nn", "numpy", "np", "pandas", "pd", "tqdm", "numba", "triton", "scipy", "matplotlib", "pykeen",
     "torch_geometric", "torchkge", "dicee", "lightning", "pytorch_lightning", "wandb", "mlflow",
     "collections", "os", "pathlib", "importlib", "datetime", "fractions", "typing",
 )  # fmt: skip
@@ -265,6 +265,22 @@ def _documented_names(env: BuildEnvironment) -> dict[tuple[str, int], list[str]]
     return _DOCUMENTED
 
 
+def _described_class(node: nodes.Element) -> type | None:
+    """The kgeval class whose description (its signature or content, or a member's) holds ``node``, if any."""
+    parent = node.parent
+    while parent is not None and not isinstance(parent, addnodes.desc):
+        parent = parent.parent
+    signatures = [] if parent is None else list(parent.findall(addnodes.desc_signature))
+    if not signatures or not signatures[0].get("module"):
+        return None
+    path = f"{signatures[0]['module']}.{signatures[0]['fullname']}"
+    for candidate in (path, path.rpartition(".")[0]):
+        found = _import(candidate)
+        if found is not None and found[1] == candidate and isinstance(found[0], type):
+            return found[0]
+    return None
+
+
 def _resolve_public_path(app: Sphinx, env: BuildEnvironment, node: nodes.Element, contnode: nodes.Node) -> Any:
     """A kgeval object named by a path that is not its documented one (a re-export, or a name imported into the
     module whose docstring names it) resolves to its description, found by identity."""
@@ -277,6 +293,9 @@ def _resolve_public_path(app: Sphinx, env: BuildEnvironment, node: nodes.Element
         candidates.append(f"{module}.{klass}.{target}")
     if module:
         candidates.append(f"{module}.{target}")
+    owner = _described_class(node)
+    if owner is not None:  # an inherited field's annotation names what the module of its declaring class imports
+        candidates += [f"{base.__module__}.{target}" for base in owner.__mro__[1:]]
     domain = env.get_domain("py")
     documented = _documented_names(env)
     for candidate in candidates:
@@ -287,11 +306,13 @@ def _resolve_public_path(app: Sphinx, env: BuildEnvironment, node: nodes.Element
             continue
         obj, prefix = imported
         rest = candidate[len(prefix) :]
+        # an annotation's reference is a class one, also to a type alias (documented as data: ``Side``)
+        types_ = (node["reftype"], "data") if node["reftype"] == "class" else (node["reftype"],)
         for name in documented.get((prefix.rpartition(".")[2], id(obj)), []):
-            typ = node["reftype"]
-            resolved = domain.resolve_xref(env, node["refdoc"], app.builder, typ, name + rest, node, contnode)
-            if resolved is not None:
-                return resolved
+            for typ in types_:
+                resolved = domain.resolve_xref(env, node["refdoc"], app.builder, typ, name + rest, node, contnode)
+                if resolved is not None:
+                    return resolved
     return None
 
 

@@ -101,7 +101,7 @@ def run_many(args: argparse.Namespace) -> int:
             f"{', '.join(many.resumed)})")  # fmt: skip
     for option, path in (("per-graph table", args.csv), ("HTML page", args.html)):
         if path:
-            say(f"(the {option} is in {path})")
+            print(f"(the {option} is in {path})")  # never wrapped: a path stays one line to copy, spaces and all
     return 0
 
 

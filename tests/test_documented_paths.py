@@ -66,14 +66,27 @@ def resolve(path: str) -> object:
         module_name = ".".join(parts[:cut])
         try:
             value: object = importlib.import_module(module_name)
-        except ModuleNotFoundError as error:
-            if error.name is not None and not error.name.startswith("kgeval"):
-                pytest.skip(f"{path} needs {error.name}, not installed here")
+        except ImportError as error:
+            missing = _missing_dependency(error)
+            if missing is not None:
+                pytest.skip(f"{path} needs {missing}, not installed here")
+            if not isinstance(error, ModuleNotFoundError):
+                raise
             continue
         for attribute in parts[cut:]:
             value = getattr(value, attribute)
         return value
     raise AssertionError(f"{path}: no importable prefix")
+
+
+def _missing_dependency(error: BaseException | None) -> str | None:
+    """The optional library whose absence made an import fail (also behind kgeval's own "pip install ..." error),
+    or None when a kgeval module itself is missing."""
+    while error is not None:
+        if isinstance(error, ModuleNotFoundError) and error.name and not error.name.startswith("kgeval"):
+            return error.name
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def moved_prefix(path: str) -> str | None:

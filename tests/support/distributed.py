@@ -2,8 +2,9 @@
 
 Every scenario is a function of the rank returning a picklable value (usually RankBasedMetricResults). The same
 function called with ``rank=None`` gives the single-process expectation (``distributed=False``). Processes talk
-over loopback TCP only (``tcp://127.0.0.1:<free port>``); collectives time out after 30 s, and the launcher
-kills the workers after a deadline, so a bug shows up as a failure, never as a hanging test run.
+over loopback TCP only: the launching process hosts the group's store on a port the kernel gives it as it binds
+(:func:`rendezvous_store`), and the ranks connect to it; collectives time out after 30 s, and the launcher kills the
+workers after a deadline, so a bug shows up as a failure, never as a hanging test run.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import os
 import pickle
 import runpy
 import signal
-import socket
+import tempfile
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -365,6 +366,9 @@ def ok_values(per_rank: list[dict], name: str) -> list:
 # -- processes ------------------------------------------------------------------------------------------------
 
 
+#: how long a rank waits for the store and in a collective before it fails
+TIMEOUT = datetime.timedelta(seconds=30)
+
 #: fork shares the parent's imports (a spawned process spends seconds importing torch); spawn where fork is missing,
 #: and for CUDA, which a forked child of an initialised parent cannot use
 START_METHOD = "fork" if "fork" in mp.get_all_start_methods() else "spawn"
@@ -393,13 +397,8 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str, names: list[str
     torch.set_num_threads(1)
     if backend == "nccl":
         torch.cuda.set_device(rank)  # NCCL: one GPU per rank
-    dist.init_process_group(
-        backend,
-        init_method=f"tcp://127.0.0.1:{port}",
-        rank=rank,
-        world_size=world_size,
-        timeout=datetime.timedelta(seconds=30),
-    )
+    store = dist.TCPStore("127.0.0.1", port, world_size, is_master=False, timeout=TIMEOUT)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=TIMEOUT)
     try:
         outcomes = {name: _outcome(lambda name=name: SCENARIOS[name](rank)) for name in names}
     except BaseException:  # pragma: no cover - reported through the file
@@ -410,10 +409,58 @@ def _worker(rank: int, world_size: int, port: int, out_dir: str, names: list[str
         pickle.dump(outcomes, handle)
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+#: the lock that lets one process group of the test run start at a time (:func:`one_group_at_a_time`)
+GROUP_LOCK = Path(tempfile.gettempdir()) / "kgeval-tests-process-group.lock"
+#: how long a launcher waits for that lock before it starts its group anyway (never a hanging test run)
+GROUP_LOCK_WAIT_S = 600.0
+
+
+@contextlib.contextmanager
+def one_group_at_a_time() -> Iterator[None]:
+    """Hold :data:`GROUP_LOCK` for the block: pytest-xdist workers (and other test runs on this machine) run their
+    process groups one after another. Two groups at once put five or six processes on a 2-core machine, and the
+    tests' deadlines (the launcher's, the collectives' 30 s, the error-propagation checks) were set for one group;
+    the other workers go on with single-process tests meanwhile. Where the lock cannot be taken (no fcntl, a file
+    another user owns), the block runs without it."""
+    try:
+        import fcntl
+
+        handle = open(GROUP_LOCK, "a")  # noqa: SIM115 - held for the block
+    except (ImportError, OSError):
+        yield
+        return
+    with handle:
+        stop = time.monotonic() + GROUP_LOCK_WAIT_S
+        while True:
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError:
+                if time.monotonic() > stop:
+                    break  # run unlocked rather than wait on a stuck holder
+                time.sleep(0.2)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def rendezvous_store(world_size: int) -> Iterator[int]:
+    """For the block, hold the process-group lock (:func:`one_group_at_a_time`) and host the group's store (a
+    TCPStore server) in this process; yields its port, to which every rank connects as a client (as torchrun's
+    agent hosts it: ``TORCHELASTIC_USE_AGENT_STORE``).
+
+    The store binds port 0, so the kernel picks a port that is free as it binds. Asking the kernel for a free port,
+    closing it and letting rank 0 bind it later left a gap in which another process -- another pytest-xdist
+    worker's process group, whose gloo ranks open sockets on ephemeral ports -- could take it: rank 0 then failed
+    to bind, or the ranks met another group's store."""
+    with one_group_at_a_time():
+        store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
+        try:
+            yield int(store.port)
+        finally:
+            del store
 
 
 def run_scenarios(
@@ -421,8 +468,9 @@ def run_scenarios(
 ) -> list[dict]:
     """Run the named scenarios on ``world_size`` processes of a ``backend`` group ("gloo"; "nccl": one GPU per
     rank); each rank's {name: outcome}."""
-    args = (world_size, free_port(), str(out_dir), names, backend)
-    return launch(_worker, args, world_size, out_dir, deadline)
+    with rendezvous_store(world_size) as port:
+        args = (world_size, port, str(out_dir), names, backend)
+        return launch(_worker, args, world_size, out_dir, deadline)
 
 
 def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: str, argv: list[str]) -> None:
@@ -435,6 +483,7 @@ def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: s
         WORLD_SIZE=str(world_size),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",  # the launcher hosts the store (rendezvous_store), as torchrun's agent
     )
     namespace = runpy.run_path(path, run_name="example")
     outcome = _outcome(lambda: namespace["main"](argv))
@@ -444,8 +493,9 @@ def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: s
 
 def run_example(world_size: int, path: Path, argv: list[str], out_dir: Path, deadline: float = 180.0) -> list:
     """Each rank's outcome of ``main(argv)`` of the example script at ``path``, under ``world_size`` processes."""
-    args = (world_size, free_port(), str(out_dir), str(path), argv)
-    return launch(_example_worker, args, world_size, out_dir, deadline)
+    with rendezvous_store(world_size) as port:
+        args = (world_size, port, str(out_dir), str(path), argv)
+        return launch(_example_worker, args, world_size, out_dir, deadline)
 
 
 def _dump_stacks(pids: list[int]) -> None:

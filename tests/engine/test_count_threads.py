@@ -66,11 +66,23 @@ def test_another_torch_thread_count_is_measured_again_and_one_thread_never_is() 
     assert measure(choice, 1, {1: 1.0}, 3) == [1, 1, 1] and 1 not in choice.timings
 
 
+@pytest.fixture
+def own_thread_count():
+    """PyTorch's thread count given back after the test (which makes PyTorch report another)."""
+    before = torch.get_num_threads()
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.mark.usefixtures("own_thread_count")
 @pytest.mark.parametrize("forced", ["every thread", "one thread"])
 def test_the_counts_do_not_depend_on_the_choice(forced: str, small_blocks, monkeypatch) -> None:  # noqa: F811
     """With each choice kept, every batch is counted block by block with that many threads, and the ranks equal the
     brute-force reference."""
-    available = max(1, min(torch.get_num_threads(), 2))
+    import numba
+
+    # two threads where numba may run two, whatever PyTorch's count in this process (one per xdist worker on 2 cores)
+    available = max(1, min(numba.config.NUMBA_NUM_THREADS, 2))
     monkeypatch.setattr(torch, "get_num_threads", lambda: available)
     choice = CountThreads(chosen={available: available if forced == "every thread" else 1})
     monkeypatch.setattr(count_threads, "_CHOICE", choice)

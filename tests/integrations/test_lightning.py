@@ -251,13 +251,14 @@ def test_ddp_two_gloo_processes_give_the_single_process_ranks(tmp_path):
     """Trainer(strategy="ddp", devices=2) on CPU (gloo): the callback's evaluation runs sharded over both
     processes, each logs the whole evaluation's numbers, and the ranks equal one process's evaluation of the same
     weights."""
-    from tests.support.distributed import rendezvous_store
+    from tests.support.distributed import rendezvous
 
     env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
     env.pop("CUDA_VISIBLE_DEVICES", None)
     script = REPO / "tests" / "support" / "lightning_ddp.py"
-    with rendezvous_store(2) as port:  # the ranks join a store this process hosts (no port picked, then bound)
-        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), TORCHELASTIC_USE_AGENT_STORE="True")
+    with rendezvous(2) as group:  # the ranks join a store this process hosts (no port picked, then bound)
+        group.serve()  # before the processes start: they are not forked from this one
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(group.port), TORCHELASTIC_USE_AGENT_STORE="True")
         done = subprocess.run(
             [sys.executable, str(script), str(tmp_path)], env=env, capture_output=True, text=True, timeout=300
         )

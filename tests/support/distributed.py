@@ -2,8 +2,8 @@
 
 Every scenario is a function of the rank returning a picklable value (usually RankBasedMetricResults). The same
 function called with ``rank=None`` gives the single-process expectation (``distributed=False``). Processes talk
-over loopback TCP only: the launching process hosts the group's store on a port the kernel gives it as it binds
-(:func:`rendezvous_store`), and the ranks connect to it; collectives time out after 30 s, and the launcher kills the
+over loopback TCP only: the launching process hosts the group's store on a socket it bound before starting them
+(:class:`Rendezvous`), and the ranks connect to it; collectives time out after 30 s, and the launcher kills the
 workers after a deadline, so a bug shows up as a failure, never as a hanging test run.
 """
 
@@ -16,6 +16,7 @@ import os
 import pickle
 import runpy
 import signal
+import socket
 import tempfile
 import time
 import traceback
@@ -445,22 +446,56 @@ def one_group_at_a_time() -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-@contextlib.contextmanager
-def rendezvous_store(world_size: int) -> Iterator[int]:
-    """For the block, hold the process-group lock (:func:`one_group_at_a_time`) and host the group's store (a
-    TCPStore server) in this process; yields its port, to which every rank connects as a client (as torchrun's
-    agent hosts it: ``TORCHELASTIC_USE_AGENT_STORE``).
+class Rendezvous:
+    """The store of a process group, hosted by the launching process; every rank connects to it as a client (as to
+    torchrun's agent: ``TORCHELASTIC_USE_AGENT_STORE``).
 
-    The store binds port 0, so the kernel picks a port that is free as it binds. Asking the kernel for a free port,
-    closing it and letting rank 0 bind it later left a gap in which another process -- another pytest-xdist
-    worker's process group, whose gloo ranks open sockets on ephemeral ports -- could take it: rank 0 then failed
-    to bind, or the ranks met another group's store."""
-    with one_group_at_a_time():
-        store = dist.TCPStore("127.0.0.1", 0, world_size, is_master=True, timeout=TIMEOUT, wait_for_workers=False)
+    Its socket is bound (port 0: the kernel picks a free port) and listening from the start, so no other process
+    can take the port. (Asking the kernel for a free port, closing it and letting rank 0 bind it later left a gap in
+    which a process of another pytest-xdist worker -- gloo's ranks open ephemeral ports -- could take it: rank 0
+    then failed to bind, or the ranks met another group's store.) The store's server, a thread, starts with
+    :meth:`serve` once the ranks are forked (a child forked beside a running thread may inherit a lock that thread
+    held); a rank that connects sooner waits in the socket's backlog."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+        self._listener: socket.socket | None = socket.socket()
+        self._listener.bind(("127.0.0.1", 0))
+        self._listener.listen(64)
+        self.port = int(self._listener.getsockname()[1])
+        self._store: Any = None
+
+    def serve(self) -> None:
+        """Start the store's server on the socket (which it then owns)."""
+        if self._listener is None:
+            return
+        listener, self._listener = self._listener, None
+        fd = listener.detach()
         try:
-            yield int(store.port)
+            self._store = dist.TCPStore(
+                "127.0.0.1", self.port, self.world_size, is_master=True, timeout=TIMEOUT, wait_for_workers=False,
+                master_listen_fd=fd,
+            )  # fmt: skip
+        except BaseException:
+            os.close(fd)
+            raise
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        self._store = None
+
+
+@contextlib.contextmanager
+def rendezvous(world_size: int) -> Iterator[Rendezvous]:
+    """A :class:`Rendezvous` for a group of ``world_size`` ranks, with the process-group lock held
+    (:func:`one_group_at_a_time`) and the store closed afterwards."""
+    with one_group_at_a_time():
+        group = Rendezvous(world_size)
+        try:
+            yield group
         finally:
-            del store
+            group.close()
 
 
 def run_scenarios(
@@ -468,9 +503,9 @@ def run_scenarios(
 ) -> list[dict]:
     """Run the named scenarios on ``world_size`` processes of a ``backend`` group ("gloo"; "nccl": one GPU per
     rank); each rank's {name: outcome}."""
-    with rendezvous_store(world_size) as port:
-        args = (world_size, port, str(out_dir), names, backend)
-        return launch(_worker, args, world_size, out_dir, deadline)
+    with rendezvous(world_size) as group:
+        args = (world_size, group.port, str(out_dir), names, backend)
+        return launch(_worker, args, world_size, out_dir, deadline, started=group.serve)
 
 
 def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: str, argv: list[str]) -> None:
@@ -483,7 +518,7 @@ def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: s
         WORLD_SIZE=str(world_size),
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
-        TORCHELASTIC_USE_AGENT_STORE="True",  # the launcher hosts the store (rendezvous_store), as torchrun's agent
+        TORCHELASTIC_USE_AGENT_STORE="True",  # the launcher hosts the store (Rendezvous), as torchrun's agent does
     )
     namespace = runpy.run_path(path, run_name="example")
     outcome = _outcome(lambda: namespace["main"](argv))
@@ -493,9 +528,9 @@ def _example_worker(rank: int, world_size: int, port: int, out_dir: str, path: s
 
 def run_example(world_size: int, path: Path, argv: list[str], out_dir: Path, deadline: float = 180.0) -> list:
     """Each rank's outcome of ``main(argv)`` of the example script at ``path``, under ``world_size`` processes."""
-    with rendezvous_store(world_size) as port:
-        args = (world_size, port, str(out_dir), str(path), argv)
-        return launch(_example_worker, args, world_size, out_dir, deadline)
+    with rendezvous(world_size) as group:
+        args = (world_size, group.port, str(out_dir), str(path), argv)
+        return launch(_example_worker, args, world_size, out_dir, deadline, started=group.serve)
 
 
 def _dump_stacks(pids: list[int]) -> None:
@@ -508,13 +543,22 @@ def _dump_stacks(pids: list[int]) -> None:
     time.sleep(2.0)
 
 
-def launch(worker: Callable[..., None], args: tuple, world_size: int, out_dir: Path, deadline: float) -> list:
-    """Start ``worker(rank, *args)`` on ``world_size`` processes, wait (killing them after ``deadline`` s), and
-    return what each rank pickled to ``out_dir/rank<i>.pkl``."""
+def launch(
+    worker: Callable[..., None],
+    args: tuple,
+    world_size: int,
+    out_dir: Path,
+    deadline: float,
+    started: Callable[[], None] | None = None,
+) -> list:
+    """Start ``worker(rank, *args)`` on ``world_size`` processes, call ``started()`` (once they all exist), wait
+    (killing them after ``deadline`` s), and return what each rank pickled to ``out_dir/rank<i>.pkl``."""
     start_method = "spawn" if torch.cuda.is_initialized() or "nccl" in args else START_METHOD
     context = mp.start_processes(worker, args=args, nprocs=world_size, join=False, start_method=start_method)
     stop = time.monotonic() + deadline
     try:
+        if started is not None:
+            started()
         while not context.join(timeout=1.0):
             if time.monotonic() > stop:
                 alive = [process.pid for process in context.processes if process.is_alive()]

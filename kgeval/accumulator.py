@@ -277,16 +277,24 @@ class MetricAccumulator:
 
 @functools.lru_cache(maxsize=16)
 def _empty_sums(ks: tuple[int, ...]) -> dict[str, torch.Tensor]:
-    """The sums of no task, on the CPU (shared by fresh accumulators, never written; see
-    :meth:`MetricAccumulator._default_sums`)."""
-    empty_ranks = torch.zeros(0, dtype=torch.float64)
-    sums = {"count": torch.zeros((), dtype=torch.int64)}
-    for rank_type in RANK_TYPES:
-        for name, value in rank_statistics(empty_ranks, ks).items():
-            if name != "count":
-                sums[f"{rank_type}/{name}"] = value
-    for name, value in candidate_statistics(torch.zeros(0, dtype=torch.int64), ks).items():
-        sums[f"candidates/{name}"] = value
+    """The sums of no task: ordinary CPU tensors of fixed dtypes (float64 / int64), shared by fresh accumulators
+    and never written (see :meth:`MetricAccumulator._default_sums`).
+
+    The cache outlives the call that fills it, so nothing of that caller's context reaches it: every tensor is
+    made with an explicit device and dtype (a default device -- ``torch.set_default_device("meta")`` or
+    ``"cuda"`` -- or a default dtype set by the first caller would otherwise be kept for the whole process), and
+    outside ``torch.inference_mode`` (an evaluation fills it inside kgeval's, whose inference tensors later
+    callers could not use freely)."""
+    with torch.inference_mode(False), torch.no_grad():
+        empty_ranks = torch.zeros(0, dtype=torch.float64, device="cpu")
+        sums = {"count": torch.zeros((), dtype=torch.int64, device="cpu")}
+        for rank_type in RANK_TYPES:
+            for name, value in rank_statistics(empty_ranks, ks).items():
+                if name != "count":
+                    sums[f"{rank_type}/{name}"] = value
+        empty_candidates = torch.zeros(0, dtype=torch.int64, device="cpu")
+        for name, value in candidate_statistics(empty_candidates, ks).items():
+            sums[f"candidates/{name}"] = value
     return sums
 
 

@@ -17,6 +17,7 @@ __all__ = [
     "ModelInUseWarning",
     "PrecisionWarning",
     "ResumeWarning",
+    "ScoreStabilityWarning",
     "UndefinedMetricWarning",
     "UnreadFilesWarning",
     "UnseenLabelsWarning",
@@ -110,3 +111,11 @@ class ResumeWarning(UserWarning):
     saved: a setting would change the scores, a counter would not; kgeval cannot tell which, so it says so. Also: a
     resumed many-graph run (:func:`kgeval.many.evaluate_many`'s ``results_dir``) found a graph's saved result made
     with other inputs, or unreadable, and evaluates that graph again."""
+
+
+class ScoreStabilityWarning(UserWarning):
+    """A model's scores of a query are not a function of that query alone (kgeval._engine.form_check): scored twice,
+    or in another batch, it gives other scores -- it draws random numbers or keeps state while it scores in eval
+    mode, or its scores depend on the rest of the batch (dynamically quantized activations, batch norm in training
+    mode) --, or a parametrized weight is read from a stale ``torch.nn.utils.parametrize.cached()`` cache. Its ranks
+    are those of the scores it gave, which another run, batch size or task order would not reproduce."""

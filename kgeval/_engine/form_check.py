@@ -2,17 +2,29 @@
 scores, never replaces them): the class check (:func:`method_below_form`) and a one-off probe of a few queries
 against a few candidates (:func:`probe_disagreement`); :class:`FormChecks` holds one evaluation's verdicts and
 warns once per model class and reason (:class:`kgeval.exceptions.FastPathWarning`).
+
+Whether a model's scores are a function of the query at all (:class:`kgeval.exceptions.ScoreStabilityWarning`):
+:func:`probe_instability` scores a few queries twice in one batch, in a second call of that batch and in other
+batch compositions, through whatever scorer the model gets; :func:`stale_parametrizations` finds parametrized
+weights read from a stale ``torch.nn.utils.parametrize.cached()`` cache. :func:`caller_rng_restored` gives the
+caller back the random number generators' states an evaluation found.
 """
 
 from __future__ import annotations
 
+import random
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import torch
+from torch.nn.utils import parametrize
 
-from kgeval.exceptions import FastPathWarning
+from kgeval._modes import held_modules
+from kgeval.exceptions import FastPathWarning, ScoreStabilityWarning, warn_caller
 from kgeval.typing import Target
 
 #: distinct queries the probe scores (the first of the evaluation's)
@@ -122,9 +134,232 @@ def _id(scorer: Any, position: int) -> int:
     return position if scorer.candidate_ids is None else int(scorer.candidate_ids[position])
 
 
+#: distinct queries of a side the stability probe compares (the side's first), scored twice in one batch
+STABILITY_QUERIES = 2
+#: other distinct queries (the side's next) that join them in the probe's second batch composition
+STABILITY_COMPANIONS = 2
+#: two rows of one query agree when each finite score differs by at most this fraction of the larger row's largest
+#: finite |score| (or :data:`STABILITY_ULPS` of the scores' dtype, when that is more): far above the rounding a GEMM
+#: blocked otherwise for another batch size gives a float32 model's row (kgeval's own models at batch sizes 1 to
+#: 512 on CPU: below 1e-6), far below what dynamically quantized activations (8 bits: about 1e-2) or batch norm do
+STABILITY_TOLERANCE = 1e-5
+#: the tolerance's floor in units of the scores' dtype's epsilon (half precision rounds each score to ~1e-3)
+STABILITY_ULPS = 16
+#: the causes :func:`probe_instability` and :func:`stale_parametrizations` name
+RANDOMNESS = "randomness or state in eval mode"
+BATCH_DEPENDENCE = "batch dependence"
+STALE_CACHE = "a stale parametrize cache"
+
+
+@dataclass(frozen=True)
+class Instability:
+    """What the stability probe saw: ``cause`` (:data:`RANDOMNESS` or :data:`BATCH_DEPENDENCE`) and ``detail``, the
+    two scores of one query and candidate, in words."""
+
+    cause: str
+    detail: str
+
+
+def probe_instability(scorer: Any, queries: torch.Tensor) -> Instability | None:
+    """Whether the scores ``scorer`` gives are a function of the query alone, or None when nothing says otherwise.
+
+    ``queries`` (B, 2) are the side's queries; ``scorer`` is the side's scorer, whatever it is (the model's own
+    score_t / score_h / score_r per slice or for whole rows, whole triples, a ``score_fn``, a GEMM form). Its first
+    :data:`STABILITY_QUERIES` distinct queries q are scored against the first :data:`PROBE_WINDOW` candidates:
+
+    1. twice in one batch, [q, q]: two rows of one query that differ -> :data:`RANDOMNESS` (noise, sampling);
+    2. the same batch again, in a second call: a row that differs from the first call's -> :data:`RANDOMNESS`
+       (per-call noise, a counter, a cache the model fills differently);
+    3. with the next :data:`STABILITY_COMPANIONS` distinct queries c, all in reverse order, [reversed(q + c)],
+       and 4. the first query alone, a batch of 1: a row that differs from call 1's -> :data:`BATCH_DEPENDENCE`
+       (statistics of the batch: dynamically quantized activations, batch norm in training mode).
+
+    Rows differ where one is NaN or infinite and the other not, or where finite scores differ by more than
+    :data:`STABILITY_TOLERANCE` of the rows' largest finite |score| (:func:`_differing`). At most four calls of at
+    most four queries against :data:`PROBE_WINDOW` candidates (a whole-row scorer scores whole rows). A call that
+    raises ends the probe without a verdict (the first) or skips its comparison (the others: a batch of 1 with
+    batch norm in training mode raises): the evaluation's own calls say what fails.
+    """
+    stop = min(scorer.num_candidates, PROBE_WINDOW)
+    distinct = _first_distinct(queries, STABILITY_QUERIES + STABILITY_COMPANIONS)
+    if stop == 0 or distinct.shape[0] == 0:
+        return None
+    probe = distinct[:STABILITY_QUERIES]
+    count = probe.shape[0]
+    twice = torch.cat([probe, probe])
+    first = _probe_rows(scorer, twice, stop)
+    if first is None:
+        return None
+    rows, dtype = first
+    for row in range(count):
+        found = _differing(rows[row], rows[count + row], dtype)
+        if found is not None:
+            return Instability(RANDOMNESS, _detail(scorer, probe[row], found, "twice in one batch"))
+    again = _probe_rows(scorer, twice, stop)
+    if again is not None:
+        for row in range(2 * count):
+            found = _differing(rows[row], again[0][row], dtype)
+            if found is not None:
+                return Instability(RANDOMNESS, _detail(scorer, probe[row % count], found, "in two calls of one batch"))
+    compositions: list[tuple[torch.Tensor, list[int], str]] = []
+    if distinct.shape[0] > count:
+        size = distinct.shape[0]
+        compositions.append(
+            (distinct.flip(0), [size - 1 - row for row in range(count)], f"among other queries (a batch of {size})")
+        )
+    if count > 1:  # alone, one query's batch statistics are those of [q, q]
+        compositions.append((probe[:1], [0], "alone (a batch of 1)"))
+    for batch, positions, how in compositions:
+        other = _probe_rows(scorer, batch, stop)
+        if other is None:
+            continue
+        for row, position in enumerate(positions):
+            found = _differing(rows[row], other[0][position], dtype)
+            if found is not None:
+                how = f"in a batch of {twice.shape[0]} (the probe's {count} queries twice) and {how}"
+                return Instability(BATCH_DEPENDENCE, _detail(scorer, probe[row], found, how))
+    return None
+
+
+def _first_distinct(queries: torch.Tensor, count: int) -> torch.Tensor:
+    """The first ``count`` distinct rows of ``queries`` (B, 2), in their order (fewer when there are fewer), read
+    from its first rows (one transfer from the device)."""
+    head = queries[: 64 * count].tolist()
+    seen: dict[tuple[int, ...], int] = {}
+    for position, row in enumerate(head):
+        if len(seen) == count:
+            break
+        seen.setdefault(tuple(row), position)
+    return queries[list(seen.values())]
+
+
+def _probe_rows(scorer: Any, batch: torch.Tensor, stop: int) -> tuple[torch.Tensor, torch.dtype] | None:
+    """(scores (len(batch), stop) as a float64 CPU copy, the scores' own dtype) of ``batch`` against candidate
+    positions [0, stop), in one call of ``scorer``; None when the call raises."""
+    try:
+        scorer.begin(batch)
+        scorer.start_slice(0, stop)
+        tile = scorer.query_tile(0, batch.shape[0])
+    except Exception:  # the evaluation's own calls raise what they raise, where they do
+        return None
+    return tile.detach().to(device="cpu", dtype=torch.float64, copy=True), tile.dtype
+
+
+def _differing(first: torch.Tensor, second: torch.Tensor, dtype: torch.dtype) -> tuple[int, float, float] | None:
+    """(column, first score, second score) of the first column where two float64 rows of one query's scores differ
+    beyond rounding (see :func:`probe_instability`), None where they agree."""
+    finite = torch.isfinite(first) & torch.isfinite(second)
+    magnitude = max(float(first[finite].abs().max()) if finite.any() else 0.0,
+                    float(second[finite].abs().max()) if finite.any() else 0.0)  # fmt: skip
+    eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
+    tolerance = max(STABILITY_TOLERANCE, STABILITY_ULPS * eps) * magnitude
+    same = (first == second) | (torch.isnan(first) & torch.isnan(second))
+    close = finite & ((first - second).abs() <= tolerance)
+    differ = torch.nonzero(~(same | close))
+    if differ.numel() == 0:
+        return None
+    column = int(differ[0, 0])
+    return column, float(first[column]), float(second[column])
+
+
+def _detail(scorer: Any, query: torch.Tensor, found: tuple[int, float, float], how: str) -> str:
+    """The scores of one query and candidate that differ, in words."""
+    column, first, second = found
+    return (f"query {query.tolist()} scored {how} gives candidate {_id(scorer, column)} the scores {first:.9g} and "
+            f"{second:.9g}")  # fmt: skip
+
+
+def stability_message(name: str, method: str, instability: Instability) -> str:
+    """The :class:`~kgeval.exceptions.ScoreStabilityWarning` of ``instability`` for the model ``name`` scored
+    through ``method``: the cause, what was seen, and what to do."""
+    seen = f"{instability.detail} (through {method})"
+    if instability.cause == RANDOMNESS:
+        return (f"kgeval: the scores of {name} are not a function of the query ({RANDOMNESS}): {seen}. It draws random "
+                "numbers or keeps state while it scores in eval mode (noise or sampling it adds itself, dropout "
+                "called with training=True, a counter or cache it updates), so its ranks change from run to run and "
+                "with the order of the tasks. Make its scoring deterministic in eval mode (e.g. noise only when "
+                "self.training); kgeval gives the caller's random number generators back as it found them")  # fmt: skip
+    return (f"kgeval: the scores of {name} depend on the other queries of the batch ({BATCH_DEPENDENCE}): {seen}. "
+            "Statistics of the batch enter its scores -- dynamically quantized activations "
+            "(torch.ao.quantization.quantize_dynamic: the activation scale is the batch's), batch norm in training "
+            "mode (code that calls .train() or F.batch_norm(training=True) while scoring), anything that normalises "
+            "over the batch --, so its ranks depend on batch_size and on the order of the tasks. Evaluate a float "
+            "(unquantized) copy, or keep every normalisation layer in eval mode while it scores")  # fmt: skip
+
+
+def stale_parametrizations(model: Any) -> list[str]:
+    """The parametrized tensors (``"encoder.weight"``) of the modules ``model`` holds
+    (:func:`kgeval._modes.held_modules`) that read a stale value from ``torch.nn.utils.parametrize``'s cache.
+
+    Inside ``parametrize.cached()`` a parametrized tensor is computed at its first read and the cached value is
+    read from then on, whatever happens to the weights it was computed from: a model trained inside the context
+    is scored with the weights of the cache's first read. A tensor is stale when the cache holds a value for it
+    (``parametrize._cache``, keyed by (id(module), name)) that differs from its parametrization of the current
+    weights (another shape, dtype or device, or any other value). Empty, at no cost, when no ``cached()`` context
+    is active; an entry the cache does not hold yet is filled from the current weights by the evaluation, so it is
+    not stale. Each tensor that has an entry is computed once more.
+    """
+    cache = getattr(parametrize, "_cache", None)
+    if not getattr(parametrize, "_cache_enabled", 0) or not cache:
+        return []
+    stale = []
+    for prefix, held in held_modules(model):
+        for path, module in held.named_modules():
+            if not parametrize.is_parametrized(module):
+                continue
+            for name, parametrization in module.parametrizations.items():
+                cached = cache.get((id(module), name))
+                if cached is None:
+                    continue
+                current = parametrization()
+                if (cached.shape != current.shape or cached.dtype != current.dtype or cached.device != current.device
+                        or not torch.equal(cached, current)):  # fmt: skip
+                    stale.append(f"{prefix}{path}.{name}" if path else f"{prefix}{name}")
+    return stale
+
+
+def stale_cache_message(name: str, tensors: list[str]) -> str:
+    """The :class:`~kgeval.exceptions.ScoreStabilityWarning` of :func:`stale_parametrizations`' ``tensors``."""
+    listed = ", ".join(tensors[:5]) + (f" and {len(tensors) - 5} more" if len(tensors) > 5 else "")
+    return (f"kgeval: {name} is scored with {STALE_CACHE}: inside torch.nn.utils.parametrize.cached(), {listed} "
+            "is read from the cache, which holds a value computed from other weights than the current ones (the "
+            "weights changed since the cache was filled), so its scores and ranks are those of the old weights. "
+            "Evaluate outside parametrize.cached(), or leave and re-enter it after the weights change")  # fmt: skip
+
+
+@contextmanager
+def caller_rng_restored() -> Iterator[None]:
+    """Give the caller back the random number generators' states found on entry, on exit however it exits.
+
+    Saved and restored: torch's CPU generator (:func:`torch.get_rng_state`), every CUDA device's default generator
+    when CUDA is initialised on entry (:func:`torch.cuda.get_rng_state_all`), Python's :mod:`random` and numpy's
+    global generator. CUDA initialised inside the context is put back in the state of its initialisation (each
+    device generator reseeded with its initial seed, offset 0), which is where the caller's first draw would have
+    found it. A model that draws random numbers while it is evaluated (noise in eval mode) so leaves the caller's
+    random streams where they were. The generators are process-wide: draws another thread makes meanwhile are
+    undone as well.
+    """
+    cpu = torch.get_rng_state()
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    python = random.getstate()
+    numpy = np.random.get_state()  # noqa: NPY002 -- the legacy global generator is the caller's to keep
+    try:
+        yield
+    finally:
+        torch.set_rng_state(cpu)
+        if cuda is not None:
+            torch.cuda.set_rng_state_all(cuda)
+        elif torch.cuda.is_initialized():
+            for generator in torch.cuda.default_generators:
+                generator.manual_seed(generator.initial_seed())
+        random.setstate(python)
+        np.random.set_state(numpy)  # noqa: NPY002
+
+
 class FormChecks:
     """One evaluation's checks of the models' query/candidate forms: each target probed once, each warning given
-    once.
+    once; and of the stability of their scores (:func:`probe_instability`, :func:`stale_parametrizations`): each
+    target probed once, each cause warned once.
 
     Parameters
     ----------
@@ -136,6 +371,9 @@ class FormChecks:
         self.probe = probe
         self._verdicts: dict[tuple[int, Target], str | None] = {}
         self._warned: set[str] = set()
+        self._stability_probed: set[tuple[int, Target]] = set()
+        self._caches_checked: set[int] = set()
+        self._causes_warned: set[str] = set()
 
     def verdict(self, model: Any, target: Target) -> tuple[bool, str | None]:
         """(known, problem): whether the probe of ``model`` (the object passed to evaluate, alive throughout the
@@ -151,6 +389,28 @@ class FormChecks:
         if message not in self._warned:
             self._warned.add(message)
             warnings.warn(message, FastPathWarning, stacklevel=4)
+
+    def first_stability_probe(self, model: Any, target: Target) -> bool:
+        """Whether the stability probe of ``model`` on ``target`` is yet to run in this evaluation (then it is
+        counted as run)."""
+        key = (id(model), target)
+        first = key not in self._stability_probed
+        self._stability_probed.add(key)
+        return first
+
+    def first_cache_check(self, model: Any) -> bool:
+        """Whether ``model``'s parametrize cache is yet to be checked in this evaluation (then it is counted as
+        checked)."""
+        first = id(model) not in self._caches_checked
+        self._caches_checked.add(id(model))
+        return first
+
+    def warn_stability(self, cause: str, message: str) -> None:
+        """Warn ``message`` (a ScoreStabilityWarning, attributed to the caller's line), once per evaluation and
+        ``cause``."""
+        if cause not in self._causes_warned:
+            self._causes_warned.add(cause)
+            warn_caller(message, ScoreStabilityWarning)
 
 
 def model_name(view: Any) -> str:

@@ -1,5 +1,6 @@
 """Which scorer a model gets (:func:`make_scorer`): the query/candidate GEMM when the model has that form for the
-target, else its scoring method per slice or for whole rows, else whole triples.
+target, else its scoring method per slice or for whole rows, else whole triples; and whether the scores it gives
+are a function of the query (the stability probe, :func:`kgeval._engine.form_check.probe_instability`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,10 @@ from kgeval._engine.form_check import (
     FormChecks,
     model_name,
     probe_disagreement,
+    probe_instability,
+    stability_message,
+    stale_cache_message,
+    stale_parametrizations,
 )
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
@@ -37,12 +42,70 @@ def make_scorer(
     checks: FormChecks | None = None,
     model_scores_only: bool = False,
 ) -> CandidateScorer:
+    """The fastest scorer the model supports (:func:`_chosen_scorer`), its scores' stability probed.
+
+    With ``probe_queries`` (and ``checks``' probe on), once per evaluation (``checks``) and target, the scorer
+    chosen -- whatever it is -- scores a few of them twice and in other batch compositions
+    (:func:`kgeval._engine.form_check.probe_instability`), and once per evaluation the parametrized weights of
+    the model are checked against ``torch.nn.utils.parametrize``'s cache
+    (:func:`kgeval._engine.form_check.stale_parametrizations`): a
+    :class:`~kgeval.exceptions.ScoreStabilityWarning` names the cause, once per evaluation and cause. The
+    scorer returned is the same either way (its ranks are those of the scores the model gives).
+    """
+    resolved = resolve_model(model)
+    checks = checks if checks is not None else FormChecks(probe=probe_queries is not None)
+    scorer = _chosen_scorer(resolved, target, num_entities, candidate_ids, fast_path, score_fn, probe_queries, checks,
+                            model_scores_only)  # fmt: skip
+    if probe_queries is not None and checks.probe:
+        _check_stability(resolved, scorer, target, probe_queries, checks, score_fn)
+    return scorer
+
+
+def _check_stability(
+    resolved: ResolvedModel,
+    scorer: CandidateScorer,
+    target: Target,
+    queries: torch.Tensor,
+    checks: FormChecks,
+    score_fn: TripleFunction | None,
+) -> None:
+    """Warn, once per evaluation and cause, when ``scorer``'s scores of ``queries`` (the side's (B, 2) queries) are
+    not a function of the query, or the model reads a stale parametrize cache (see :func:`make_scorer`)."""
+    view = resolved.view
+    if checks.first_cache_check(resolved.model):
+        stale = stale_parametrizations(resolved.model)
+        if stale:
+            checks.warn_stability("cache", stale_cache_message(model_name(view), stale))
+    if not checks.first_stability_probe(resolved.model, target):
+        return
+    instability = probe_instability(scorer, queries)
+    if instability is not None:
+        if score_fn is not None:
+            method = "score_fn"
+        elif isinstance(scorer, GemmScorer):
+            method = "its query/candidate form"
+        else:
+            method = own_method(view, target) or "its scoring method"
+        checks.warn_stability(instability.cause, stability_message(model_name(view), method, instability))
+
+
+def _chosen_scorer(
+    resolved: ResolvedModel,
+    target: Target,
+    num_entities: int,
+    candidate_ids: torch.Tensor | None,
+    fast_path: bool,
+    score_fn: TripleFunction | None,
+    probe_queries: torch.Tensor | None,
+    checks: FormChecks,
+    model_scores_only: bool,
+) -> CandidateScorer:
     """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows, then
     whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
 
-    ``model`` is resolved once by the caller (:func:`kgeval._inputs.resolve_model`: a model of another library, or
-    inside torch's wrappers, is scored through an adapter's view), or here when it is given as handed over. The
-    GEMM form is used only where it computes the model's own scores:
+    ``resolved`` is the model resolved once by the caller (:func:`kgeval._inputs.resolve_model`: a model of another
+    library, or inside torch's wrappers, is scored through an adapter's view), or by :func:`make_scorer` when it is
+    given as handed over. The GEMM form is used only where it computes the model's own scores:
 
     - not when a subclass redefines the scoring method below the class that declares the form (or an integration
       refused the form for that reason);
@@ -64,12 +127,10 @@ def make_scorer(
         When a half-precision model's own method fails on the evaluation's first query (e.g. complex arithmetic
         in bfloat16), with what to do instead.
     """
-    resolved = resolve_model(model)
     view = resolved.view
     if score_fn is not None:
         function, name = triple_function(view, score_fn)  # type: ignore[misc]
         return TripleScorer(view, target, num_entities, candidate_ids, function, name)
-    checks = checks if checks is not None else FormChecks(probe=probe_queries is not None)
     own_name = own_method(view, target)
     form = resolved.form if fast_path else None
     delegated = form is None and fast_path and own_name is not None and checks.probe and probe_queries is not None

@@ -1,5 +1,6 @@
-"""Content fingerprints of what an evaluation's numbers depend on -- a model (its tensors and its plain settings),
-a function given as ``score_fn`` (its code and what its closure holds) -- for the resumable progress files
+"""Content fingerprints of what an evaluation's numbers depend on -- a model (its tensors and its plain settings,
+and a summary of what it scores: :class:`ScoreSignature`), a function given as ``score_fn`` (its code and what its
+closure holds) -- for the resumable progress files
 (kgeval._engine.resume) and the agreement of a distributed evaluation's ranks (kgeval._inputs). A leaf module
 (torch and the standard library only), read by kgeval._inputs and by the engine, which imports kgeval._inputs."""
 
@@ -9,12 +10,13 @@ import dataclasses
 import functools
 import hashlib
 import inspect
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 
 __all__ = [
+    "ScoreSignature",
     "callable_fingerprint",
     "dataset_content_fingerprint",
     "model_fingerprint",
@@ -180,3 +182,79 @@ def _hash_tensor(digest: Any, tensor: torch.Tensor) -> None:
     raw = data.view(torch.uint8) if data.dtype != torch.bool else data.to(torch.uint8)
     for start in range(0, raw.numel(), HASH_CHUNK):
         digest.update(raw[start : start + HASH_CHUNK].cpu().numpy().tobytes())
+
+
+#: the most candidates of one probe row a :class:`ScoreSignature` reads (the first and the last half of them)
+SIGNATURE_CANDIDATES = 2**16
+#: random +-1 projections of each probe row a :class:`ScoreSignature` keeps
+SIGNATURE_PROJECTIONS = 4
+#: how far two signatures' projections may differ, relative to their rows' root mean square, and still be the scores
+#: of one model: float32 rounding of another kernel, thread count or batch blocking stays orders of magnitude below
+SIGNATURE_TOLERANCE = 1e-5
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreSignature:
+    """What a model scores, in a few numbers: a summary of its own scores of a fixed probe (the first queries of an
+    evaluation's triples, each side, against all candidates or the first and last :data:`SIGNATURE_CANDIDATES` /
+    2 of them; kgeval._engine.identity scores them). Where kgeval reuses or combines results across calls,
+    processes or ranks (a resumed progress file, ``evaluate_many``'s result files, the ranks of a distributed
+    evaluation) it compares signatures beside the weight digest: a model whose scoring state is not in its
+    ``state_dict`` (a plain object holding a module, tensor attributes, a factory, a closure) is "the same" model
+    only when it scores the probe the same.
+
+    ``rows``: per probe row, ``(side, number of candidates, +inf count, -inf count, NaN count, root mean square of
+    the finite scores, then SIGNATURE_PROJECTIONS projections onto fixed random +-1 vectors / sqrt(n))``. Two
+    signatures agree when every count is equal and the RMS and projections differ by at most
+    :data:`SIGNATURE_TOLERANCE` times the larger RMS: a change of any one score by more than about
+    ``SIGNATURE_TOLERANCE * sqrt(n)`` RMS, or a small change of many, is seen; float rounding is not.
+    """
+
+    rows: tuple[tuple[Any, ...], ...]
+
+    @classmethod
+    def of_scores(cls, rows: Sequence[tuple[str, torch.Tensor]]) -> ScoreSignature:
+        """The signature of ``rows``: (side, scores of shape (queries, candidates)) in probe order."""
+        summary = []
+        for side, scores in rows:
+            table = scores.detach().to(device="cpu", dtype=torch.float64)
+            width = table.shape[1]
+            generator = torch.Generator(device="cpu").manual_seed(width)
+            signs = torch.randint(0, 2, (SIGNATURE_PROJECTIONS, width), generator=generator, device="cpu")
+            signs = (signs * 2 - 1).to(torch.float64)
+            for row in table:
+                finite = torch.isfinite(row)
+                values = torch.where(finite, row, torch.zeros((), dtype=torch.float64))
+                count = max(1, int(finite.sum()))
+                rms = float(values.square().sum().div(count).sqrt())
+                projections = (signs @ values / max(1.0, width**0.5)).tolist()
+                infinite = (int((row == float("inf")).sum()), int((row == float("-inf")).sum()), int(row.isnan().sum()))
+                summary.append((side, width, *infinite, rms, *projections))
+        return cls(tuple(summary))
+
+    def to_plain(self) -> list[list[Any]]:
+        """The signature as JSON values (and back with :meth:`from_plain`)."""
+        return [list(row) for row in self.rows]
+
+    @classmethod
+    def from_plain(cls, value: Any) -> ScoreSignature | None:
+        """The signature :meth:`to_plain` wrote; None for anything else (an older file has none)."""
+        if not isinstance(value, list | tuple) or not all(isinstance(row, list | tuple) for row in value):
+            return None
+        return cls(tuple(tuple(row) for row in value))
+
+    def difference(self, other: ScoreSignature | None) -> str | None:
+        """In words, how ``other``'s probe scores differ from these (None when they agree, see the class)."""
+        if other is None:
+            return "no probe scores were recorded"
+        if len(self.rows) != len(other.rows):
+            return f"{len(other.rows)} probe rows against {len(self.rows)}"
+        for number, (mine, theirs) in enumerate(zip(self.rows, other.rows, strict=True)):
+            if len(mine) != len(theirs) or tuple(mine[:5]) != tuple(theirs[:5]):
+                return f"probe row {number} has other candidates or non-finite scores"
+            scale = max(abs(float(mine[5])), abs(float(theirs[5])), 1e-30)
+            gap = max(abs(float(a) - float(b)) for a, b in zip(mine[5:], theirs[5:], strict=True))
+            if not gap <= SIGNATURE_TOLERANCE * scale:
+                return (f"the {mine[0]} scores of probe query {number} differ (by {gap / scale:.2e} of their root "
+                        "mean square)")  # fmt: skip
+        return None

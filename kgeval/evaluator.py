@@ -14,7 +14,8 @@ from typing import Any, Literal
 import torch
 
 from kgeval import _checks
-from kgeval._engine import MeasuredBatch, RankOptions, RunSettings, new_state, rank
+from kgeval._engine import MeasuredBatch, RankOptions, RunSettings, model_signature, new_state, rank
+from kgeval._fingerprints import ScoreSignature
 from kgeval._inputs import check_evaluation_inputs
 from kgeval.constraints import TypeConstraints
 from kgeval.results import RankBasedMetricResults
@@ -362,3 +363,31 @@ class RankBasedEvaluator(RankingSettings):
             self.ks,
             raw=RankBasedMetricResults.from_accumulators(raw, self.ks),  # type: ignore[arg-type]
         )
+
+    def score_signature(
+        self, model: Any, mapped_triples: torch.Tensor, **evaluate_kwargs: Any
+    ) -> ScoreSignature | None:
+        """What ``model`` scores, as kgeval identifies a model where it reuses or combines results (a resumed
+        ``progress_path``, :func:`kgeval.many.evaluate_many`'s ``results_dir``, the ranks of a distributed
+        evaluation): a summary of its own scores (its methods, never a fast path) of the first two triples' queries
+        of ``mapped_triples``, each side, scored as :meth:`evaluate` would score them (eval mode, inference mode,
+        this evaluator's matmul precision). Two signatures compare with ``a.difference(b)`` (None: the same scores,
+        up to float rounding). ``evaluate_kwargs``: :meth:`evaluate`'s keywords (those that do not choose the
+        model's scores -- sizes, progress, distribution -- are ignored). None for a sharded candidate table."""
+        keep = {
+            "additional_filter_triples",
+            "num_entities",
+            "restrict_entities_to",
+            "targets",
+            "drop_outside_restriction",
+            "restrict_relations_to",
+            "score_fn",
+            "type_constraints",
+            "device",
+            "mode",
+        }
+        kwargs = {key: value for key, value in evaluate_kwargs.items() if key in keep}
+        if evaluate_kwargs.get("pre_filtered_triples") is False:
+            kwargs["drop_outside_restriction"] = True
+        inputs = check_evaluation_inputs(model, mapped_triples, **kwargs)
+        return model_signature(inputs, self.matmul_precision)

@@ -2,7 +2,8 @@
 
 - :func:`rank` (:mod:`kgeval._engine.front`): rank every side of an evaluation -- the evaluator's door, with
   :class:`RankOptions`, :class:`RunSettings`, :class:`SideRanks`, :func:`new_state` and :func:`together` (a step
-  between two calls that every rank of a distributed evaluation fails together);
+  between two calls that every rank of a distributed evaluation fails together), and :func:`model_signature` (what
+  a model scores, by which resumed and combined results identify it);
 - :func:`top_k` (:mod:`kgeval._engine.predictions`): filtered top-k predictions, with :class:`TopKOptions`;
 - :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_arithmetic`: the pieces the sampled
   evaluator ranks its negatives with;
@@ -13,7 +14,7 @@ Nothing here is public API.
 """
 
 from kgeval._engine.filter_index import FilterIndex, pack_pairs
-from kgeval._engine.front import RankOptions, RunSettings, SideRanks, new_state, rank, together
+from kgeval._engine.front import RankOptions, RunSettings, SideRanks, model_signature, new_state, rank, together
 from kgeval._engine.own_candidates import candidate_scorer
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.predictions import TopKOptions, top_k
@@ -28,6 +29,7 @@ __all__ = [
     "TopKOptions",
     "candidate_scorer",
     "exact_arithmetic",
+    "model_signature",
     "new_state",
     "pack_pairs",
     "rank",

@@ -16,6 +16,7 @@ import torch
 from torch import distributed as dist
 
 from kgeval._engine.filter_index import content_fingerprint
+from kgeval._fingerprints import ScoreSignature
 from kgeval.accumulator import MetricAccumulator
 from kgeval.exceptions import DistributedEvaluationError
 from kgeval.typing import Target
@@ -55,8 +56,6 @@ ENTRY_TIMEOUT_VARIABLE = "KGEVAL_DISTRIBUTED_ENTRY_TIMEOUT"
 #: its default: long enough for a rank that saves a checkpoint or logs before evaluating, far below the process
 #: group's own timeout (30 min for gloo, 10 min for NCCL) that a rank evaluating alone would otherwise wait out
 DEFAULT_ENTRY_TIMEOUT = 60.0
-#: per process group (by name): how many collective evaluations this process has entered in it
-_ENTRIES: dict[str, int] = {}
 
 
 def entry_timeout() -> float:
@@ -79,10 +78,15 @@ def check_every_rank_entered(group: Any) -> None:
     :func:`entry_timeout` seconds (``if rank == 0: evaluator.evaluate(...)``: without this check rank 0 would wait
     in the first collective until the process group times out).
 
-    The ranks meet in the default group's key-value store (any backend, no collective): each adds one to a counter
-    of this evaluation (the n-th this process enters in ``group``); the last to arrive writes "entered", a rank that
-    waited in vain writes "abandoned" -- whichever is written first is every rank's outcome, so a rank that arrives
-    after the others gave up raises too instead of waiting in a collective for ranks that left.
+    The ranks meet in the default group's key-value store (any backend, no collective), under the group's current
+    *generation* -- a number the store holds, the same for every rank that enters: each rank adds one to the
+    generation's counter of arrivals; the last to arrive writes "entered", a rank that waited in vain writes
+    "abandoned" -- whichever is written first is every rank's outcome, so a rank that arrives after the others gave
+    up raises too instead of waiting in a collective for ranks that left. Either outcome moves the group to the next
+    generation (once), so the ranks' next evaluation meets afresh: an evaluation one rank entered alone and
+    abandoned leaves nothing behind, and a later evaluation every rank calls succeeds. (Before, each process counted
+    its own evaluations: after rank 0 had evaluated alone its count stayed one ahead of the others', and every later
+    collective evaluation failed as "entered after the other ranks gave up".)
 
     Raises
     ------
@@ -91,33 +95,38 @@ def check_every_rank_entered(group: Any) -> None:
     """
     store = dist.distributed_c10d._get_default_store()
     name = dist.distributed_c10d._get_process_group_name(group)
-    entry = _ENTRIES.get(name, 0)
-    _ENTRIES[name] = entry + 1
-    prefix, size, seconds = f"kgeval/evaluate/{name}/{entry}", dist.get_world_size(group), entry_timeout()
+    generation_key = f"kgeval/evaluate/{name}/generation"
+    generation = int(store.add(generation_key, 0))
+    prefix, size, seconds = f"kgeval/evaluate/{name}/{generation}", dist.get_world_size(group), entry_timeout()
     arrived = int(store.add(f"{prefix}/arrived", 1))
     if arrived >= size:
         outcome = store.compare_set(f"{prefix}/outcome", "", "entered")
-        _forget(store, f"kgeval/evaluate/{name}/{entry - 1}")  # every rank has passed the previous evaluation's check
+        _forget(store, f"kgeval/evaluate/{name}/{generation - 1}")  # every rank has passed the previous check
     else:
         try:
             store.wait([f"{prefix}/outcome"], timedelta(seconds=seconds))
             outcome = store.get(f"{prefix}/outcome")
         except RuntimeError:  # the wait timed out (torch.distributed.DistStoreError)
             outcome = store.compare_set(f"{prefix}/outcome", "", "abandoned")
+    # the group's next evaluation meets under the next generation, moved once by whichever rank comes first (every
+    # rank of this one read the generation before the last arrival or the abandonment)
+    store.compare_set(generation_key, str(generation), str(generation + 1))
     if outcome.decode() != "entered":
         rank = dist.get_rank(group)
         if arrived >= size:
             raise DistributedEvaluationError(
                 f"kgeval: rank {rank} entered evaluate more than {seconds:g} s after the other ranks of its process "
                 "group, which stopped waiting for it: call evaluate on every rank at the same point (or set "
-                f"{ENTRY_TIMEOUT_VARIABLE} to more seconds), or pass distributed=False to evaluate on one rank only"
+                f"{ENTRY_TIMEOUT_VARIABLE} to more seconds), or pass distributed=False to evaluate on one rank only. "
+                "The group's next evaluation that every rank calls runs as usual"
             )
         together = int(store.add(f"{prefix}/arrived", 0))
         alone = "alone" if together == 1 else f"with {together} of the group's {size} ranks"
         raise DistributedEvaluationError(
             f"kgeval: rank {rank} evaluates {alone}: pass distributed=False to evaluate on this rank only (the other "
             f"ranks of its process group did not call evaluate within {seconds:g} s; ranks that are only late: set "
-            f"{ENTRY_TIMEOUT_VARIABLE} to more seconds)"
+            f"{ENTRY_TIMEOUT_VARIABLE} to more seconds). The group's next evaluation that every rank calls runs as "
+            "usual"
         )
 
 
@@ -168,18 +177,25 @@ class CollectiveCheck:
     At exit every rank all-gathers (its error message or None, its fingerprint). A rank whose block raised -- any
     BaseException, KeyboardInterrupt included -- re-raises its own exception; the others raise
     :class:`DistributedEvaluationError` naming the failed rank(s).
-    When no rank failed but the fingerprints given to :meth:`expect_same` differ, every rank raises ValueError.
-    With ``group=None`` it does nothing.
+    When no rank failed but the fingerprints given to :meth:`expect_same` differ, or the score signatures given to
+    :meth:`expect_same_scores` disagree, every rank raises ValueError. With ``group=None`` it does nothing.
     """
 
     def __init__(self, group: Any | None) -> None:
         self.group = group
         self._fingerprint: dict[str, Any] | None = None
+        self._signature: ScoreSignature | None = None
 
     def expect_same(self, **inputs: Any) -> None:
         """Require these inputs to agree across ranks (checked at exit; see :func:`fingerprint`)."""
         if self.group is not None:
             self._fingerprint = fingerprint(**inputs)
+
+    def expect_same_scores(self, signature: ScoreSignature | None) -> None:
+        """Require every rank's model to score the probe as rank 0's does (checked at exit, within
+        :data:`kgeval._fingerprints.SIGNATURE_TOLERANCE`; a rank giving None is not compared)."""
+        if self.group is not None:
+            self._signature = signature
 
     def __enter__(self) -> CollectiveCheck:
         return self
@@ -193,14 +209,16 @@ class CollectiveCheck:
         # others (its training loop may catch the interrupt and go on) would leave them waiting in a collective
         message = None if exc is None else f"{type(exc).__name__}: {exc}"
         statuses: list[Any] = [None] * dist.get_world_size(self.group)
-        dist.all_gather_object(statuses, (message, self._fingerprint), group=self.group)
+        signature = None if self._signature is None else self._signature.to_plain()
+        dist.all_gather_object(statuses, (message, self._fingerprint, signature), group=self.group)
         if exc is not None:
             return False
-        failed = [(rank, error) for rank, (error, _) in enumerate(statuses) if error is not None]
+        failed = [(rank, error) for rank, (error, _, _) in enumerate(statuses) if error is not None]
         if failed:
             details = "; ".join(f"rank {rank}: {error}" for rank, error in failed)
             raise DistributedEvaluationError(f"distributed evaluation failed on another rank ({details})")
-        _raise_on_disagreement([prints for _, prints in statuses])
+        _raise_on_disagreement([prints for _, prints, _ in statuses])
+        _raise_on_other_models([ScoreSignature.from_plain(plain) for _, _, plain in statuses])
         return False
 
 
@@ -216,6 +234,27 @@ def _raise_on_disagreement(prints: list[dict[str, Any] | None]) -> None:
             f"the ranks disagree on the evaluation inputs {differing} (expected identical inputs on every rank; "
             f"{name} (shape, checksum) differs: {values}); every rank must call evaluate with the same triples, "
             "filter triples and options"
+        )
+
+
+def _raise_on_other_models(signatures: list[ScoreSignature | None]) -> None:
+    """ValueError when a rank's model scores the probe otherwise than rank 0's (:class:`ScoreSignature`), naming
+    the ranks that differ: a distributed evaluation shares the tasks of one model out, so ranks holding different
+    models (an EMA kept on rank 0 only, per-rank hyperparameters) would be merged into the ranks of neither."""
+    reference = signatures[0]
+    if reference is None:
+        return
+    differences = {rank: reference.difference(signature) for rank, signature in enumerate(signatures) if rank > 0
+                   and signature is not None}  # fmt: skip
+    differing = {rank: reason for rank, reason in differences.items() if reason is not None}
+    if differing:
+        first, reason = next(iter(differing.items()))
+        raise ValueError(
+            f"the ranks hold models that score differently: rank(s) {sorted(differing)} score kgeval's probe queries "
+            f"otherwise than rank 0 (rank {first}: {reason}). A distributed evaluation shares the tasks of one model "
+            "out across the ranks and merges their ranks, so every rank must hold the same model (load it from one "
+            "checkpoint, or broadcast rank 0's weights). To evaluate each rank's own model (an EMA kept on one rank, "
+            "a hyperparameter trial per rank), pass distributed=False on every rank"
         )
 
 

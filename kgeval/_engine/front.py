@@ -27,6 +27,7 @@ from kgeval._engine.distributed import (
 )
 from kgeval._engine.filter_index import FilterIndex, SideIndex
 from kgeval._engine.form_check import FormChecks
+from kgeval._engine.identity import score_signature
 from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
 from kgeval._engine.precision import MatmulPrecision, exact_arithmetic
@@ -36,14 +37,14 @@ from kgeval._engine.scoring import candidate_positions
 from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
 from kgeval._engine.sizes import choose_sizes, measured_sizes, measures_memory
 from kgeval._engine.threads import threads_for_the_machine
-from kgeval._fingerprints import model_fingerprint, model_settings, view_settings
+from kgeval._fingerprints import ScoreSignature, model_fingerprint, model_settings, view_settings
 from kgeval._inputs import CheckedInputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS, candidate_groups
 from kgeval.accumulator import MetricAccumulator
 from kgeval.typing import KernelChoice, Target
 
-__all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "new_state", "rank"]
+__all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "model_signature", "new_state", "rank"]
 
 #: the ranks a filtered evaluation reports: filtered only, filtered plus raw from the same pass, or ("all")
 #: filtered, raw and coarsely filtered (relations compared as r // filter_relation_stride) from the same pass
@@ -165,13 +166,18 @@ def _rank(
             strides = (options.filter_relation_stride, 1) if options.coarse_too else (options.filter_relation_stride,)
             index, *finer = state.filter_indices.get_each(known, inputs.triples.device, strides)
             fine_index = finer[0] if finer else None
+    signature = None
+    if group is not None and not inputs.model.declares_shard:
+        with CollectiveCheck(group) as check:  # every rank's model scores the probe as rank 0's, or all refuse
+            signature = model_signature(inputs, options.matmul_precision)
+            check.expect_same_scores(signature)
     shards = gather_shards(declared, inputs.num_entities, group) if declared else {}
     with CollectiveCheck(group):
         _check_sharded(shards, inputs, options, run.progress_path)
         task_index = inputs.task_index if shards else shard(inputs.task_index, group)  # sharded: every task here
         resume = None
         if run.progress_path is not None:
-            resume = _progress(run, options, inputs, task_index, group)
+            resume = _progress(run, options, inputs, task_index, group, signature)
     sides = _Sides(inputs, options, state, index, task_index, shards, group, fine_index)
     precision = exact_arithmetic(options.matmul_precision)
     with CollectiveCheck(group), evaluation_mode(inputs.model.model), torch.inference_mode(), precision:
@@ -182,6 +188,14 @@ def _rank(
     if resume is not None:
         resume.finish()
     return ranked
+
+
+def model_signature(inputs: CheckedInputs, precision: MatmulPrecision = "exact") -> ScoreSignature | None:
+    """What the model of ``inputs`` scores (kgeval._engine.identity.score_signature), scored as the evaluation scores
+    it: in evaluation mode, under ``torch.inference_mode`` and the evaluation's matmul ``precision``. Where results
+    are reused or combined across calls and ranks, this identifies the model beside its weight digest."""
+    with evaluation_mode(inputs.model.model), torch.inference_mode(), exact_arithmetic(precision):
+        return score_signature(inputs)
 
 
 def _declared_shards(inputs: CheckedInputs) -> dict[Target, tuple[int, int] | None]:
@@ -223,9 +237,15 @@ def _check_sharded(
 
 
 def _progress(
-    run: RunSettings, options: RankOptions, inputs: CheckedInputs, task_index: torch.Tensor, group: Any
+    run: RunSettings,
+    options: RankOptions,
+    inputs: CheckedInputs,
+    task_index: torch.Tensor,
+    group: Any,
+    signature: ScoreSignature | None = None,
 ) -> EvaluationProgress:
-    """The progress of this evaluation (this rank's file under torch.distributed), read back if saved."""
+    """The progress of this evaluation (this rank's file under torch.distributed), read back if saved: a file of
+    another model (weights, or ``signature``: what it scores, computed here when not given) is started over."""
     identity = fingerprint(
         **inputs.identity(),
         evaluated_rows=task_index,
@@ -241,7 +261,8 @@ def _progress(
         rank, world_size = dist.get_rank(group), dist.get_world_size(group)
         identity["rank"] = (rank, world_size)
         path = rank_file(path, rank, world_size)
-    return EvaluationProgress(path, identity, run.save_every, model_settings(inputs.model.model))
+    signature = signature if signature is not None else model_signature(inputs, options.matmul_precision)
+    return EvaluationProgress(path, identity, run.save_every, model_settings(inputs.model.model), signature)
 
 
 def _synchronized(ranked: dict[Target, SideRanks], group: Any) -> dict[Target, SideRanks]:

@@ -26,6 +26,7 @@ import torch
 
 from kgeval._engine.counting import BatchCounts, SideCounts
 from kgeval._files import replace_atomically
+from kgeval._fingerprints import ScoreSignature
 from kgeval.exceptions import ResumeWarning
 
 #: the progress file format this module writes and reads
@@ -75,17 +76,24 @@ class EvaluationProgress:
         Everything the counts depend on (plain values, tuples and strings; compared for equality).
     save_every : float
         Seconds between saves.
+    settings : mapping, optional
+        The model's plain attributes (kgeval._fingerprints.model_settings), compared with a warning only.
+    signature : ScoreSignature, optional
+        What the model scores (kgeval._engine.identity). A file whose model differs -- its ``"model"`` entry (the
+        weight digest) or its signature -- holds the ranks of another model (retrained since, or a plain object whose
+        state no weight digest sees): it is not resumed but started over, with a :class:`ResumeWarning` saying why,
+        never mixed in.
 
     Raises
     ------
     ValueError
-        When the file holds the progress of another evaluation (naming the entries that differ) or is not a kgeval
-        progress file.
+        When the file holds the progress of another evaluation (other triples, filter or options: naming the
+        entries that differ) or is not a kgeval progress file.
     """
 
     def __init__(
         self, path: str | os.PathLike[str], fingerprint: Mapping[str, Any], save_every: float,
-        settings: Mapping[str, str] | None = None,
+        settings: Mapping[str, str] | None = None, signature: ScoreSignature | None = None,
     ) -> None:  # fmt: skip
         if (not isinstance(save_every, int | float) or isinstance(save_every, bool) or not math.isfinite(save_every)
                 or save_every < 0):  # fmt: skip
@@ -95,6 +103,7 @@ class EvaluationProgress:
             raise ValueError(f"the progress file's folder {str(self.path.parent)!r} does not exist")
         self.fingerprint = dict(fingerprint)
         self.settings = dict(settings or {})
+        self.signature = signature
         self.save_every = float(save_every)
         self.sides: dict[Hashable, SideProgress] = {}
         self.resumed_tasks = 0  #: tasks read back from the file (done by an earlier call)
@@ -121,6 +130,7 @@ class EvaluationProgress:
             "format": FORMAT,
             "fingerprint": self.fingerprint,
             "settings": self.settings,
+            "scores": None if self.signature is None else self.signature.to_plain(),
             "sides": {key: _side_state(progress) for key, progress in self.sides.items()},
         }
         replace_atomically(self.path, lambda handle: torch.save(state, handle))
@@ -145,17 +155,38 @@ class EvaluationProgress:
                              "or pass another progress path")  # fmt: skip
         names = {*saved, *self.fingerprint}
         differing = sorted(name for name in names if saved.get(name) != self.fingerprint.get(name))
-        if differing:
+        other_model = self._other_model(saved, state.get("scores"))
+        if differing and differing != ["model"]:
             raise ValueError(
                 f"the progress file {str(self.path)!r} belongs to another evaluation: {', '.join(differing)} "
                 "differ(s) from this call's; resume with the same model, triples, filter and options, or remove the "
                 "file to start over"
             )
-        self._compare_settings(state.get("settings", {}))
+        if other_model is not None:
+            warnings.warn(
+                f"the progress file {str(self.path)!r} holds the ranks of another model ({other_model}): they are "
+                "not resumed; the evaluation starts over and replaces the file (ranks of two models are never "
+                "mixed)",
+                ResumeWarning,
+                stacklevel=2,
+            )
+            return
+        if self.signature is None:  # else the model scores the probe as the saved one did: a changed plain
+            self._compare_settings(state.get("settings", {}))  # attribute is a counter, not a setting of its scores
         for key, side_state in state["sides"].items():
             progress = _side_progress(side_state)
             self.sides[key] = progress
             self.resumed_tasks += progress.done
+
+    def _other_model(self, saved: Mapping[str, Any], scores: Any) -> str | None:
+        """How the saved model differs from this call's, in words (its weight digest, or what it scores), or None
+        when it is the same."""
+        if saved.get("model") != self.fingerprint.get("model"):
+            return "its weights or buffers differ"
+        if self.signature is None:
+            return None
+        difference = self.signature.difference(ScoreSignature.from_plain(scores))
+        return None if difference is None else f"it scores otherwise: {difference}"
 
     def _compare_settings(self, saved: Mapping[str, str]) -> None:
         """Warn, naming them, about plain model attributes that differ from the saved progress's: a setting (TransE's

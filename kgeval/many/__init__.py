@@ -33,6 +33,7 @@ from kgeval.adapters.devices import model_device
 from kgeval.adapters.graph import on_graphs
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, TriplesDataset, load_dataset
 from kgeval.evaluator import RankBasedEvaluator
+from kgeval.exceptions import ModelChangedWarning, warn_caller
 from kgeval.graphs import Graph
 from kgeval.many._store import GraphStore, graph_fingerprint, model_identity
 from kgeval.many._text import Block, metric_blocks, text_table
@@ -212,6 +213,7 @@ def evaluate_many(
     rows: list[dict[str, Any]] = []
     results: dict[str, RankBasedMetricResults] = {}
     resumed: list[str] = []
+    previous: _Probed | None = None
     bar = tqdm(given, desc="graphs", unit="graph", disable=not use_tqdm)
     for item in bar:
         dataset = load_dataset(item) if isinstance(item, (str, os.PathLike)) else item
@@ -219,10 +221,13 @@ def evaluate_many(
         bar.set_postfix_str(dataset.name)
         if dataset.name in results:
             raise ValueError(f"two datasets are named {dataset.name!r}: each row of the table is one graph, by name")
+        model = model_for if _is_model(model_for) else model_for(dataset)
+        bound, kwargs = graph_call(model, dataset, split, validation_filter, evaluate_kwargs)
+        probed = _Probed(dataset.name, model, bound, kwargs, evaluator.score_signature(bound, **kwargs))
         fingerprint = saved = None
         if store is not None:
             fingerprint = graph_fingerprint(dataset, group, split, validation_filter, evaluator, evaluate_kwargs,
-                                            str(model_id))  # fmt: skip
+                                            str(model_id), probed.signature)  # fmt: skip
             saved = store.load(dataset.name, fingerprint)
             if saved is not None:
                 resumed.append(dataset.name)
@@ -232,10 +237,11 @@ def evaluate_many(
         if saved is not None:
             result, seconds = saved
         else:
-            model = model_for if _is_model(model_for) else model_for(dataset)
             start = time.perf_counter()
-            result = evaluate_one(evaluator, model, dataset, split, validation_filter, **evaluate_kwargs)
+            result = evaluator.evaluate(bound, **kwargs)
             seconds = time.perf_counter() - start
+            _warn_if_scores_moved(evaluator, previous, model, dataset.name)
+        previous = probed
         results[dataset.name] = result
         rows.append({"dataset": dataset.name, "group": group, "split": split, **row_of(result), "seconds": seconds})
         if store is not None and saved is None:
@@ -248,14 +254,59 @@ def evaluate_one(evaluator: RankBasedEvaluator, model: Any, dataset: Any, split:
                  validation_filter: str = "inference", **evaluate_kwargs: Any) -> RankBasedMetricResults:  # fmt: skip
     """One graph's evaluation, as :func:`evaluate_many` makes it: the dataset's ``evaluation_kwargs(split)``, a
     graph-conditioned model bound to the dataset's graphs."""
+    bound, kwargs = graph_call(model, dataset, split, validation_filter, evaluate_kwargs)
+    return evaluator.evaluate(bound, **kwargs)
+
+
+def graph_call(model: Any, dataset: Any, split: str, validation_filter: str,
+               evaluate_kwargs: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:  # fmt: skip
+    """(the model as one graph's evaluation scores it, the keywords of that evaluation): the dataset's
+    ``evaluation_kwargs(split)`` with ``evaluate_kwargs`` (no progress bar unless asked), a graph-conditioned model
+    bound to the dataset's graphs."""
     if isinstance(dataset, FullyInductiveDataset | InductiveDataset):
         kwargs = dataset.evaluation_kwargs(split, validation_filter=validation_filter)  # type: ignore[arg-type]
     else:
         kwargs = dataset.evaluation_kwargs(split)
     if is_graph_conditioned(model):
         model = on_graphs(model, dataset) if "mode" in kwargs else OnTrainingGraph(model, training_graph(dataset))
-    evaluate_kwargs.setdefault("use_tqdm", False)
-    return evaluator.evaluate(model, **kwargs, **evaluate_kwargs)
+    twice = sorted(set(kwargs) & set(evaluate_kwargs))
+    if twice:
+        raise TypeError(f"{twice[0]!r} is set by the dataset's evaluation_kwargs({split!r}); do not pass it to "
+                        "evaluate_many")  # fmt: skip
+    return model, {"use_tqdm": False, **kwargs, **evaluate_kwargs}
+
+
+@dataclass(frozen=True)
+class _Probed:
+    """One graph's model as its evaluation scored it, and what it scored on the probe before its evaluation."""
+
+    name: str
+    model: Any  #: as ``model_for`` gave it
+    bound: Any  #: bound to the graph (a graph-conditioned model)
+    kwargs: dict[str, Any]
+    signature: Any  #: kgeval._fingerprints.ScoreSignature or None
+
+
+def _warn_if_scores_moved(evaluator: RankBasedEvaluator, previous: _Probed | None, model: Any,
+                          evaluated: str) -> None:  # fmt: skip
+    """A :class:`kgeval.exceptions.ModelChangedWarning` when the model of the graph before scores that graph's probe
+    otherwise now that ``evaluated`` was evaluated with the same model object ``model``: it keeps state across graphs (a
+    cache of node features filled for one graph and read for the next), so a graph's numbers depend on the graphs
+    before it. Graphs with a model of their own (``model_for`` building one per graph) are not probed again."""
+    if previous is None or previous.signature is None:
+        return
+    if previous.model is not model:
+        return
+    now = evaluator.score_signature(previous.bound, **previous.kwargs)
+    reason = previous.signature.difference(now)
+    if reason is not None:
+        warn_caller(
+            f"kgeval: the model scores {previous.name} otherwise after {evaluated} was evaluated ({reason}): it keeps "
+            "state across graphs (a cache of node or relation features filled for one graph and read for another?), "
+            "so each graph's numbers may depend on the graphs evaluated before it. Clear such a cache when the graph "
+            "changes, or give each graph a model of its own (model_for building one per dataset)",
+            ModelChangedWarning,
+        )
 
 
 def row_of(results: RankBasedMetricResults) -> dict[str, Any]:

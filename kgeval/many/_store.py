@@ -21,6 +21,7 @@ from typing import Any
 from kgeval._checks import make_folder
 from kgeval._files import replace_atomically
 from kgeval._fingerprints import (
+    ScoreSignature,
     callable_fingerprint,
     dataset_content_fingerprint,
     model_fingerprint,
@@ -33,12 +34,15 @@ from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import ResumeWarning
 from kgeval.results import RankBasedMetricResults
 
-__all__ = ["FORMAT", "GraphStore", "graph_fingerprint", "model_identity"]
+__all__ = ["FORMAT", "SCORES", "GraphStore", "graph_fingerprint", "model_identity"]
 
 #: the per-graph result file format this module writes and reads
 FORMAT = "kgeval-many-graph-1"
 #: keywords of :meth:`RankBasedEvaluator.evaluate` that change how a graph is ranked, never its numbers (kgeval's
 #: ranks are exact in any batch, slice, device and kernel); every other keyword counts in the fingerprint
+#: the fingerprint's entry of what the graph's model scores (:class:`kgeval._fingerprints.ScoreSignature`), compared
+#: within float rounding, not for equality
+SCORES = "model scores"
 NEUTRAL_KEYWORDS = frozenset({"batch_size", "slice_size", "device", "use_tqdm", "tqdm_kwargs", "progress_path",
                               "save_every", "do_time_consuming_checks", "distributed", "process_group"})  # fmt: skip
 
@@ -56,12 +60,15 @@ def model_identity(model_for: Any, is_model: bool) -> str:
 
 
 def graph_fingerprint(dataset: Any, group: str, split: str, validation_filter: str, evaluator: RankBasedEvaluator,
-                      evaluate_kwargs: dict[str, Any], model: str) -> dict[str, Any]:  # fmt: skip
+                      evaluate_kwargs: dict[str, Any], model: str,
+                      signature: ScoreSignature | None = None) -> dict[str, Any]:  # fmt: skip
     """Everything one graph's numbers depend on, as plain JSON values (compared entry by entry): the dataset's name,
     group and content (:func:`kgeval._fingerprints.dataset_content_fingerprint`), the split, the validation filter
     (where it applies: an inductive dataset's valid split), the evaluator's settings that change numbers
     (``filtered``, ``ks``, ``keep_records``, ``matmul_precision``), the keywords of ``evaluate`` other than
-    :data:`NEUTRAL_KEYWORDS` (by a hash of their values), the model's identity and kgeval's version."""
+    :data:`NEUTRAL_KEYWORDS` (by a hash of their values), the model's identity, what the graph's model scores
+    (``signature``, under :data:`SCORES`: compared within float rounding, see
+    :class:`kgeval._fingerprints.ScoreSignature`) and kgeval's version."""
     inductive = isinstance(dataset, InductiveDataset | FullyInductiveDataset)
     kwargs = {key: value for key, value in sorted(evaluate_kwargs.items()) if key not in NEUTRAL_KEYWORDS}
     return {
@@ -74,6 +81,7 @@ def graph_fingerprint(dataset: Any, group: str, split: str, validation_filter: s
                       "keep_records": evaluator.keep_records, "matmul_precision": evaluator.matmul_precision},
         "evaluate keywords": {key: value_fingerprint(value) for key, value in kwargs.items()},
         "model": model,
+        SCORES: None if signature is None else signature.to_plain(),
         "kgeval": __version__,
     }  # fmt: skip
 
@@ -112,7 +120,14 @@ class GraphStore:
             if not isinstance(document, dict) or document.get("format") != FORMAT:
                 raise ValueError(f"not a {FORMAT} file")
             saved = document["fingerprint"]
-            differing = sorted(key for key in {*saved, *fingerprint} if saved.get(key) != fingerprint.get(key))
+            differing = sorted(key for key in {*saved, *fingerprint} - {SCORES}
+                               if saved.get(key) != fingerprint.get(key))  # fmt: skip
+            scores = ScoreSignature.from_plain(fingerprint.get(SCORES))
+            other = None if scores is None else scores.difference(ScoreSignature.from_plain(saved.get(SCORES)))
+            if other is not None and not differing:
+                _warn(f"{str(path)!r} holds {name} evaluated by a model that scores otherwise ({other}; retrained "
+                      "since?): evaluating it again")  # fmt: skip
+                return None
             if differing:
                 _warn(f"{str(path)!r} holds {name} evaluated with other inputs ({', '.join(differing)} differ): "
                       "evaluating it again")  # fmt: skip

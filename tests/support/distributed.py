@@ -294,19 +294,21 @@ class CrashingScores:
 
 
 def resumed(rank: int | None) -> Any:
-    """Every rank fails after 6 query rows of its share with a progress file, then a second call resumes: its
-    results, (an uninterrupted distributed run's results, rows scored by the failed call, by the resuming one and
-    by the uninterrupted one, whether this rank's progress file existed between the calls and after the second)."""
+    """Every rank fails after 6 query rows of its share (and the 4 rows of the probe of what its model scores, which
+    every distributed evaluation scores first) with a progress file, then a second call resumes: its results, (an
+    uninterrupted distributed run's results, rows scored by the failed call, by the resuming one and by the
+    uninterrupted one, whether this rank's progress file existed between the calls and after the second). The
+    fast path's probes are off (``check_fast_path=False``): the counts are the ranking's and the identity probe's."""
     graph = random_graph(3, 30, 4, 40, 60)
     model = DistMult(30, 4, dim=8, seed=0)
-    evaluator = RankBasedEvaluator(batch_size=4)
+    evaluator = RankBasedEvaluator(batch_size=4, check_fast_path=False)
     kwargs = {"additional_filter_triples": graph.filter_triples, "use_tqdm": False}
     if rank is None:
         return evaluator.evaluate(CrashingScores(model, None), graph.triples, distributed=False, **kwargs), None
     folder = Path(os.environ["KGEVAL_TEST_PROGRESS_DIR"])
     path = folder / "progress.pt"
     own_file = folder / f"progress.pt.rank{rank}-of-{dist.get_world_size()}"
-    first = CrashingScores(model, 6)
+    first = CrashingScores(model, 4 + 6)
     with contextlib.suppress(Crash):
         evaluator.evaluate(first, graph.triples, progress_path=path, save_every=0, **kwargs)
     between = own_file.exists()

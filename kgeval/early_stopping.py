@@ -1,6 +1,13 @@
 """EarlyStopper: from any training loop, evaluate the validation triples every ``frequency`` epochs, keep the best
 weights (in the metric's own direction), and after ``patience`` evaluations without improvement restore them and
 stop.
+
+The best weights are every tensor scoring may read that kgeval can find (:func:`_restorable_tensors`): the
+``state_dict`` of the model -- or of each torch module a scorer that is not a module holds
+(:func:`kgeval._modes.held_modules`) -- and the tensors outside it: non-persistent buffers, and plain tensor
+attributes of the model, of its submodules and of a non-module scorer itself. A model holding none is refused when
+the stopper is made, not after an epoch of training; a restored model that does not score as the best one did (it
+holds state kgeval cannot see) is warned about.
 """
 
 from __future__ import annotations
@@ -8,7 +15,8 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +24,8 @@ import torch
 
 from kgeval._checks import check_positive_int, check_writable_file
 from kgeval._files import replace_atomically
+from kgeval._modes import evaluation_mode, held_modules
+from kgeval.exceptions import warn_caller
 from kgeval.keys import format_key, parse_key
 from kgeval.metrics.registry import lookup, reported_keys
 from kgeval.results import RankBasedMetricResults
@@ -42,8 +52,11 @@ class EarlyStopper:
     Parameters
     ----------
     evaluator : RankBasedEvaluator
-    model : torch.nn.Module
-        The model being trained; its ``state_dict`` is copied at every improvement and loaded back on stopping.
+    model : torch.nn.Module or scorer
+        The model being trained, a torch module or any scorer ``evaluator.evaluate`` takes; at every improvement
+        each tensor it scores with that kgeval can find is copied (to the CPU, or to ``checkpoint_path``), and
+        copied back on stopping (see Notes). A model in which kgeval finds no tensor at all (a plain object whose
+        network is behind a closure or a bound method) is refused here: its best weights could not be restored.
     mapped_triples : LongTensor of shape (n, 3)
         The validation triples.
     additional_filter_triples : LongTensor or sequence of them, optional
@@ -85,9 +98,31 @@ class EarlyStopper:
     best_results : RankBasedMetricResults or None
         The results of the best evaluation, with their per-task records.
 
+    Raises
+    ------
+    TypeError
+        For a model in which kgeval finds no tensor to save.
+
     Notes
     -----
-    Only the model's ``state_dict`` (parameters and buffers) is saved and restored, not the optimizer's state.
+    What is saved at each improvement and restored:
+
+    - a torch module: its ``state_dict`` (parameters, persistent buffers, extra state), its non-persistent buffers
+      and the plain tensors held in the ``__dict__`` of the module or of any submodule (``self.table =
+      torch.randn(...)``, a cache refreshed after each step);
+    - a scorer that is not a torch module: the same for each torch module it holds (in its attributes, the lists,
+      tuples and dicts it holds and nested plain objects: :func:`kgeval._modes.held_modules`), and the tensors
+      among its own attributes.
+
+    Tensors are restored in place (``copy_``, bit for bit), so an optimizer and any other reference keep pointing
+    at the model's tensors; one whose shape, dtype or device changed since (or an attribute that is no longer a
+    tensor) is set back as an attribute. Not saved: the optimizer's state, numbers and other non-tensor attributes,
+    tensors in lists or dicts, state behind closures. To catch those, the scores of the first two validation
+    triples' tail queries (``model.score_t``, eval mode, no autograd) are kept at every improvement and compared
+    after a restore: a restored model that scores otherwise -- it holds state kgeval did not save, or scores at
+    random in eval mode -- is warned about (a ``UserWarning``). Scorers without ``score_t``, or whose probe
+    fails, are restored without this check.
+
     Evaluation goes through ``evaluator.evaluate``, which puts the model in eval mode and restores its mode.
     """
 
@@ -109,6 +144,7 @@ class EarlyStopper:
         mode: InductiveMode | None = None,
     ) -> None:
         self.evaluator = evaluator
+        _check_restorable(model)
         self.model = model
         self.metric = _check_metric(metric, evaluator)
         self.larger_is_better = _direction(self.metric, larger_is_better)
@@ -136,7 +172,11 @@ class EarlyStopper:
         self.history: list[StopperEvaluation] = []
         self.stopped = False
         self.num_bad_evaluations = 0
-        self._best_state: dict[str, torch.Tensor] | None = None
+        self._best_state: dict[str, Any] | None = None
+        #: the entries of the best state that are no state_dict's (path -> the tensor's device when saved)
+        self._best_loose: dict[str, torch.device] = {}
+        #: the scores of a few queries of the best model (:meth:`_probe`), checked after a restore
+        self._best_probe: torch.Tensor | None = None
         self._last_epoch: int | None = None
 
     def __repr__(self) -> str:
@@ -190,6 +230,7 @@ class EarlyStopper:
         improved = self.is_improvement(value)
         if improved:
             self._save_best_weights()  # first: a failed save leaves the previous best state untouched
+            self._best_probe = self._probe()
             self.best_epoch, self.best_metric, self.best_results = epoch, value, results
             self.num_bad_evaluations = 0
         else:
@@ -213,24 +254,195 @@ class EarlyStopper:
 
     # -- weights ----------------------------------------------------------------------------------------------
     def _save_best_weights(self) -> None:
-        """Keep the model's weights as the best ones; with a checkpoint path, atomically: they are written to a
-        temporary file in the same folder and renamed over the previous file only once complete, so an
-        interrupted or failed save (disk full, killed job) leaves the previous best weights in place."""
-        state = {name: tensor.detach().to("cpu", copy=True) for name, tensor in self.model.state_dict().items()}
+        """Keep the model's weights as the best ones (see the class's Notes); with a checkpoint path, atomically:
+        they are written to a temporary file in the same folder and renamed over the previous file only once
+        complete, so an interrupted or failed save (disk full, killed job) leaves the previous best weights in
+        place. The file holds one flat dict: the ``state_dict`` entries (of a module; prefixed by where a non-module
+        scorer holds each module) and the tensors outside them by their attribute paths."""
+        state: dict[str, Any] = {}
+        for prefix, module in held_modules(self.model):
+            for name, value in module.state_dict().items():
+                state[prefix + name] = _cpu_copy(value)
+        loose: dict[str, torch.device] = {}
+        copies: dict[int, torch.Tensor] = {}  # an aliased tensor is copied once
+        for path, (_owner, _attribute, tensor) in _loose_tensors(self.model).items():
+            if id(tensor) not in copies:
+                copies[id(tensor)] = _cpu_copy(tensor)
+            state[path], loose[path] = copies[id(tensor)], tensor.device
         if self.checkpoint_path is None:
             self._best_state = state
-            return
-        replace_atomically(self.checkpoint_path, lambda handle: torch.save(state, handle), sync=True)
+        else:
+            replace_atomically(self.checkpoint_path, lambda handle: torch.save(state, handle), sync=True)
+        self._best_loose = loose  # only once saved: it says which entries of the saved state are loose
 
     def restore_best_weights(self) -> None:
-        """Load the weights of the best evaluation into the model (bit for bit)."""
+        """Load the weights of the best evaluation back into the model (bit for bit, see the class's Notes); warn
+        when the restored model does not score the probe queries as the best one did."""
         if self.best_epoch is None:
             raise ValueError("there are no best weights yet: no evaluation has improved the metric")
         if self.checkpoint_path is not None:
             state = torch.load(self.checkpoint_path, map_location="cpu", weights_only=True)
         else:
             state = self._best_state
-        self.model.load_state_dict(state)
+        assert state is not None  # saved with the best epoch
+        for prefix, module in held_modules(self.model):
+            part = {key[len(prefix) :]: value for key, value in state.items()
+                    if key.startswith(prefix) and key not in self._best_loose}  # fmt: skip
+            module.load_state_dict(part)
+        owners = _owners(self.model)
+        for path, device in self._best_loose.items():
+            owner_path, _, attribute = path.rpartition(".")
+            if owner_path in owners:
+                _put_back(owners[owner_path], attribute, state[path], device)
+        self._check_restored()
+
+    # -- the check of a restore --------------------------------------------------------------------------------
+    def _probe(self) -> torch.Tensor | None:
+        """The scores of the tail queries of the first :data:`PROBE_QUERIES` validation triples, on the CPU
+        (``model.score_t`` in eval mode, under ``torch.inference_mode``, the random number generators kept); None
+        for a model without ``score_t``, or whose call fails (its evaluation may take another route)."""
+        score_t = getattr(self.model, "score_t", None)
+        if not callable(score_t) or self.triples.ndim != 2 or self.triples.shape[0] == 0:
+            return None
+        device = _device(self.model)
+        mode = self.evaluate_kwargs.get("mode")
+        kwargs = {"mode": mode} if mode is not None else {}
+        try:
+            hr_batch = self.triples[:PROBE_QUERIES, :2].to(device)
+            with _random_state_kept(device), evaluation_mode(self.model), torch.inference_mode():
+                scores = score_t(hr_batch, **kwargs)
+        except Exception as error:  # the check is optional; the evaluation reports real failures
+            logger.debug("no probe of the restored model: score_t failed (%r)", error)
+            return None
+        if not isinstance(scores, torch.Tensor) or scores.is_complex():
+            return None
+        return scores.detach().to("cpu", torch.float64, copy=True)
+
+    def _check_restored(self) -> None:
+        """A UserWarning when the restored model scores the probe queries otherwise than the best one did."""
+        if self._best_probe is None:
+            return
+        now = self._probe()
+        if now is None or _same_scores(self._best_probe, now):
+            return
+        if now.shape != self._best_probe.shape:
+            difference = f"scores of shape {tuple(now.shape)}, then {tuple(self._best_probe.shape)}"
+        else:
+            differ = ~torch.isclose(now, self._best_probe, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True)
+            largest = (now - self._best_probe).abs()[differ].max().item()
+            difference = f"{int(differ.sum())} of {now.numel()} probe scores differ, by up to {largest:.3g}"
+        warn_caller(
+            f"kgeval: EarlyStopper restored the best weights of {type(self.model).__name__} (epoch "
+            f"{self.best_epoch}, {self.metric} {self.best_metric:.6g}), but the restored model does not score as it "
+            f"did then ({difference}, scoring the tail queries of the first {PROBE_QUERIES} validation triples): it "
+            "holds state kgeval did not save (a tensor in a list or dict, a number, state behind a closure), or its "
+            "scores are random in eval mode, so best_metric does not describe it. Keep what scoring reads in "
+            "parameters, buffers or tensor attributes, or save and restore that state yourself",
+            UserWarning,
+        )
+
+
+#: validation triples whose tail queries are scored to check a restore (a signature of the best model)
+PROBE_QUERIES = 2
+#: the tolerance within which probe scores count as equal (float rounding: a restore is bit for bit, a
+#: nondeterministic kernel may still round differently)
+PROBE_RTOL, PROBE_ATOL = 1e-5, 1e-6
+
+
+def _same_scores(before: torch.Tensor, after: torch.Tensor) -> bool:
+    return before.shape == after.shape and torch.allclose(
+        after, before, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True
+    )
+
+
+@contextmanager
+def _random_state_kept(device: torch.device) -> Iterator[None]:
+    """The CPU's random number generator (and the CUDA device's) as they were after the block: a model that draws
+    random numbers while it scores does not move the caller's stream."""
+    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
+    with torch.random.fork_rng(devices=cuda):
+        yield
+
+
+# -- what is saved -------------------------------------------------------------------------------------------------
+def _cpu_copy(value: Any) -> Any:
+    return value.detach().to("cpu", copy=True) if isinstance(value, torch.Tensor) else value
+
+
+def _owners(model: Any) -> dict[str, Any]:
+    """path -> object, of every object whose tensors are saved: each held module and its submodules (by their
+    paths, prefixed where a non-module scorer holds them), and a non-module scorer itself (``""``)."""
+    owners: dict[str, Any] = {} if isinstance(model, torch.nn.Module) else {"": model}
+    for prefix, module in held_modules(model):
+        for name, submodule in module.named_modules():
+            owners.setdefault(f"{prefix}{name}".rstrip("."), submodule)
+    return owners
+
+
+def _loose_tensors(model: Any) -> dict[str, tuple[Any, str, torch.Tensor]]:
+    """path -> (owner, attribute, tensor) of the tensors scoring may read that no ``state_dict`` holds: the
+    non-persistent buffers of the held modules and their submodules, and the plain tensors in the ``__dict__`` of
+    those modules and of a non-module scorer itself."""
+    found: dict[str, tuple[Any, str, torch.Tensor]] = {}
+    for owner_path, owner in _owners(model).items():
+        items = list(vars(owner).items()) if isinstance(getattr(owner, "__dict__", None), dict) else []
+        if isinstance(owner, torch.nn.Module):
+            items += [(name, buffer) for name, buffer in owner._buffers.items()
+                      if name in owner._non_persistent_buffers_set]  # fmt: skip
+        for attribute, value in items:
+            if isinstance(value, torch.Tensor):
+                path = f"{owner_path}.{attribute}" if owner_path else attribute
+                found[path] = (owner, attribute, value)
+    return found
+
+
+def _check_restorable(model: Any) -> None:
+    """TypeError when kgeval finds no tensor in ``model`` to save: its best weights could not be restored."""
+    modules = held_modules(model)
+    if any(True for _, module in modules for _ in (*module.parameters(), *module.buffers())):
+        return
+    if _loose_tensors(model) or any(module.state_dict() for _, module in modules):  # packed state, say
+        return
+    name = type(model).__name__
+    where = ("it has no parameter, buffer or tensor attribute" if isinstance(model, torch.nn.Module) else
+             "it is not a torch module, and holds no torch module or tensor in its attributes or in the lists, "
+             "tuples, dicts and plain objects they hold (its network may be behind a closure, a bound method or a "
+             "class attribute)")  # fmt: skip
+    raise TypeError(
+        f"EarlyStopper cannot keep the best weights of {name}: {where}, so kgeval finds nothing to save and could "
+        "not restore the best epoch's model after training changed it. Pass the torch module that holds the "
+        "weights, or a scorer that holds its modules or tensors in attributes"
+    )
+
+
+def _device(model: Any) -> torch.device:
+    """The device of the model's first tensor (the CPU for a model without one)."""
+    for _, module in held_modules(model):
+        for tensor in (*module.parameters(), *module.buffers()):
+            return tensor.device
+    for _owner, _attribute, tensor in _loose_tensors(model).values():
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _put_back(owner: Any, attribute: str, saved: torch.Tensor, device: torch.device) -> None:
+    """Copy ``saved`` into the owner's tensor in place (bit for bit: optimizers and references keep pointing at
+    it); set the attribute to a copy on ``device`` where there is no tensor of the same shape, dtype and device
+    to copy into (or one that cannot be written outside inference mode)."""
+    if isinstance(owner, torch.nn.Module) and attribute in owner._buffers:
+        current = owner._buffers[attribute]
+    else:
+        current = vars(owner).get(attribute)
+    if (
+        isinstance(current, torch.Tensor)
+        and (current.shape, current.dtype, current.device, current.layout)
+        == (saved.shape, saved.dtype, device, torch.strided)
+        and not current.is_inference()
+    ):
+        with torch.no_grad():
+            current.copy_(saved)
+    else:
+        setattr(owner, attribute, saved.to(device, copy=True))
 
 
 # -- validation helpers -------------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import warnings
 
 import numpy as np
 import pytest
@@ -351,3 +352,231 @@ def test_epochs_count_from_one(problem, epoch: int):
 def test_restore_before_any_improvement(problem):
     with raises_exactly(ValueError, "there are no best weights yet: no evaluation has improved the metric"):
         _stopper(problem)[1].restore_best_weights()
+
+
+# -- what scoring reads, restored (issue 58) ----------------------------------------------------------------------
+class LooseQualityModel(ScriptedModel):
+    """``quality`` outside the ``state_dict``: a non-persistent buffer written in place, or a plain tensor attribute
+    replaced at every epoch (``tag`` stays a parameter)."""
+
+    def __init__(self, noise: torch.Tensor, bonus: torch.Tensor, where: str) -> None:
+        super().__init__(noise, bonus)
+        del self.quality
+        self.where = where
+        if where == "buffer":
+            self.register_buffer("quality", torch.zeros(()), persistent=False)
+        else:
+            self.quality = torch.zeros(())
+
+    def set_epoch(self, level: int, epoch: int) -> None:
+        with torch.no_grad():
+            self.tag.copy_(torch.randn(8, generator=torch.Generator().manual_seed(1000 + epoch)))
+            if self.where == "buffer":
+                self.quality.fill_(LEVELS[level])
+            else:
+                self.quality = torch.tensor(LEVELS[level])
+
+
+def _fresh_mrr(model, problem) -> float:
+    results = RankBasedEvaluator(ks=KS).evaluate(
+        model, problem["valid"], additional_filter_triples=[problem["train"]], use_tqdm=False
+    )
+    return float(results.get_metric("mrr"))
+
+
+@pytest.mark.parametrize("where", ["buffer", "attribute"])
+@pytest.mark.parametrize("in_file", [False, True])
+def test_a_quality_outside_the_state_dict_is_restored(problem, tmp_path, where, in_file):
+    """Before, only the state_dict was restored: the model kept the quality of the epoch it stopped at (level 2)
+    while the stopper reported the best one's (level 3)."""
+    model = LooseQualityModel(problem["noise"], problem["bonus"], where)
+    path = tmp_path / "best.pt" if in_file else None
+    _, stopper = _stopper(problem, model=model, patience=2, checkpoint_path=path)
+    buffer = model.quality
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="kgeval: EarlyStopper restored")
+        stop_epoch, _ = _run(model, stopper, SCRIPT)
+    assert (stop_epoch, stopper.best_epoch) == (6, 4)
+    assert float(model.quality) == LEVELS[3]
+    assert _fresh_mrr(model, problem) == stopper.best_metric
+    assert stopper.best_metric == pytest.approx(problem["values"][3]["mrr"], rel=1e-12)
+    if where == "buffer":
+        assert model.quality is buffer  # restored in place
+
+
+class CachedDistMult(nn.Module):
+    """A DistMult trained through its parameters and scored from a copy of its entity table refreshed after each
+    epoch: a non-persistent buffer written in place, or a plain tensor attribute replaced."""
+
+    def __init__(self, num_entities: int, num_relations: int, where: str, dim: int = 8) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(0)
+        self.num_entities, self.where = num_entities, where
+        self.entity = nn.Parameter(0.3 * torch.randn(num_entities, dim, generator=generator))
+        self.relation = nn.Parameter(0.3 * torch.randn(num_relations, dim, generator=generator))
+        if where == "buffer":
+            self.register_buffer("cache", self.entity.detach().clone(), persistent=False)
+        else:
+            self.cache = self.entity.detach().clone()
+
+    def refresh(self) -> None:
+        with torch.no_grad():
+            if self.where == "buffer":
+                self.cache.copy_(self.entity)
+            else:
+                self.cache = self.entity.detach().clone()
+
+    def training_scores(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return (self.entity[hr_batch[:, 0]] * self.relation[hr_batch[:, 1]]) @ self.entity.T
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return (self.cache[hr_batch[:, 0]] * self.relation[hr_batch[:, 1]]) @ self.cache.T
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        return (self.relation[rt_batch[:, 0]] * self.cache[rt_batch[:, 1]]) @ self.cache.T
+
+
+def _train_until_stopped(model, stopper, train: torch.Tensor, epochs: int) -> int | None:
+    """1-N cross-entropy with Adam (lr 0.5), a seeded batch order, the cache refreshed after each epoch."""
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.5)
+    generator = torch.Generator().manual_seed(1)
+    for epoch in range(1, epochs + 1):
+        for rows in torch.randperm(len(train), generator=generator).split(256):
+            batch = train[rows]
+            loss = nn.functional.cross_entropy(model.training_scores(batch[:, :2]), batch[:, 2])
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        model.refresh()
+        if stopper.should_stop(epoch):
+            return epoch
+    return None
+
+
+@pytest.mark.parametrize("where", ["buffer", "attribute"])
+def test_a_trained_cache_outside_the_state_dict_scores_the_best_metric_after_the_stop(where):
+    """Nations: the best MRR 0.4698 at epoch 3, stopped at 5. Before, the restored parameters were scored through
+    the cache of epoch 5: a fresh evaluation gave MRR 0.4681."""
+    from kgeval.datasets import load_shipped_dataset
+
+    data = load_shipped_dataset("nations")
+    model = CachedDistMult(data.num_entities, data.num_relations, where)
+    evaluator = RankBasedEvaluator()
+    stopper = EarlyStopper(evaluator, model, **data.evaluation_kwargs("valid"), patience=2)
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="kgeval: EarlyStopper restored")
+        stop_epoch = _train_until_stopped(model, stopper, data.train, epochs=30)
+    assert (stop_epoch, stopper.best_epoch) == (5, 3)
+    assert stopper.history[-1].value != stopper.best_metric  # the check is not vacuous
+    fresh = evaluator.evaluate(model, **data.evaluation_kwargs("valid"), use_tqdm=False)
+    assert fresh["mrr"] == stopper.best_metric
+    assert torch.equal(model.cache, model.entity.detach())  # the cache of the best epoch: its table's copy
+
+
+class Holder:
+    """A scorer that is not a torch module: its network in an attribute, and a plain tensor of its own (a
+    per-entity bias, set after each epoch) that scoring reads."""
+
+    def __init__(self, network: nn.Module, num_entities: int) -> None:
+        self.network = network
+        self.num_entities = num_entities
+        self.bias = torch.zeros(num_entities)
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return self.network.score_t(hr_batch) + self.bias
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        return self.network.score_h(rt_batch) + self.bias
+
+
+def test_a_plain_object_holding_a_module_is_restored():
+    """Before, EarlyStopper took it and raised AttributeError ('Holder' object has no attribute 'state_dict') at
+    its first improvement, after an epoch of training."""
+    from kgeval.datasets import load_shipped_dataset
+    from kgeval.models import DistMult
+    from kgeval.models.training import train_epoch
+
+    data = load_shipped_dataset("nations")
+    holder = Holder(DistMult(data.num_entities, data.num_relations, dim=8, seed=0), data.num_entities)
+    optimizer = torch.optim.Adam(holder.network.parameters(), lr=0.1)
+    evaluator = RankBasedEvaluator()
+    stopper = EarlyStopper(evaluator, holder, **data.evaluation_kwargs("valid"), patience=50)
+    generator = torch.Generator().manual_seed(0)
+    weight = holder.network.entity_embeddings.weight
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="kgeval: EarlyStopper restored")
+        for epoch in range(1, 6):
+            train_epoch(holder.network, data.train, optimizer, generator=generator)
+            holder.bias = torch.randn(data.num_entities, generator=generator)
+            stopper.should_stop(epoch)
+        assert stopper.best_epoch != 5  # the restore undoes something
+        stopper.restore_best_weights()
+    fresh = evaluator.evaluate(holder, **data.evaluation_kwargs("valid"), use_tqdm=False)
+    assert fresh["mrr"] == stopper.best_metric
+    assert holder.network.entity_embeddings.weight is weight  # in place: the optimizer still trains it
+
+
+class NumpyScorer:
+    """Scores from a numpy table: no tensor kgeval could save."""
+
+    def __init__(self, table: np.ndarray) -> None:
+        self.table = table
+        self.num_entities = table.shape[0]
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.table[hr_batch[:, 0].numpy(), hr_batch[:, 1].numpy()])
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        return torch.from_numpy(self.table.transpose(1, 2, 0)[rt_batch[:, 0].numpy(), rt_batch[:, 1].numpy()])
+
+
+class NumpyModule(nn.Module, NumpyScorer):
+    def __init__(self, table: np.ndarray) -> None:
+        nn.Module.__init__(self)
+        NumpyScorer.__init__(self, table)
+
+
+@pytest.mark.parametrize(
+    ("kind", "reason"),
+    [
+        (NumpyScorer, "it is not a torch module, and holds no torch module or tensor in its attributes"),
+        (NumpyModule, "it has no parameter, buffer or tensor attribute"),
+    ],
+)
+def test_a_model_without_tensors_is_refused_at_construction(problem, kind, reason):
+    """Before, NumpyScorer was taken and failed at its first improvement; NumpyModule was taken and 'restored' to
+    whatever its table held at the end."""
+    model = kind(problem["noise"].numpy().copy())
+    message = f"EarlyStopper cannot keep the best weights of {kind.__name__}: {reason}"
+    with pytest.raises(TypeError, match=re.escape(message)) as raised:
+        _stopper(problem, model=model)
+    assert "Pass the torch module that holds the weights" in str(raised.value)
+
+
+class ListedQualityModel(ScriptedModel):
+    """``quality`` in a list: state kgeval does not save, which the check after a restore sees."""
+
+    def __init__(self, noise: torch.Tensor, bonus: torch.Tensor) -> None:
+        super().__init__(noise, bonus)
+        del self.quality
+        self.held = [torch.zeros(())]
+
+    def set_epoch(self, level: int, epoch: int) -> None:
+        with torch.no_grad():
+            self.tag.copy_(torch.randn(8, generator=torch.Generator().manual_seed(1000 + epoch)))
+        self.held[0] = torch.tensor(LEVELS[level])
+
+    def table(self) -> torch.Tensor:
+        return self.noise + self.held[0] * self.bonus
+
+
+def test_a_restore_that_does_not_score_as_the_best_model_did_is_warned(problem):
+    model = ListedQualityModel(problem["noise"], problem["bonus"])
+    _, stopper = _stopper(problem, model=model, patience=2)
+    message = r"kgeval: EarlyStopper restored the best weights of ListedQualityModel \(epoch 4, both.realistic."
+    with pytest.warns(UserWarning, match=message) as record:
+        assert _run(model, stopper, SCRIPT)[0] == 6
+    text = str(next(item.message for item in record if "EarlyStopper restored" in str(item.message)))
+    assert "does not score as it did then" in text
+    assert "holds state kgeval did not save" in text
+    assert _fresh_mrr(model, problem) != stopper.best_metric  # what the warning is about

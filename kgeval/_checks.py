@@ -18,6 +18,7 @@ import torch
 
 from kgeval._counts import declared_count
 from kgeval.adapters import scores_itself
+from kgeval.adapters.devices import canonical_device, same_device
 from kgeval.adapters.wrappers import delegate_of, describe, held_models_hint
 from kgeval.typing import TARGETS, Target
 
@@ -287,8 +288,13 @@ def make_folder(folder: str | os.PathLike[str], name: str) -> None:
 
 
 def check_device(device: Any, model_device: torch.device) -> None:
-    """The model holds values (not on the meta device), and PyKEEN's ``device`` argument is None or the model's own
-    device (kgeval never moves a model)."""
+    """The model holds values (not on the meta device), and PyKEEN's ``device`` argument is None or the device the
+    model lives on (kgeval never moves a model).
+
+    Devices are compared as tensors name them (:func:`kgeval.adapters.devices.same_device`): by type, and for types
+    other than the CPU by index -- ``"cpu:0"`` and ``torch.device("cpu", 0)`` are ``"cpu"``, and ``"cuda"`` is the
+    current CUDA device -- so the advice of a refusal, ``model.to(device)``, puts the model where ``device`` names.
+    """
     if model_device.type == "meta":
         raise ValueError(
             "the model is on the meta device: its parameters hold no values; load its weights first "
@@ -300,11 +306,13 @@ def check_device(device: Any, model_device: torch.device) -> None:
         wanted = torch.device(device)
     except (TypeError, RuntimeError) as error:
         raise ValueError(f"device must be a torch.device or a device string, got {device!r}") from error
-    same = wanted.type == model_device.type and wanted.index in (None, model_device.index)
-    if not same:
+    if not same_device(wanted, model_device):
+        named = canonical_device(wanted)
+        also = f" (that is {str(named)!r})" if named != wanted else ""
         raise ValueError(
-            f"device={str(wanted)!r}, but the model lives on {str(model_device)!r}: kgeval evaluates a model where "
-            "it lives and never moves it; move it first with model.to(device)"
+            f"device={str(wanted)!r}{also}, but the model lives on {str(canonical_device(model_device))!r}: kgeval "
+            "evaluates a model where it lives and never moves it; move it first with model.to(device), or pass "
+            "device=None to evaluate it where it is"
         )
 
 

@@ -120,8 +120,10 @@ class EarlyStopper:
     tensors in lists or dicts, state behind closures. To catch those, the scores of the first two validation
     triples' tail queries (``model.score_t``, eval mode, no autograd) are kept at every improvement and compared
     after a restore: a restored model that scores otherwise -- it holds state kgeval did not save, or scores at
-    random in eval mode -- is warned about (a ``UserWarning``). Scorers without ``score_t``, or whose probe
-    fails, are restored without this check.
+    random in eval mode -- is warned about (a ``UserWarning``). Scorers without ``score_t`` (a wrapper such as
+    ``DataParallel``, a triple scorer), temporal quadruples, and scorers whose probe fails are restored without
+    this check. Every tensor found is copied at each improvement: a large tensor attribute that never changes
+    (a graph held for message passing) is copied too.
 
     Evaluation goes through ``evaluator.evaluate``, which puts the model in eval mode and restores its mode.
     """
@@ -298,11 +300,12 @@ class EarlyStopper:
 
     # -- the check of a restore --------------------------------------------------------------------------------
     def _probe(self) -> torch.Tensor | None:
-        """The scores of the tail queries of the first :data:`PROBE_QUERIES` validation triples, on the CPU
-        (``model.score_t`` in eval mode, under ``torch.inference_mode``, the random number generators kept); None
-        for a model without ``score_t``, or whose call fails (its evaluation may take another route)."""
+        """The scores of the tail queries of the first :data:`PROBE_QUERIES` validation triples (of the subset),
+        as float64 on the CPU (``model.score_t`` in eval mode, under ``torch.inference_mode``, the random number
+        generators kept); None for a model without ``score_t``, temporal quadruples, or a call that fails (the
+        model's evaluation may take another route)."""
         score_t = getattr(self.model, "score_t", None)
-        if not callable(score_t) or self.triples.ndim != 2 or self.triples.shape[0] == 0:
+        if not callable(score_t) or self.triples.ndim != 2 or self.triples.shape[1] != 3 or not len(self.triples):
             return None
         device = _device(self.model)
         mode = self.evaluate_kwargs.get("mode")

@@ -1,14 +1,17 @@
 """A model as an evaluation holds it: in evaluation mode, its sharded parameters gathered, nothing of it changed,
-and evaluations of one model object taking turns (:func:`evaluation_mode`).
+and evaluations that share a module taking turns (:func:`evaluation_mode`).
 
-- ``model.eval()`` for the evaluation, then the ``training`` flag of the model and of every submodule restored
-  exactly as it was. Only torch modules are switched, through torch's own ``eval`` / ``train``: an object that is
-  not an ``nn.Module`` keeps its ``eval`` to itself (it may mean anything -- run the user's own evaluation, say);
-  the torch modules it holds are switched instead (and gathered and watched as below), found through its
-  attributes, the lists, tuples and dicts it holds and nested plain objects (:func:`held_modules`); such an object
-  with an ``eval`` / ``train`` of its own that holds no module kgeval can find is warned about. A module
-  that replaced ``eval`` / ``train`` on the instance keeps them too (``torch.export``'s modules refuse them: their
-  mode was fixed when they were exported).
+- ``model.eval()`` for the evaluation, then the ``training`` flag of every module restored exactly as it was,
+  recorded per module (a submodule two held models share recorded once). Only torch modules are switched, through
+  torch's own ``eval`` / ``train``: an object that is not an ``nn.Module`` keeps its ``eval`` to itself (it may
+  mean anything -- run the user's own evaluation, say); the torch modules it holds are switched instead (and
+  gathered and watched as below), found through its attributes, ``__slots__`` and class attributes, the lists,
+  tuples, sets and dicts (any hashable key) it holds, nested plain objects, bound methods (their ``__self__``),
+  ``functools.partial`` objects, closures and weak references (:func:`held_modules`). Such an object with an
+  ``eval`` / ``train`` of its own that holds no module kgeval can find is warned about, and so is one holding
+  callables kgeval cannot look into (a callable object of a C type, a closure deeper than :data:`HELD_DEPTH`),
+  which may hold modules it cannot switch. A module that replaced ``eval`` / ``train`` on the instance keeps them
+  too (``torch.export``'s modules refuse them: their mode was fixed when they were exported).
 - Sharded parameters (FSDP2, FSDP1) gathered for the evaluation and sharded again after it
   (:mod:`kgeval.adapters.sharded`); attributes a forward pre-hook recomputes (hook-based ``weight_norm`` /
   ``spectral_norm``, pruning) recomputed before anything reads them, and accelerate's autocast ``forward`` replaced by
@@ -16,16 +19,21 @@ and evaluations of one model object taking turns (:func:`evaluation_mode`).
 - Nothing of the model changed: a table whose lookups write (``max_norm``) and lazy parameters not yet initialised
   refused before scoring, any other parameter or buffer written during the evaluation reported
   (:mod:`kgeval._model_state`).
-- A per-model lock.
-- Another thread that uses the model meanwhile (a trainer training it) told so (:func:`_eval_mode_told`).
+- Evaluations that share any torch module take turns, whatever handle each holds (the model, a wrapper, a holder,
+  another model sharing a submodule): the model and every module of its trees claimed for the evaluation
+  (:func:`_claimed`).
+- Another thread that uses the model meanwhile (a trainer training it, through ``forward`` or computing gradients
+  through its parameters) told so (:func:`_eval_modes_told`).
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import threading
 import types
 import weakref
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -39,23 +47,44 @@ from kgeval.adapters.sharded import gathered_parameters
 from kgeval.adapters.wrappers import describe
 from kgeval.exceptions import ModelInUseWarning, warn_caller
 
-#: one lock per model object (weakly held): concurrent evaluations of one model take turns
-_MODEL_LOCKS: weakref.WeakKeyDictionary[Any, threading.RLock] = weakref.WeakKeyDictionary()
-#: guards _MODEL_LOCKS, and serves models that cannot be weakly referenced or hashed
-_LOCKS_GUARD = threading.RLock()
+#: the objects (by id) claimed by running evaluations: id -> (the claiming thread, how many times it claimed it)
+_CLAIMS: dict[int, tuple[int, int]] = {}
+#: guards _CLAIMS; notified whenever a claim is released
+_CLAIMS_CHANGED = threading.Condition()
 
 
-def _model_lock(model: Any) -> threading.RLock:
-    with _LOCKS_GUARD:
-        try:
-            return _MODEL_LOCKS.setdefault(model, threading.RLock())
-        except TypeError:  # not weakly referenceable or not hashable
-            return _LOCKS_GUARD
+@contextmanager
+def _claimed(objects: Sequence[Any]) -> Iterator[None]:
+    """Hold every object of ``objects`` (by identity: the model handed over and every torch module of the module
+    trees it holds, shared submodules included) for the block; an evaluation that needs any of them waits until
+    it is free.
 
+    The whole set is claimed in one step, under one condition variable, once none of it is held by another thread
+    -- never one at a time -- so two evaluations that need overlapping sets cannot each hold a part and wait for
+    the other's (no lock order to get wrong). Re-entrant in one thread: a thread may claim again what it holds (an
+    evaluation inside an evaluation of an overlapping set). The objects stay alive while claimed (``objects`` is
+    held), so their ids are not reused meanwhile."""
+    keys = list({id(item): None for item in objects})
+    me = threading.get_ident()
 
-def _modes(model: torch.nn.Module) -> list[tuple[torch.nn.Module, bool]]:
-    """(module, its ``training`` flag) of the model and of each of its submodules, the model first."""
-    return [(module, module.training) for module in model.modules()]
+    def free() -> bool:
+        return all(_CLAIMS.get(key, (me, 0))[0] == me for key in keys)
+
+    with _CLAIMS_CHANGED:
+        _CLAIMS_CHANGED.wait_for(free)
+        for key in keys:
+            _CLAIMS[key] = (me, _CLAIMS.get(key, (me, 0))[1] + 1)
+    try:
+        yield
+    finally:
+        with _CLAIMS_CHANGED:
+            for key in keys:
+                owner, count = _CLAIMS[key]
+                if count > 1:
+                    _CLAIMS[key] = (owner, count - 1)
+                else:
+                    del _CLAIMS[key]
+            _CLAIMS_CHANGED.notify_all()
 
 
 def _switches_modes(model: Any) -> bool:
@@ -66,28 +95,34 @@ def _switches_modes(model: Any) -> bool:
 
 
 @contextmanager
-def _eval_mode(model: Any) -> Iterator[None]:
-    """``model.eval()`` for the block, then every ``training`` flag back as it was (models that are not torch modules,
-    or that replaced ``eval`` / ``train`` on the instance, are left alone).
+def _eval_modes(roots: Sequence[torch.nn.Module]) -> Iterator[list[tuple[torch.nn.Module, int]]]:
+    """``root.eval()`` of each root for the block, then every ``training`` flag of every module of their trees back
+    as it was; yields (module, the index of the first root whose tree holds it) of each module switched from
+    training to evaluation mode. Roots that are not torch modules, or that replaced ``eval`` / ``train`` on the
+    instance, are left alone.
 
-    ``model.train(was_training)`` alone would recurse: a submodule the user froze with ``.eval()`` (a pretrained
+    ``root.train(was_training)`` alone would recurse: a submodule the user froze with ``.eval()`` (a pretrained
     encoder, a BatchNorm) would come back in training mode, its statistics updating and its dropout on. So the flag
-    of the model and of each submodule is recorded before; afterwards (also when the block raises) the model's own
-    ``train(was_training)`` runs (a class that overrides ``train`` gets its say), then every flag that differs from
-    its record is set back.
+    of every module of every root's tree is recorded once, per module (a submodule two roots share recorded once,
+    before any root is switched); afterwards (also when the block raises) each root's own ``train(was_training)``
+    runs (a class that overrides ``train`` gets its say), then every flag that differs from its record is set back.
     """
-    if not _switches_modes(model):
-        yield
-        return
-    modes = _modes(model)
-    model.eval()
+    switching = [root for root in roots if _switches_modes(root)]
+    recorded: dict[int, tuple[torch.nn.Module, bool, int]] = {}
+    for index, root in enumerate(switching):
+        for module in root.modules():
+            if id(module) not in recorded:
+                recorded[id(module)] = (module, module.training, index)
+    for root in switching:
+        root.eval()
     try:
-        yield
+        yield [(module, index) for module, training, index in recorded.values() if training and not module.training]
     finally:
-        model.train(modes[0][1])
-        for item, training in modes:
-            if item.training != training:
-                item.training = training
+        for root in reversed(switching):
+            root.train(recorded[id(root)][1])
+        for module, training, _ in recorded.values():
+            if module.training != training:
+                module.training = training
 
 
 @dataclass
@@ -129,50 +164,102 @@ def _tell_another_thread(module: torch.nn.Module, _args: Any) -> None:
         )
 
 
+def _tell_the_training_thread(module: torch.nn.Module, evaluation: _Evaluating, _gradient: torch.Tensor) -> None:
+    """Tensor hook on a parameter of a module kgeval switched to evaluation mode: a gradient computed through it
+    during the evaluation -- which scores under ``torch.inference_mode`` and computes none -- means another thread
+    trains the model (through a method other than ``forward``, say, or with ``F.dropout(x, training=self.training)``
+    and no module of its own to call, so no forward pre-hook sees it): told once per evaluation (in the thread that
+    runs the backward pass: the trainer's on the CPU) that the model is in evaluation mode. A module switched back to
+    training mode meanwhile is told to the evaluation's caller at its end instead."""
+    if evaluation.told or module.training or threading.get_ident() == evaluation.thread:
+        return
+    with _EVALUATING_GUARD:
+        if evaluation.told:
+            return
+        evaluation.told = True
+    warn_caller(
+        f"kgeval: {evaluation.name} is in evaluation mode for an evaluation running in another thread, and this "
+        "thread computed gradients through its parameters meanwhile (training it), so its training-mode behaviour "
+        "is off (dropout, including F.dropout(x, training=self.training), batch-norm statistics): evaluate a copy "
+        "(copy.deepcopy(model)) or wait for the evaluation to end before training the model",
+        ModelInUseWarning,
+    )
+
+
+def _gradient_hooks(
+    switched: Sequence[tuple[torch.nn.Module, int]], evaluations: Sequence[_Evaluating]
+) -> list[RemovableHandle]:
+    """A :func:`_tell_the_training_thread` hook on each parameter that requires a gradient of each switched module
+    (each parameter once). A parameter that takes no hook (a subclass that refuses one) is skipped."""
+    handles: list[RemovableHandle] = []
+    hooked: set[int] = set()
+    for module, index in switched:
+        for parameter in module.parameters(recurse=False):
+            if not parameter.requires_grad or id(parameter) in hooked:
+                continue
+            hooked.add(id(parameter))
+            try:
+                handles.append(parameter.register_hook(functools.partial(_tell_the_training_thread, module,
+                                                                         evaluations[index])))  # fmt: skip
+            except RuntimeError:
+                continue
+    return handles
+
+
 @contextmanager
-def _eval_mode_told(module: torch.nn.Module, name: str) -> Iterator[None]:
-    """:func:`_eval_mode` for the block, with another thread that uses the module meanwhile told so: a thread that
-    calls a submodule kgeval switched to evaluation mode (a trainer training the same model) gets one
-    :class:`ModelInUseWarning`; and when the block ends, the submodules another thread switched back to training mode
-    meanwhile are named to the caller in one warning (some scores may have had dropout on). The mode itself is the
-    model's, shared by every thread: kgeval cannot give another thread its own."""
-    before = [(item, item.training) for item in module.modules()]
-    with _eval_mode(module):
-        switched = [item for item, training in before if training and not item.training]  # by kgeval
-        evaluation = _Evaluating(name, threading.get_ident())
-        _watch(switched, evaluation)
+def _eval_modes_told(held: Sequence[tuple[str, torch.nn.Module]]) -> Iterator[None]:
+    """:func:`_eval_modes` of the held modules (label, module) for the block, with another thread that uses them
+    meanwhile told so: a thread that calls a submodule kgeval switched to evaluation mode (a trainer training the
+    same model), or computes gradients through one's parameters (a trainer whose step calls no module's
+    ``forward``), gets one :class:`ModelInUseWarning` per evaluation; and when the block ends, the submodules another
+    thread switched back to training mode meanwhile are named to the caller in one warning per held module (some
+    scores may have had dropout on). The mode itself is the model's, shared by every thread: kgeval cannot give
+    another thread its own. Nothing is hooked for a model that was in evaluation mode already."""
+    me = threading.get_ident()
+    with _eval_modes([module for _, module in held]) as switched:
+        if not switched:
+            yield
+            return
+        evaluations = [_Evaluating(label, me) for label, _ in held]
+        watched = [(module, evaluations[index]) for module, index in switched]
+        _watch(watched)
+        handles = _gradient_hooks(switched, evaluations)
         try:
             yield
-            back = [item for item in switched if item.training]
+            back = [(module, index) for module, index in switched if module.training]
         finally:
-            _unwatch(switched, evaluation)
-    if back:
-        warn_caller(
-            f"kgeval: {len(back)} module(s) of {name} were switched back to training mode during this evaluation "
-            "(by another thread), so some of its scores may have had dropout on: evaluate a copy "
-            "(copy.deepcopy(model)) while another thread trains the model",
-            ModelInUseWarning,
-        )
+            for handle in handles:
+                handle.remove()
+            _unwatch(watched)
+    for index, (label, _) in enumerate(held):
+        count = sum(1 for _, owner in back if owner == index)
+        if count:
+            warn_caller(
+                f"kgeval: {count} module(s) of {label} were switched back to training mode during this evaluation "
+                "(by another thread), so some of its scores may have had dropout on: evaluate a copy "
+                "(copy.deepcopy(model)) while another thread trains the model",
+                ModelInUseWarning,
+            )
 
 
-def _watch(modules: list[torch.nn.Module], evaluation: _Evaluating) -> None:
-    """Register ``modules`` as held by ``evaluation`` (the global hook is on while any module is)."""
+def _watch(watched: Sequence[tuple[torch.nn.Module, _Evaluating]]) -> None:
+    """Register each module as held by its evaluation (the global hook is on while any module is)."""
     with _EVALUATING_GUARD:
-        for item in modules:
-            _EVALUATING.setdefault(id(item), []).append(evaluation)
+        for module, evaluation in watched:
+            _EVALUATING.setdefault(id(module), []).append(evaluation)
         if _EVALUATING and not _HOOK:
             _HOOK.append(torch.nn.modules.module.register_module_forward_pre_hook(_tell_another_thread))
 
 
-def _unwatch(modules: list[torch.nn.Module], evaluation: _Evaluating) -> None:
+def _unwatch(watched: Sequence[tuple[torch.nn.Module, _Evaluating]]) -> None:
     """Undo :func:`_watch` (the global hook removed when no module is held any more)."""
     with _EVALUATING_GUARD:
-        for item in modules:
-            others = [other for other in _EVALUATING.get(id(item), []) if other is not evaluation]
+        for module, evaluation in watched:
+            others = [other for other in _EVALUATING.get(id(module), []) if other is not evaluation]
             if others:
-                _EVALUATING[id(item)] = others
+                _EVALUATING[id(module)] = others
             else:
-                _EVALUATING.pop(id(item), None)
+                _EVALUATING.pop(id(module), None)
         if not _EVALUATING and _HOOK:
             _HOOK.pop().remove()
 
@@ -185,61 +272,190 @@ HELD_CONTAINER_ITEMS = 1000
 
 def held_modules(model: Any) -> list[tuple[str, torch.nn.Module]]:
     """The torch modules an evaluation of ``model`` holds, with the prefix that names their tensors: the model itself
-    when it is a module; else the outermost distinct modules found through its attributes, the items of the lists,
-    tuples and dicts it holds and the attributes of the plain objects it holds, :data:`HELD_DEPTH` levels deep
+    when it is a module; else the outermost distinct modules found in what it holds (:func:`_children`: attributes,
+    containers, bound methods, partials, closures, class attributes), :data:`HELD_DEPTH` levels deep
     (``"model."``: a plain object holding its network in ``self.model``; ``"parts.0."``, ``"parts.encoder."``,
-    ``"inner.net."`` deeper down). Attributes are read from instance dictionaries only (no property runs)."""
+    ``"inner.net."``, ``"score_t.__self__."`` deeper down). No property and no user code runs (attributes are read
+    from instance dictionaries and slots)."""
+    return _search(model)[0]
+
+
+def _search(model: Any) -> tuple[list[tuple[str, torch.nn.Module]], list[str]]:
+    """(:func:`held_modules`, the paths of the callables kgeval found but could not look into: objects of a C type
+    that hold no readable state, and callables at the depth bound). Both empty for a torch module."""
     if isinstance(model, torch.nn.Module):
-        return [("", model)]
+        return [("", model)], []
     found: dict[int, tuple[str, torch.nn.Module]] = {}
-    _collect_modules(model, "", found, {id(model)}, HELD_DEPTH)
+    unseen: list[str] = []
+    _collect_modules(model, "", found, {id(model)}, HELD_DEPTH, unseen)
     inner = {id(sub) for _, module in found.values() for sub in module.modules() if sub is not module}
-    return [(prefix, module) for key, (prefix, module) in found.items() if key not in inner]
+    return [(prefix, module) for key, (prefix, module) in found.items() if key not in inner], unseen
 
 
-def _children(value: Any) -> list[tuple[str | int, Any]]:
-    """(name, item) of what ``value`` holds: a list's or tuple's items, a dict's values (by their str / int keys), a
-    plain object's instance attributes; nothing for anything else (tensors, strings, arrays, classes, functions)."""
-    if isinstance(value, (list, tuple)):
-        return list(enumerate(value)) if len(value) <= HELD_CONTAINER_ITEMS else []
+#: types that hold nothing kgeval looks for (no module can hide in them)
+_LEAVES = (type, types.ModuleType, torch.Tensor, str, bytes, bytearray, int, float, complex, bool, range,
+           type(None), enum.Enum, torch.dtype, torch.device)  # fmt: skip
+#: root packages of callable C types that never hold a torch module (numpy's ufuncs, torch's own functions)
+_OPAQUE_BUT_EMPTY = frozenset({"torch", "numpy", "builtins", "operator", "_operator"})
+
+
+def _key_name(key: Any) -> str:
+    """How a path names a dict key, without running user code (no ``repr`` of an arbitrary object)."""
+    if isinstance(key, enum.Enum):
+        return f"{type(key).__name__}.{key.name}"
+    if isinstance(key, (str, int)):
+        return str(key)
+    if isinstance(key, tuple) and all(isinstance(part, (str, int, float, bool)) for part in key):
+        return repr(key)
+    return f"<{type(key).__name__}>"
+
+
+def _function_children(function: types.FunctionType) -> list[tuple[str, Any]]:
+    """What a Python function holds: its closure cells (by their variable names), its defaults, the torch modules among
+    the globals its code names (a lambda over a module-level network; other globals are not searched: they are the
+    program's, not the scorer's) and its own attributes (``functools.wraps``' ``__wrapped__``)."""
+    children: list[tuple[str, Any]] = []
+    for variable, cell in zip(function.__code__.co_freevars, function.__closure__ or (), strict=False):
+        try:
+            children.append((variable, cell.cell_contents))
+        except ValueError:  # an empty cell (a variable not bound yet)
+            continue
+    children += [(f"__defaults__.{i}", value) for i, value in enumerate(function.__defaults__ or ())]
+    children += list((function.__kwdefaults__ or {}).items())
+    scope = function.__globals__
+    children += [(name, scope[name]) for name in function.__code__.co_names
+                 if isinstance(scope.get(name), torch.nn.Module)]  # fmt: skip
+    children += list(function.__dict__.items())
+    return children
+
+
+def _object_children(value: Any) -> list[tuple[str, Any]] | None:
+    """A plain object's instance attributes, its ``__slots__`` attributes, and the torch modules its class (or a base
+    class) holds as class attributes; None when it has neither an instance dictionary nor slots."""
+    attributes = getattr(value, "__dict__", None)
+    children: list[tuple[str, Any]] | None = list(attributes.items()) if isinstance(attributes, dict) else None
+    for cls in type(value).__mro__[:-1]:  # not object
+        own = vars(cls)
+        slots = own.get("__slots__", ())
+        for slot in (slots,) if isinstance(slots, str) else slots:
+            descriptor = own.get(slot)
+            if isinstance(descriptor, types.MemberDescriptorType):
+                children = children if children is not None else []
+                try:
+                    children.append((slot, descriptor.__get__(value, cls)))
+                except AttributeError:  # a slot never set
+                    continue
+        held = [(name, item) for name, item in own.items() if isinstance(item, torch.nn.Module)]
+        if held:
+            children = [*(children or []), *held]
+    return children
+
+
+def _children(value: Any) -> tuple[list[tuple[str, Any]], bool]:
+    """(name, item) of what ``value`` holds, and whether ``value`` is a callable kgeval cannot look into.
+
+    What is held: a list's, tuple's, set's items; a dict's values (by any hashable key: str, int, Enum, tuple);
+    a bound method's ``__self__`` (``types.SimpleNamespace(score_t=net.score_t)``: the network is the method's
+    object); a builtin method's object (``[net].copy``); a ``functools.partial``'s function, arguments
+    and keywords; a function's closure cells, defaults, the globals it names and its attributes; a weak reference's
+    object; a plain object's instance attributes, ``__slots__`` and the modules its class holds. Nothing for leaves
+    (tensors, strings, numbers, classes, Python modules) or containers longer than :data:`HELD_CONTAINER_ITEMS`.
+    A callable of a C type with no readable state (outside torch, numpy and the standard operators) is reported
+    as one kgeval cannot look into."""
+    if isinstance(value, _LEAVES):
+        return [], False
+    if isinstance(value, (list, tuple, set, frozenset)):
+        if len(value) > HELD_CONTAINER_ITEMS:
+            return [], False
+        return [(str(i), item) for i, item in enumerate(value)], False
     if isinstance(value, dict):
         if len(value) > HELD_CONTAINER_ITEMS:
-            return []
-        return [(key, item) for key, item in value.items() if isinstance(key, (str, int))]
-    if isinstance(value, (type, types.ModuleType, types.FunctionType, types.MethodType, torch.Tensor)):
-        return []
-    attributes = getattr(value, "__dict__", None)
-    return list(attributes.items()) if isinstance(attributes, dict) else []
+            return [], False
+        return [(_key_name(key), item) for key, item in value.items()], False
+    if isinstance(value, types.MethodType):
+        return [("__self__", value.__self__)], False
+    if isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)):
+        return [("__self__", value.__self__)], False
+    if isinstance(value, functools.partial):
+        arguments = [(f"args.{i}", item) for i, item in enumerate(value.args)]
+        return [("func", value.func), *arguments, *value.keywords.items()], False
+    if isinstance(value, types.FunctionType):
+        return _function_children(value), False
+    if isinstance(value, weakref.ref):
+        referent = value()
+        return ([("()", referent)] if referent is not None else []), False
+    children = _object_children(value)
+    if children is not None:
+        return children, False
+    opaque = callable(value) and type(value).__module__.split(".")[0] not in _OPAQUE_BUT_EMPTY
+    return [], opaque
+
+
+def _could_hide_a_module(value: Any) -> bool:
+    """Whether a value left unsearched at the depth bound is a callable that holds state a module could hide in: a
+    function with a closure or defaults, a bound method, a partial, a callable object (not a class, not a
+    module-level function that captures nothing, not torch's and numpy's own functions)."""
+    if isinstance(value, types.FunctionType):
+        return bool(value.__closure__ or value.__defaults__ or value.__kwdefaults__)
+    if isinstance(value, (types.MethodType, functools.partial)):
+        return True
+    if isinstance(value, (_LEAVES, types.BuiltinFunctionType)) or not callable(value):
+        return False
+    return type(value).__module__.split(".")[0] not in _OPAQUE_BUT_EMPTY
 
 
 def _collect_modules(
-    value: Any, prefix: str, found: dict[int, tuple[str, torch.nn.Module]], seen: set[int], depth: int
-) -> None:
-    """Add to ``found`` (id -> (prefix, module)) the modules ``value`` holds, searched ``depth`` levels down."""
-    for key, item in _children(value):
+    value: Any, prefix: str, found: dict[int, tuple[str, torch.nn.Module]], seen: set[int], depth: int,
+    unseen: list[str],
+) -> None:  # fmt: skip
+    """Add to ``found`` (id -> (prefix, module)) the modules ``value`` holds, searched ``depth`` levels down; to
+    ``unseen`` the path of each callable kgeval could not look into (:func:`_children`) or reached at the bound."""
+    children, opaque = _children(value)
+    if opaque:
+        unseen.append(prefix[:-1] or "the object itself")
+    for key, item in children:
         path = f"{prefix}{key}"
         if isinstance(item, torch.nn.Module):
             found.setdefault(id(item), (f"{path}.", item))
-        elif depth > 1 and id(item) not in seen:
+        elif id(item) in seen:
+            continue
+        elif depth > 1:
             seen.add(id(item))
-            _collect_modules(item, f"{path}.", found, seen, depth - 1)
+            _collect_modules(item, f"{path}.", found, seen, depth - 1, unseen)
+        elif _could_hide_a_module(item):
+            seen.add(id(item))
+            unseen.append(path)
 
 
-def _warn_if_nothing_switched(model: Any, modules: list[tuple[str, torch.nn.Module]], name: str) -> None:
-    """A UserWarning when ``model`` is not a torch module, holds none kgeval can find, and has an ``eval`` or
-    ``train`` method of its own: kgeval never calls it (it may be the user's own routine), so nothing of the model
-    is put in eval mode."""
-    if modules or isinstance(model, torch.nn.Module):
+def _warn_if_nothing_switched(
+    model: Any, modules: list[tuple[str, torch.nn.Module]], unseen: list[str], name: str
+) -> None:
+    """A UserWarning when ``model`` is not a torch module and kgeval may have left torch modules it computes with in
+    training mode: it holds none kgeval can find and has an ``eval`` or ``train`` method of its own (kgeval never
+    calls it: it may be the user's own routine, so nothing of the model is put in eval mode); or it holds callables
+    kgeval cannot look into (:func:`_children`: a callable object of a C type, a function deeper than
+    :data:`HELD_DEPTH` levels), which may hold modules kgeval cannot switch."""
+    if isinstance(model, torch.nn.Module):
         return
-    if not any(callable(getattr(model, method, None)) for method in ("eval", "train")):
+    if not modules and any(callable(getattr(model, method, None)) for method in ("eval", "train")):
+        warn_caller(
+            f"kgeval: {name} is not a torch module and holds none kgeval can find (in its attributes, or the lists, "
+            "dicts, plain objects, bound methods, partials and closures they hold), so nothing of it was put in eval "
+            "mode; kgeval does not call its own eval() (it may be any routine of yours). If it computes with torch "
+            "modules (dropout, batch norm), put them in eval mode before evaluating, or hold them in an attribute",
+            UserWarning,
+        )
         return
-    warn_caller(
-        f"kgeval: {name} is not a torch module and holds none kgeval can find (in its attributes, or the lists, dicts "
-        "and plain objects they hold), so nothing of it was put in eval mode; kgeval does not call its own eval() "
-        "(it may be any routine of yours). If it computes with torch modules (dropout, batch norm), put them in eval "
-        "mode before evaluating, or hold them in an attribute",
-        UserWarning,
-    )
+    if unseen:
+        shown = ", ".join(unseen[:3]) + (f" and {len(unseen) - 3} more" if len(unseen) > 3 else "")
+        switched = f"kgeval switched the {len(modules)} it found to eval mode" if modules else "kgeval found none"
+        warn_caller(
+            f"kgeval: {name} is not a torch module and may hold torch modules kgeval cannot switch to eval mode: it "
+            f"holds callables kgeval cannot look into ({shown}: a callable object of a C type, or one more than "
+            f"{HELD_DEPTH} levels down; {switched}). If they compute with torch modules (dropout, batch norm), put "
+            "them in eval mode before evaluating, or hold the modules in an attribute of the scorer",
+            UserWarning,
+        )
 
 
 @contextmanager
@@ -249,9 +465,12 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
     reported after the block (:class:`kgeval.exceptions.ModelChangedWarning`). ``name``: how messages name the
     model (default: its class, with its wrappers).
 
-    Thread safety: evaluations of one model object take turns (a per-model lock held from the mode switch to its
-    restoration), so a second thread can neither save the first one's eval mode as the model's own nor switch the
-    mode back in the middle of the first one's run. Evaluations of different models run concurrently.
+    Thread safety: evaluations that share any object take turns -- the model handed over, and every torch module of
+    the module trees it holds, shared submodules included, are claimed from the mode switch to its restoration
+    (:func:`_claimed`) -- so a second thread can neither save the first one's eval mode as the model's own nor switch
+    the mode back in the middle of the first one's run, whatever handle each thread holds (the model and
+    ``DataParallel(model)``, ``torch.compile(model)`` or a plain object holding it; two models sharing an encoder).
+    Evaluations of models that share no module run concurrently; an evaluation may nest inside one in its thread.
 
     Raises
     ------
@@ -260,15 +479,16 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
         cannot gather.
     """
     name = name or describe(model)
-    modules = held_modules(model)
+    modules, unseen = _search(model)
     labels = [name if not prefix else f"{name}.{prefix[:-1]}" for prefix, _ in modules]
-    _warn_if_nothing_switched(model, modules, name)
+    _warn_if_nothing_switched(model, modules, unseen, name)
     for label, (_, module) in zip(labels, modules, strict=True):
         refuse_writing_lookups(module, label)
         refuse_lazy_parameters(module, label)
-    with _model_lock(model), ExitStack() as stack:
+    claimed = [model, *(sub for _, module in modules for sub in module.modules())]
+    with _claimed(claimed), ExitStack() as stack:
+        stack.enter_context(_eval_modes_told(list(zip(labels, (module for _, module in modules), strict=True))))
         for label, (_, module) in zip(labels, modules, strict=True):
-            stack.enter_context(_eval_mode_told(module, label))
             stack.enter_context(gathered_parameters(module, label))
             stack.enter_context(recomputed_attributes(module))
             stack.enter_context(original_forwards(module, label))

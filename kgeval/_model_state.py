@@ -11,9 +11,10 @@
 - **Anything else** (a scoring method that writes a buffer or a parameter in place, or replaces one): every
   parameter and buffer is recorded before the evaluation -- the tensor object, its version counter, which every
   in-place write bumps, inside ``torch.inference_mode`` too (an inference tensor has none), and a checksum of its
-  content (:func:`content_checksum`), which sees the writes through ``.data`` that bump no version counter -- and
-  compared after it (:class:`StateWatch`; the checksums on their device, read back once); a change is reported in
-  one :class:`kgeval.exceptions.ModelChangedWarning` naming the tensors.
+  content (:func:`content_checksum`; a tensor subclass's through a plain alias of its storage), which sees the
+  writes through ``.data`` that bump no version counter -- and compared after it (:class:`StateWatch`; the
+  checksums on their device, read back once); a change is reported in one
+  :class:`kgeval.exceptions.ModelChangedWarning` naming the tensors.
 """
 
 from __future__ import annotations
@@ -115,15 +116,33 @@ CHECKSUM_BLOCK_ELEMENTS = 2**22
 _HASH_MULTIPLIER, _HASH_MIXER = 0x9E3779B97F4A7C15 - 2**64, 0x5851F42D4C957F2D
 
 
+def _plain(tensor: torch.Tensor) -> torch.Tensor | None:
+    """``tensor`` as a plain ``torch.Tensor`` sharing its memory: itself for a plain tensor or parameter; for a
+    subclass that keeps its data in its own storage (a ``torch.Tensor`` subclass overriding ``__torch_function__``
+    only, and a parameter of one) an alias of that storage, which sees every write to it -- through ``.data`` too;
+    None for a subclass that overrides ``__torch_dispatch__`` (a wrapper such as a DTensor: its storage is not its
+    data)."""
+    kind = type(tensor)
+    if kind is torch.Tensor or kind is torch.nn.Parameter:
+        return tensor
+    if getattr(kind, "__torch_dispatch__", None) is not torch.Tensor.__torch_dispatch__:
+        data = tensor.data  # a parameter of a wrapper class whose data is plain
+        return data if type(data) is torch.Tensor else None
+    return torch.Tensor.as_subclass(tensor, torch.Tensor)
+
+
 def _bits(tensor: torch.Tensor) -> torch.Tensor | None:
     """The tensor's bits as a 2-d integer tensor of its element width ((rows, elements per row); a view, copied
-    only when the tensor's strides do not allow a 2-d view); None where kgeval reads no content (a sparse, meta
-    or subclass tensor -- a DTensor, say)."""
-    plain_type = type(tensor) in (torch.Tensor, torch.nn.Parameter) or type(tensor.data) is torch.Tensor
-    if not plain_type or tensor.layout != torch.strided or tensor.is_meta:
+    only when the tensor's strides do not allow a 2-d view); None where kgeval reads no content (a sparse or meta
+    tensor, or a wrapper subclass -- a DTensor, say). A subclass that keeps its data in its own storage is read
+    through a plain alias of it (:func:`_plain`)."""
+    if tensor.layout != torch.strided or tensor.is_meta:
         return None
     with torch.no_grad():  # integer views of the data, tracking no gradient
-        plain = torch.view_as_real(tensor) if tensor.is_complex() else tensor
+        plain = _plain(tensor)
+        if plain is None:
+            return None
+        plain = torch.view_as_real(plain) if plain.is_complex() else plain
         integer = _BITS_DTYPES.get(plain.element_size())
         if integer is None:
             return None

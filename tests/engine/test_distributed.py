@@ -32,7 +32,9 @@ TWO_RANKS = [
     "ddp_transe",
     "ddp_pykeen_inverse",
     "observe_fails_on_one_rank",
+    "models_differ",
     "rank_zero_alone",
+    "after_alone",
 ]
 THREE_RANKS = [
     "ties",
@@ -57,7 +59,7 @@ def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[int, list[dict]]:
 
 @pytest.mark.parametrize(
     ("world_size", "name"),
-    [(2, name) for name in TWO_RANKS if name not in ("observe_fails_on_one_rank", "rank_zero_alone")]
+    [(2, name) for name in TWO_RANKS if name not in ("observe_fails_on_one_rank", "rank_zero_alone", "models_differ")]
     + [(3, "ties"), (3, "few_triples"), (3, "after_errors")],
 )
 def test_every_rank_returns_the_single_process_results(outcomes, world_size: int, name: str) -> None:
@@ -233,6 +235,30 @@ def test_rank_zero_evaluating_alone_is_told_to_pass_distributed_false(outcomes) 
     assert message.startswith("kgeval: rank 0 evaluates alone: pass distributed=False to evaluate on this rank only")
     assert "KGEVAL_DISTRIBUTED_ENTRY_TIMEOUT" in message
     assert seconds < 20
+
+
+def test_ranks_holding_different_models_are_refused_naming_them(outcomes) -> None:
+    """Two ranks, each with its own DistMult, every rank calling evaluate: before, both returned the merged ranks
+    of neither model; now every rank refuses, naming rank 1 and the remedy, and distributed=False evaluates each
+    rank's own model (equal to its single-process results)."""
+    for outcome in outcomes[2]:
+        status, (together, per_rank, own) = outcome["models_differ"]
+        assert status == "ok"
+        kind, message = together[1:]
+        assert (together[0], kind) == ("error", "ValueError")
+        assert message.startswith("the ranks hold models that score differently: rank(s) [1] score kgeval's probe")
+        assert "pass distributed=False on every rank" in message
+        assert per_rank[0] == "ok" and per_rank[1] == own
+
+
+def test_a_group_evaluates_together_after_rank_zero_evaluated_alone(outcomes) -> None:
+    """After rank 0's evaluation alone was abandoned, the next evaluation every rank calls runs as usual: before,
+    rank 0's count of evaluations stayed one ahead of the others' and every later one failed, naming a late rank."""
+    expected = SCENARIOS["after_alone"](None)
+    for outcome in outcomes[2]:
+        status, value = outcome["after_alone"]
+        assert status == "ok", value
+        assert_same_results(value, expected)
 
 
 @pytest.mark.cuda

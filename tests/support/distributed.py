@@ -259,6 +259,21 @@ def rank_zero_alone(rank: int | None) -> Any:
     return (*outcome, time.monotonic() - started)
 
 
+def models_differ(rank: int | None) -> Any:
+    """Each rank holds its own model (an EMA kept on one rank, a hyperparameter trial per rank): a DistMult seeded
+    with the rank. Every rank calling evaluate: (the outcome, the outcome with distributed=False, this rank's own
+    single-process results). Before, both ranks returned the merged ranks of neither model."""
+    graph = random_graph(3, 30, 4, 40, 60)
+    model = DistMult(30, 4, dim=8, seed=0 if rank is None else rank)
+    kwargs = {"additional_filter_triples": graph.filter_triples, "use_tqdm": False}
+    own = RankBasedEvaluator().evaluate(model, graph.triples, distributed=False, **kwargs)
+    if rank is None:
+        return own
+    together = _outcome(lambda: RankBasedEvaluator().evaluate(model, graph.triples, **kwargs))
+    per_rank = _outcome(lambda: RankBasedEvaluator().evaluate(model, graph.triples, distributed=False, **kwargs))
+    return together, per_rank, own
+
+
 def uneven_gather(rank: int | None) -> Any:
     """all_gather_uneven of (rank * 2, 2) tensors: sizes 0, 2, 4."""
     if rank is None:
@@ -340,9 +355,21 @@ SCENARIOS: dict[str, Callable[[int | None], Any]] = {
         uneven_gather,
         rank_zero_alone,
         resumed,
+        models_differ,
     )
 }
 SCENARIOS["after_errors"] = ties  # the group still works after the error scenarios
+
+
+def after_alone(rank: int | None) -> Any:
+    """``ties`` evaluated by every rank once rank 0's evaluation alone (the scenario before) was abandoned: the ranks
+    meet in a barrier first, as a training loop's next collective would (rank 1 skipped that evaluation)."""
+    if rank is not None:
+        dist.barrier()
+    return ties(rank)
+
+
+SCENARIOS["after_alone"] = after_alone
 SCENARIOS.update(SHARDED_SCENARIOS)
 SCENARIOS.update(SHARDED_PARAMETER_SCENARIOS)
 

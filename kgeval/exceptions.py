@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
 import sys
 import warnings
+from collections.abc import Iterator
 
 __all__ = [
     "DistributedEvaluationError",
@@ -46,10 +48,40 @@ class UnreadFilesWarning(UserWarning):
     label lists, other splits --: each is named, with why."""
 
 
+#: the warning categories kgeval's own code does not issue in the current context (thread or task): :func:`quieted`
+_QUIETED: contextvars.ContextVar[tuple[type[Warning], ...]] = contextvars.ContextVar("kgeval_quieted", default=())
+
+
+@contextlib.contextmanager
+def quieted(*categories: type[Warning]) -> Iterator[None]:
+    """For the block, in the current thread (or asyncio task) only, kgeval's own code does not issue warnings of
+    ``categories`` (or of their subclasses): :func:`warn_caller` and the metrics' undefined-value warning check
+    :func:`is_quieted` and never call :func:`warnings.warn`.
+
+    What ``warnings.catch_warnings()`` + ``simplefilter("ignore", ...)`` cannot do: those replace the process-wide
+    ``warnings.filters`` (and ``showwarning``) for the block and put back what they saved when it ends, so a filter
+    another thread adds meanwhile is dropped and another thread's ``catch_warnings(record=True)`` misses warnings or
+    keeps recording after its block. Nothing process-wide changes here (a context variable; each thread starts
+    with none quieted)."""
+    token = _QUIETED.set((*_QUIETED.get(), *categories))
+    try:
+        yield
+    finally:
+        _QUIETED.reset(token)
+
+
+def is_quieted(category: type[Warning]) -> bool:
+    """Whether warnings of ``category`` are quieted in the current context (:func:`quieted`)."""
+    quiet = _QUIETED.get()
+    return bool(quiet) and issubclass(category, quiet)
+
+
 def warn_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)``, attributed to the first frame outside kgeval (and outside contextlib,
     whose frames a ``with`` adds, and the import system, whose frames an import adds): the user's line, however
-    deep in kgeval the warning arises."""
+    deep in kgeval the warning arises. Not issued at all where ``category`` is :func:`quieted`."""
+    if is_quieted(category):
+        return
     level, frame = 1, sys._getframe(1)
     while frame is not None and _own(frame.f_code.co_filename):
         if not _skipped_by_warnings(frame.f_code.co_filename):

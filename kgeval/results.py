@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +26,7 @@ from kgeval.accumulator import MetricAccumulator, merged, to_host
 from kgeval.analysis import plot, relations
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
-from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.exceptions import UndefinedMetricWarning, quieted
 from kgeval.keys import MetricKey, format_key, parse_key
 from kgeval.metrics.naming import close_matches
 from kgeval.metrics.registry import lookup, null_model_table
@@ -552,8 +551,7 @@ def _agree_with_records(results: RankBasedMetricResults, where: str) -> None:
     accumulators = _accumulators_of(results.records, results.ks)
     if not accumulators:
         return
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
+    with quieted(UndefinedMetricWarning):
         recomputed = RankBasedMetricResults.from_accumulators(accumulators, results.ks)
     stored: list[tuple[Any, float, float | None]] = [(key, value, recomputed.data.get(key))
                                                      for key, value in results.data.items()]  # fmt: skip

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 import re
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -15,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.exceptions import UndefinedMetricWarning, quieted
 from kgeval.metrics import null_model, plain
 from kgeval.metrics.adjusted import AdjustedMetric, Kind
 from kgeval.metrics.naming import close_matches, is_k_family, split_k, with_k
@@ -308,8 +307,7 @@ def null_model_table(
     Undefined moments are NaN without a second warning (the metric's own value already warned).
     """
     out: dict[str, tuple[float, float]] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
+    with quieted(UndefinedMetricWarning):
         for key, info, k in reported_keys(ks, "realistic", keep_records):
             if info.null_moments is not None and (keep_records or not info.null_moments_need_records):
                 out[key] = info.null_moments(summary, k)

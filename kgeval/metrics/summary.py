@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.exceptions import UndefinedMetricWarning, is_quieted
 
 __all__ = [
     "RankSummary",
@@ -96,11 +96,13 @@ class RankSummary:
 
 
 def safe_ratio(numerator: float, denominator: float, metric: str) -> float:
-    """numerator / denominator, or NaN with an :class:`UndefinedMetricWarning` when the denominator is 0 or NaN."""
+    """numerator / denominator, or NaN with an :class:`UndefinedMetricWarning` when the denominator is 0 or NaN (none
+    where :func:`kgeval.exceptions.quieted` quiets it: no process-wide filter is touched)."""
     if denominator == 0 or np.isnan(denominator) or np.isnan(numerator):
-        warnings.warn(
-            f"{metric} is undefined here (zero denominator); reporting NaN", UndefinedMetricWarning, stacklevel=3
-        )
+        if not is_quieted(UndefinedMetricWarning):
+            warnings.warn(
+                f"{metric} is undefined here (zero denominator); reporting NaN", UndefinedMetricWarning, stacklevel=3
+            )
         return float("nan")
     return float(numerator / denominator)
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
-import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from fractions import Fraction
@@ -28,7 +27,7 @@ from fractions import Fraction
 import numpy as np
 import torch
 
-from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.exceptions import UndefinedMetricWarning, quieted
 from kgeval.metrics import null_model, plain
 from kgeval.metrics.adjusted import AdjustedMetric
 from kgeval.metrics.registry import MetricInfo, reported_keys
@@ -264,8 +263,7 @@ def weighted_null_model(data: WeightedRanks) -> dict[str, Moments]:
     """(E, Var) under the null model of every weighted metric with a closed form (key -> moments); undefined
     moments are NaN without a second warning (the metric's own value already warned)."""
     out = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UndefinedMetricWarning)
+    with quieted(UndefinedMetricWarning):
         for key, info, k in reported_keys(data.ks, "realistic"):
             moments = _moments_function(info)
             if moments is not None:

@@ -26,7 +26,7 @@ from kgeval._engine.distributed import (
     synchronize,
 )
 from kgeval._engine.filter_index import FilterIndex, SideIndex
-from kgeval._engine.form_check import FormChecks
+from kgeval._engine.form_check import FormChecks, caller_rng_restored
 from kgeval._engine.identity import score_signature
 from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
@@ -138,9 +138,12 @@ def rank(
     dict of target to SideRanks
         Under ``torch.distributed``, every rank returns the whole evaluation's ranks.
 
-    Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after.
+    Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after;
+    the caller's random number generators are given back as they were (a model drawing random numbers while it is
+    scored, the probes included, leaves the caller's streams where they were:
+    :func:`kgeval._engine.form_check.caller_rng_restored`).
     """
-    with threads_for_the_machine(state.load_sample.recent):
+    with threads_for_the_machine(state.load_sample.recent), caller_rng_restored():
         return _rank(prepare, options, run, state)
 
 
@@ -194,7 +197,12 @@ def model_signature(inputs: CheckedInputs, precision: MatmulPrecision = "exact")
     """What the model of ``inputs`` scores (kgeval._engine.identity.score_signature), scored as the evaluation scores
     it: in evaluation mode, under ``torch.inference_mode`` and the evaluation's matmul ``precision``. Where results
     are reused or combined across calls and ranks, this identifies the model beside its weight digest."""
-    with evaluation_mode(inputs.model.model), torch.inference_mode(), exact_arithmetic(precision):
+    with (
+        caller_rng_restored(),
+        evaluation_mode(inputs.model.model),
+        torch.inference_mode(),
+        exact_arithmetic(precision),
+    ):
         return score_signature(inputs)
 
 

@@ -13,7 +13,7 @@ import torch
 
 from kgeval._engine.counting import slice_bounds
 from kgeval._engine.filter_index import FilterIndex
-from kgeval._engine.form_check import FormChecks
+from kgeval._engine.form_check import FormChecks, caller_rng_restored
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
@@ -53,7 +53,7 @@ def top_k(
     device = queries.device
     side_index = FilterIndex(torch.cat(list(known))).sides[target] if known else None
     checks = FormChecks(probe=options.check_fast_path)
-    with evaluation_mode(model.model), torch.inference_mode(), exact_arithmetic("exact"):
+    with caller_rng_restored(), evaluation_mode(model.model), torch.inference_mode(), exact_arithmetic("exact"):
         parts = [
             (rows, *_top_k_of_set(model, queries[rows], target, num_entities, ids, side_index, k, options, checks))
             for rows, ids in candidate_sets

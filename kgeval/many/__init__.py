@@ -224,6 +224,7 @@ def evaluate_many(
         model = model_for if _is_model(model_for) else model_for(dataset)
         bound, kwargs = graph_call(model, dataset, split, validation_filter, evaluate_kwargs)
         probed = _Probed(dataset.name, model, bound, kwargs, evaluator.score_signature(bound, **kwargs))
+        _warn_if_graph_ignored(evaluator, previous, probed)
         fingerprint = saved = None
         if store is not None:
             fingerprint = graph_fingerprint(dataset, group, split, validation_filter, evaluator, evaluate_kwargs,
@@ -285,6 +286,30 @@ class _Probed:
     bound: Any  #: bound to the graph (a graph-conditioned model)
     kwargs: dict[str, Any]
     signature: Any  #: kgeval._fingerprints.ScoreSignature or None
+
+
+def _warn_if_graph_ignored(evaluator: RankBasedEvaluator, previous: _Probed | None, current: _Probed) -> None:
+    """A :class:`kgeval.exceptions.ModelChangedWarning` when a graph-conditioned model, the same object as the graph
+    before's, scores this graph's probe the same bound to the graph before as bound to this one: it does not read
+    the graph it is handed (a cache of node features filled for an earlier graph), so this graph's numbers would be
+    those of the earlier graph's features. Skipped where the probe's ids do not fit the earlier graph."""
+    if previous is None or previous.model is not current.model or current.signature is None:
+        return
+    if not is_graph_conditioned(current.model):
+        return
+    try:
+        crossed = evaluator.score_signature(previous.bound, **current.kwargs)
+    except (ValueError, TypeError, IndexError, RuntimeError):  # ids beyond the earlier graph's: not comparable
+        return
+    if current.signature.difference(crossed) is None:
+        warn_caller(
+            f"kgeval: the model scores {current.name}'s probe queries the same whether it is handed {current.name}'s "
+            f"graph or {previous.name}'s: it does not read the graph it is handed (a cache of node or relation "
+            f"features filled for {previous.name}, or an earlier graph?), so {current.name}'s numbers may be those "
+            "of another graph's features. Clear such a cache when the graph changes, or give each graph a model of "
+            "its own (model_for building one per dataset)",
+            ModelChangedWarning,
+        )
 
 
 def _warn_if_scores_moved(evaluator: RankBasedEvaluator, previous: _Probed | None, model: Any,

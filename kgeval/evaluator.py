@@ -300,7 +300,9 @@ class RankBasedEvaluator(RankingSettings):
         distributed : bool, optional
             None: when a ``torch.distributed`` process group with more than one rank is initialised, every rank
             ranks its share of the triples and all ranks return the results of the whole evaluation (every rank
-            must call ``evaluate`` with the same inputs; see ``kgeval._engine.distributed``). False: evaluate
+            must call ``evaluate`` with the same inputs and the same model: a rank whose model scores a probe of
+            two queries per side otherwise than rank 0's -- an EMA kept on one rank, a trial per rank -- makes every
+            rank raise a ValueError naming it; see ``kgeval._engine.distributed``). False: evaluate
             everything in this process. True: like None, but an error when no process group is initialised.
             A query/candidate model whose ranks each hold a shard of the entity table (declared by
             ``kgeval_candidate_shard(target) -> (start, stop)``, ``kgeval._engine.sharding``) is evaluated the
@@ -312,8 +314,11 @@ class RankBasedEvaluator(RankingSettings):
             Make the evaluation resumable: the counts of the batches done are saved to this file (atomically: a
             temporary file renamed over it) at most every ``save_every`` seconds; a later call with the same model
             weights, triples, filter, candidates and options that finds the file ranks only the tasks left and ends
-            with exactly the results of an uninterrupted run. A file of another evaluation is a ValueError naming
-            what differs (never a mixed result). The file is removed once the evaluation succeeds. Under
+            with exactly the results of an uninterrupted run. A file of another evaluation (other triples, filter or
+            options) is a ValueError naming what differs; a file of another model -- other weights, or a model that
+            scores a probe of two queries per side otherwise (:meth:`score_signature`: a retrained model whose
+            state no weight digest sees) -- is started over with a :class:`kgeval.exceptions.ResumeWarning`; never a
+            mixed result. The file is removed once the evaluation succeeds. Under
             ``torch.distributed`` each rank keeps ``{progress_path}.rank{r}-of-{w}``. See
             ``kgeval._engine.resume``.
         save_every : float, default=60.0

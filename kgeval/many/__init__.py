@@ -183,15 +183,27 @@ def evaluate_many(
         on (the dataset's name and contents, the split, the validation filter where it applies, the evaluator's
         settings that change numbers, the keywords below other than sizes and devices, ``model_id``, kgeval's
         version; ``kgeval.many._store``).
-        A later call with the same folder takes each graph whose file matches instead of evaluating it (its
-        ``model_for`` is not called), and evaluates again -- with a :class:`kgeval.exceptions.ResumeWarning`
-        naming what differs -- each graph whose file does not; the files of one graph are never mixed.
+        A later call with the same folder takes each graph whose file matches instead of evaluating it, and
+        evaluates again -- with a :class:`kgeval.exceptions.ResumeWarning` naming what differs -- each graph whose
+        file does not; the files of one graph are never mixed. What the graph's model scores counts too: every
+        graph's model (``model_for`` is called for every graph) scores a probe of two queries per side before its
+        graph is taken or evaluated (:meth:`RankBasedEvaluator.score_signature`), so a model retrained since the
+        file was written is evaluated again even where its identity below does not change (a plain object holding
+        a module, tensor attributes, a factory reading a registry).
     model_id : str, optional
         The model's identity in the fingerprint (e.g. a checkpoint's hash, a run's name). Default: a hash of the
         model object's weights and plain settings, or of the function ``model_for``'s code and what its closure
         holds -- name the model yourself when that does not identify it (a factory that reads files).
     **evaluate_kwargs
         Passed to each :meth:`RankBasedEvaluator.evaluate` (``batch_size``, ``device``, ...).
+
+    Warns
+    -----
+    kgeval.exceptions.ModelChangedWarning
+        When one model object scores a graph's probe the same bound to the graph before as to its own graph (a
+        graph-conditioned model serving a cache of another graph's features), or scores the graph before
+        otherwise after this one was evaluated (state kept across graphs): each graph's numbers may then depend on
+        the graphs evaluated before it.
 
     Returns
     -------

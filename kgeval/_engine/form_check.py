@@ -160,7 +160,9 @@ class Instability:
     detail: str
 
 
-def probe_instability(scorer: Any, queries: torch.Tensor) -> Instability | None:
+def probe_instability(
+    scorer: Any, queries: torch.Tensor, max_rows: int | None = None, max_candidates: int | None = None
+) -> Instability | None:
     """Whether the scores ``scorer`` gives are a function of the query alone, or None when nothing says otherwise.
 
     ``queries`` (B, 2) are the side's queries; ``scorer`` is the side's scorer, whatever it is (the model's own
@@ -174,30 +176,41 @@ def probe_instability(scorer: Any, queries: torch.Tensor) -> Instability | None:
        and 4. the first query alone, a batch of 1: a row that differs from call 1's -> :data:`BATCH_DEPENDENCE`
        (statistics of the batch: dynamically quantized activations, batch norm in training mode).
 
+    ``max_rows`` and ``max_candidates`` (the evaluation's requested batch and slice sizes; None: no limit) bound
+    every call: with ``max_rows`` of 2 or 3 one query is probed ([q, q], then among ``max_rows`` queries), with 1
+    it is scored alone in two calls (the evaluation scores every query alone: no batch to depend on).
+
     Rows differ where one is NaN or infinite and the other not, or where finite scores differ by more than
     :data:`STABILITY_TOLERANCE` of the rows' largest finite |score| (:func:`_differing`). At most four calls of at
-    most four queries against :data:`PROBE_WINDOW` candidates (a whole-row scorer scores whole rows). A call that
-    raises ends the probe without a verdict (the first) or skips its comparison (the others: a batch of 1 with
-    batch norm in training mode raises): the evaluation's own calls say what fails.
+    most four queries against at most :data:`PROBE_WINDOW` candidates (a whole-row scorer scores whole rows). The
+    first call is the model's first of the side: what it raises propagates (the evaluation's own first call would
+    raise it), except an out-of-memory error, after which the probe runs again on half as many rows. A later call
+    that raises skips its comparison (a batch of 1 with batch norm in training mode raises: the evaluation's own
+    calls say what fails, where they do).
     """
-    stop = min(scorer.num_candidates, PROBE_WINDOW)
-    distinct = _first_distinct(queries, STABILITY_QUERIES + STABILITY_COMPANIONS)
-    if stop == 0 or distinct.shape[0] == 0:
+    rows_cap = 2 * STABILITY_QUERIES if max_rows is None else max(1, min(max_rows, 2 * STABILITY_QUERIES))
+    stop = min(scorer.num_candidates, PROBE_WINDOW, max_candidates or PROBE_WINDOW)
+    count = max(1, min(STABILITY_QUERIES, rows_cap // 2))
+    distinct = _first_distinct(queries, max(count, min(count + STABILITY_COMPANIONS, rows_cap)))
+    if stop <= 0 or distinct.shape[0] == 0:
         return None
-    probe = distinct[:STABILITY_QUERIES]
+    probe = distinct[:count]
     count = probe.shape[0]
-    twice = torch.cat([probe, probe])
-    first = _probe_rows(scorer, twice, stop)
-    if first is None:
-        return None
+    copies = 2 if rows_cap >= 2 else 1
+    twice = probe.repeat(copies, 1)
+    try:
+        first = _probe_rows(scorer, twice, stop, raises=True)
+    except torch.OutOfMemoryError:  # as the evaluation's batches are: halved and tried again, down to one query
+        return None if twice.shape[0] == 1 else probe_instability(scorer, queries, twice.shape[0] // 2, stop)
+    assert first is not None  # raises=True: the error, or the rows
     rows, dtype = first
-    for row in range(count):
+    for row in range(count if copies == 2 else 0):
         found = _differing(rows[row], rows[count + row], dtype)
         if found is not None:
             return Instability(RANDOMNESS, _detail(scorer, probe[row], found, "twice in one batch"))
     again = _probe_rows(scorer, twice, stop)
     if again is not None:
-        for row in range(2 * count):
+        for row in range(twice.shape[0]):
             found = _differing(rows[row], again[0][row], dtype)
             if found is not None:
                 return Instability(RANDOMNESS, _detail(scorer, probe[row % count], found, "in two calls of one batch"))
@@ -233,14 +246,23 @@ def _first_distinct(queries: torch.Tensor, count: int) -> torch.Tensor:
     return queries[list(seen.values())]
 
 
-def _probe_rows(scorer: Any, batch: torch.Tensor, stop: int) -> tuple[torch.Tensor, torch.dtype] | None:
+def _probe_rows(
+    scorer: Any, batch: torch.Tensor, stop: int, raises: bool = False
+) -> tuple[torch.Tensor, torch.dtype] | None:
     """(scores (len(batch), stop) as a float64 CPU copy, the scores' own dtype) of ``batch`` against candidate
-    positions [0, stop), in one call of ``scorer``; None when the call raises."""
+    positions [0, stop), in one call of ``scorer``; None when the call raises (``raises``: it raises). A
+    query/candidate form's are its :meth:`~kgeval._engine.gemm_scoring.GemmScorer.probe_scores`, computed in
+    float64 from the query vectors the model gives for the batch (the candidate vectors are read once, not per
+    batch), no score tile written."""
     try:
         scorer.begin(batch)
+        if hasattr(scorer, "probe_scores"):
+            return scorer.probe_scores(0, stop)[0].detach().to(device="cpu", copy=True), scorer.vector_dtype
         scorer.start_slice(0, stop)
         tile = scorer.query_tile(0, batch.shape[0])
     except Exception:  # the evaluation's own calls raise what they raise, where they do
+        if raises:
+            raise
         return None
     return tile.detach().to(device="cpu", dtype=torch.float64, copy=True), tile.dtype
 

@@ -41,6 +41,8 @@ def make_scorer(
     probe_queries: torch.Tensor | None = None,
     checks: FormChecks | None = None,
     model_scores_only: bool = False,
+    batch_size: int | None = None,
+    slice_size: int | None = None,
 ) -> CandidateScorer:
     """The fastest scorer the model supports (:func:`_chosen_scorer`), its scores' stability probed.
 
@@ -50,14 +52,16 @@ def make_scorer(
     the model are checked against ``torch.nn.utils.parametrize``'s cache
     (:func:`kgeval._engine.form_check.stale_parametrizations`): a
     :class:`~kgeval.exceptions.ScoreStabilityWarning` names the cause, once per evaluation and cause. The
-    scorer returned is the same either way (its ranks are those of the scores the model gives).
+    scorer returned is the same either way (its ranks are those of the scores the model gives). ``batch_size``
+    and ``slice_size`` (the evaluation's requested sizes; None: not requested) bound the probe's calls, as they
+    bound the evaluation's.
     """
     resolved = resolve_model(model)
     checks = checks if checks is not None else FormChecks(probe=probe_queries is not None)
     scorer = _chosen_scorer(resolved, target, num_entities, candidate_ids, fast_path, score_fn, probe_queries, checks,
                             model_scores_only)  # fmt: skip
     if probe_queries is not None and checks.probe:
-        _check_stability(resolved, scorer, target, probe_queries, checks, score_fn)
+        _check_stability(resolved, scorer, target, probe_queries, checks, score_fn, (batch_size, slice_size))
     return scorer
 
 
@@ -68,9 +72,11 @@ def _check_stability(
     queries: torch.Tensor,
     checks: FormChecks,
     score_fn: TripleFunction | None,
+    sizes: tuple[int | None, int | None],
 ) -> None:
     """Warn, once per evaluation and cause, when ``scorer``'s scores of ``queries`` (the side's (B, 2) queries) are
-    not a function of the query, or the model reads a stale parametrize cache (see :func:`make_scorer`)."""
+    not a function of the query, or the model reads a stale parametrize cache (see :func:`make_scorer`); ``sizes``:
+    the requested (batch_size, slice_size) bounding the probe's calls."""
     view = resolved.view
     if checks.first_cache_check(resolved.model):
         stale = stale_parametrizations(resolved.model)
@@ -78,7 +84,7 @@ def _check_stability(
             checks.warn_stability("cache", stale_cache_message(model_name(view), stale))
     if not checks.first_stability_probe(resolved.model, target):
         return
-    instability = probe_instability(scorer, queries)
+    instability = probe_instability(scorer, queries, *sizes)
     if instability is not None:
         if score_fn is not None:
             method = "score_fn"

@@ -301,6 +301,57 @@ def test_the_probe_scores_at_most_four_calls_of_four_queries_against_a_window() 
     assert len(model.calls) == before  # no probe queries: no probe
 
 
+@pytest.mark.parametrize(("batch_size", "slice_size"), [(1, 5), (2, 7), (3, None), (None, 9)])
+def test_the_probe_keeps_to_the_requested_batch_and_slice_sizes(batch_size: int | None, slice_size: int | None) -> None:
+    """A requested batch or slice size bounds the probe's calls as it bounds the evaluation's (a model evaluated one
+    query at a time for its memory is probed one query at a time)."""
+    model = SlicedCounter()
+    queries = torch.stack([torch.arange(300) % 500, torch.arange(300) % R], 1)
+    make_scorer(model, "tail", 500, None, probe_queries=queries, batch_size=batch_size, slice_size=slice_size)
+    assert 2 <= len(model.calls) <= 4, model.calls
+    assert all(rows <= (batch_size or 4) and width <= (slice_size or PROBE_WINDOW) for rows, width in model.calls)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 3])
+def test_noise_is_warned_at_small_batch_sizes(batch_size: int) -> None:
+    found = stability_warnings(NoisyScorer(), batch_size=batch_size)
+    assert len(found) == 1 and RANDOMNESS in found[0], found
+
+
+def test_batch_norm_in_training_mode_is_warned_at_batch_size_two() -> None:
+    found = stability_warnings(BatchNormScorer(), batch_size=2)
+    assert len(found) == 1 and BATCH_DEPENDENCE in found[0], found
+
+
+def test_a_model_failing_at_its_first_call_is_called_once() -> None:
+    """The probe's first call is the model's first: what it raises is the evaluation's error, raised once."""
+
+    class Failing(LinearScorer):
+        calls = 0
+
+        def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+            Failing.calls += 1
+            raise RuntimeError("a failing model")
+
+    with pytest.raises(RuntimeError, match="a failing model"):
+        RankBasedEvaluator().evaluate(Failing(), GRAPH.triples, num_entities=E, targets=("tail",), use_tqdm=False)
+    assert Failing.calls == 1
+
+
+def test_a_model_out_of_memory_above_one_query_is_probed_one_query_at_a_time() -> None:
+    """An out-of-memory error of the probe's first call halves its rows, as the evaluation halves its batches: the
+    noise is still seen (in two calls of one query), and the evaluation's ranks are made by its retries."""
+
+    class NoisyAboveOne(NoisyScorer):
+        def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+            if hr_batch.shape[0] > 1:
+                raise torch.OutOfMemoryError("injected")
+            return super().score_t(hr_batch)
+
+    found = stability_warnings(NoisyAboveOne(), targets=("tail",))
+    assert len(found) == 1 and RANDOMNESS in found[0] and "two calls" in found[0], found
+
+
 def test_caller_rng_restored_gives_back_every_generator() -> None:
     """A model drawing random numbers inside the context leaves torch's, numpy's and Python's generators where they
     were; on an exception too."""

@@ -190,7 +190,8 @@ def _gradient_hooks(
     switched: Sequence[tuple[torch.nn.Module, int]], evaluations: Sequence[_Evaluating]
 ) -> list[RemovableHandle]:
     """A :func:`_tell_the_training_thread` hook on each parameter that requires a gradient of each switched module
-    (each parameter once). A parameter that takes no hook (a subclass that refuses one) is skipped."""
+    (each parameter once), marked as torch's ``unserializable_hook`` (pickling or sharing the model with another
+    process meanwhile warns of nothing). A parameter that takes no hook (a subclass that refuses one) is skipped."""
     handles: list[RemovableHandle] = []
     hooked: set[int] = set()
     for module, index in switched:
@@ -198,9 +199,10 @@ def _gradient_hooks(
             if not parameter.requires_grad or id(parameter) in hooked:
                 continue
             hooked.add(id(parameter))
+            hook = functools.partial(_tell_the_training_thread, module, evaluations[index])
+            hook.__torch_unserializable__ = True  # type: ignore[attr-defined]  # no "will not be serialized" warning
             try:
-                handles.append(parameter.register_hook(functools.partial(_tell_the_training_thread, module,
-                                                                         evaluations[index])))  # fmt: skip
+                handles.append(parameter.register_hook(hook))
             except RuntimeError:
                 continue
     return handles

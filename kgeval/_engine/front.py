@@ -42,6 +42,7 @@ from kgeval._inputs import CheckedInputs
 from kgeval._modes import evaluation_mode
 from kgeval._tasks import ANSWER_COLUMN, QUERY_COLUMNS, candidate_groups
 from kgeval.accumulator import MetricAccumulator
+from kgeval.exceptions import quieted
 from kgeval.typing import KernelChoice, Target
 
 __all__ = ["EngineState", "RankOptions", "RunSettings", "SideRanks", "model_signature", "new_state", "rank"]
@@ -196,8 +197,11 @@ def _rank(
 def model_signature(inputs: CheckedInputs, precision: MatmulPrecision = "exact") -> ScoreSignature | None:
     """What the model of ``inputs`` scores (kgeval._engine.identity.score_signature), scored as the evaluation scores
     it: in evaluation mode, under ``torch.inference_mode`` and the evaluation's matmul ``precision``. Where results
-    are reused or combined across calls and ranks, this identifies the model beside its weight digest."""
+    are reused or combined across calls and ranks, this identifies the model beside its weight digest. kgeval's
+    warnings about the model and its context are quieted for the probe (:func:`kgeval.exceptions.quieted`): the
+    evaluation it accompanies gives them once."""
     with (
+        quieted(Warning),
         caller_rng_restored(),
         evaluation_mode(inputs.model.model),
         torch.inference_mode(),

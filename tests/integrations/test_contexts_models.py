@@ -195,17 +195,23 @@ def test_a_frozen_submodule_of_a_network_in_a_container_stays_frozen() -> None:
     assert [module.training for module in scorer.network.modules()] == modes == [True, False]
 
 
+#: where Hidden's network lives: a global dict its lambdas look up by name (kgeval follows closures and module-level
+#: networks, not the items of a global container)
+HIDDEN_NETS: dict[str, Any] = {}
+
+
 def test_a_non_module_scorer_with_its_own_eval_and_no_module_found_is_warned() -> None:
-    """An object offering ``eval()`` / ``train()`` whose network kgeval cannot reach (here: behind a closure) is
-    warned about: kgeval never calls the object's own ``eval`` (it may be the user's own routine)."""
-    net = DropoutNet().eval()
+    """An object offering ``eval()`` / ``train()`` whose network kgeval cannot reach (here: looked up in a global
+    dict at each call; a closure is followed now) is warned about: kgeval never calls the object's own ``eval`` (it
+    may be the user's own routine)."""
+    HIDDEN_NETS["net"] = net = DropoutNet().eval()
 
     class Hidden:
         num_entities = E
 
         def __init__(self) -> None:
-            self.score_t = lambda hr: net.score_t(hr)
-            self.score_h = lambda rt: net.score_h(rt)
+            self.score_t = lambda hr: HIDDEN_NETS["net"].score_t(hr)
+            self.score_h = lambda rt: HIDDEN_NETS["net"].score_h(rt)
             self.calls: list[Any] = []
 
         def eval(self) -> None:

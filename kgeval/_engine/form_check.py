@@ -166,36 +166,39 @@ def probe_instability(
     """Whether the scores ``scorer`` gives are a function of the query alone, or None when nothing says otherwise.
 
     ``queries`` (B, 2) are the side's queries; ``scorer`` is the side's scorer, whatever it is (the model's own
-    score_t / score_h / score_r per slice or for whole rows, whole triples, a ``score_fn``, a GEMM form). Its first
-    :data:`STABILITY_QUERIES` distinct queries q are scored against the first :data:`PROBE_WINDOW` candidates:
+    score_t / score_h / score_r per slice or for whole rows, whole triples, a ``score_fn``, a GEMM form). Two of
+    them q (:func:`_probe_positions`: the first and the last, spread through the side to differ) are scored
+    against the first :data:`PROBE_WINDOW` candidates (a query/candidate form: its query vectors, the only part
+    of its scores a batch computes):
 
     1. twice in one batch, [q, q]: two rows of one query that differ -> :data:`RANDOMNESS` (noise, sampling);
     2. the same batch again, in a second call: a row that differs from the first call's -> :data:`RANDOMNESS`
        (per-call noise, a counter, a cache the model fills differently);
-    3. with the next :data:`STABILITY_COMPANIONS` distinct queries c, all in reverse order, [reversed(q + c)],
-       and 4. the first query alone, a batch of 1: a row that differs from call 1's -> :data:`BATCH_DEPENDENCE`
-       (statistics of the batch: dynamically quantized activations, batch norm in training mode).
+    3. with :data:`STABILITY_COMPANIONS` other queries c, all in reverse order, [reversed(q + c)], and 4. the
+       first query alone, a batch of 1: a row that differs from call 1's -> :data:`BATCH_DEPENDENCE` (statistics
+       of the batch: dynamically quantized activations, batch norm in training mode).
 
     ``max_rows`` and ``max_candidates`` (the evaluation's requested batch and slice sizes; None: no limit) bound
     every call: with ``max_rows`` of 2 or 3 one query is probed ([q, q], then among ``max_rows`` queries), with 1
     it is scored alone in two calls (the evaluation scores every query alone: no batch to depend on).
 
     Rows differ where one is NaN or infinite and the other not, or where finite scores differ by more than
-    :data:`STABILITY_TOLERANCE` of the rows' largest finite |score| (:func:`_differing`). At most four calls of at
-    most four queries against at most :data:`PROBE_WINDOW` candidates (a whole-row scorer scores whole rows). The
-    first call is the model's first of the side: what it raises propagates (the evaluation's own first call would
-    raise it), except an out-of-memory error, after which the probe runs again on half as many rows. A later call
-    that raises skips its comparison (a batch of 1 with batch norm in training mode raises: the evaluation's own
-    calls say what fails, where they do).
+    :data:`STABILITY_TOLERANCE` of the rows' largest finite |score| (:func:`_first_difference`). At most four calls
+    of at most four queries against at most :data:`PROBE_WINDOW` candidates (a whole-row scorer scores whole rows),
+    read to the host in one transfer and compared there. The first call is the model's first of the side: what it
+    raises propagates (the evaluation's own first call would raise it), except an out-of-memory error, after which
+    the probe runs again on half as many rows. A later call that raises skips its comparison (a batch of 1 with
+    batch norm in training mode raises: the evaluation's own calls say what fails, where they do).
     """
     rows_cap = 2 * STABILITY_QUERIES if max_rows is None else max(1, min(max_rows, 2 * STABILITY_QUERIES))
     stop = min(scorer.num_candidates, PROBE_WINDOW, max_candidates or PROBE_WINDOW)
     count = max(1, min(STABILITY_QUERIES, rows_cap // 2))
-    distinct = _first_distinct(queries, max(count, min(count + STABILITY_COMPANIONS, rows_cap)))
-    if stop <= 0 or distinct.shape[0] == 0:
+    positions = _probe_positions(queries.shape[0], max(count, min(count + STABILITY_COMPANIONS, rows_cap)))
+    if stop <= 0 or not positions:
         return None
-    probe = distinct[:count]
-    count = probe.shape[0]
+    chosen = queries[positions]  # (k, 2): the probed queries, then their companions
+    count = min(count, len(positions))
+    probe = chosen[:count]
     copies = 2 if rows_cap >= 2 else 1
     twice = probe.repeat(copies, 1)
     try:
@@ -203,92 +206,99 @@ def probe_instability(
     except torch.OutOfMemoryError:  # as the evaluation's batches are: halved and tried again, down to one query
         return None if twice.shape[0] == 1 else probe_instability(scorer, queries, twice.shape[0] // 2, stop)
     assert first is not None  # raises=True: the error, or the rows
-    rows, dtype = first
-    for row in range(count if copies == 2 else 0):
-        found = _differing(rows[row], rows[count + row], dtype)
-        if found is not None:
-            return Instability(RANDOMNESS, _detail(scorer, probe[row], found, "twice in one batch"))
-    again = _probe_rows(scorer, twice, stop)
-    if again is not None:
-        for row in range(twice.shape[0]):
-            found = _differing(rows[row], again[0][row], dtype)
-            if found is not None:
-                return Instability(RANDOMNESS, _detail(scorer, probe[row % count], found, "in two calls of one batch"))
-    compositions: list[tuple[torch.Tensor, list[int], str]] = []
-    if distinct.shape[0] > count:
-        size = distinct.shape[0]
-        compositions.append(
-            (distinct.flip(0), [size - 1 - row for row in range(count)], f"among other queries (a batch of {size})")
-        )
+    calls: list[tuple[torch.Tensor | None, str]] = [(first, "")]
+    calls.append((_probe_rows(scorer, twice, stop), "again"))
+    if len(positions) > count:
+        calls.append((_probe_rows(scorer, chosen.flip(0), stop), f"among other queries (a batch of {len(positions)})"))
     if count > 1:  # alone, one query's batch statistics are those of [q, q]
-        compositions.append((probe[:1], [0], "alone (a batch of 1)"))
-    for batch, positions, how in compositions:
-        other = _probe_rows(scorer, batch, stop)
-        if other is None:
-            continue
-        for row, position in enumerate(positions):
-            found = _differing(rows[row], other[0][position], dtype)
-            if found is not None:
-                how = f"in a batch of {twice.shape[0]} (the probe's {count} queries twice) and {how}"
-                return Instability(BATCH_DEPENDENCE, _detail(scorer, probe[row], found, how))
-    return None
+        calls.append((_probe_rows(scorer, probe[:1], stop), "alone (a batch of 1)"))
+    # every call's rows in one transfer, compared on the host
+    read = torch.cat([rows for rows, _how in calls if rows is not None]).to("cpu", torch.float64).numpy()
+    offsets, offset = [], 0
+    for rows, _how in calls:
+        offsets.append(None if rows is None else offset)
+        offset += 0 if rows is None else rows.shape[0]
+    dtype = first.dtype
+    pairs: list[tuple[int, int, int, str, str]] = []  #: (row, row, probed query, cause, how)
+    if copies == 2:
+        pairs += [(row, count + row, row, RANDOMNESS, "twice in one batch") for row in range(count)]
+    if offsets[1] is not None:
+        pairs += [(row, offsets[1] + row, row % count, RANDOMNESS, "in two calls of one batch")
+                  for row in range(twice.shape[0])]  # fmt: skip
+    both = f"in a batch of {twice.shape[0]} (the probe's {count} queries twice) and "
+    for (rows, how), start in zip(calls[2:], offsets[2:], strict=True):
+        if start is not None:
+            last = rows.shape[0] - 1 if rows is not None else 0
+            places = [last - row for row in range(count)] if how.startswith("among") else [0]
+            pairs += [(row, start + place, row, BATCH_DEPENDENCE, both + how) for row, place in enumerate(places)]
+    found = _first_difference(read, pairs, dtype)
+    if found is None:
+        return None
+    (_row, _other, query, cause, how), column, values = found
+    return Instability(cause, _detail(scorer, probe[query], column, values, how))
 
 
-def _first_distinct(queries: torch.Tensor, count: int) -> torch.Tensor:
-    """The first ``count`` distinct rows of ``queries`` (B, 2), in their order (fewer when there are fewer), read
-    from its first rows (one transfer from the device)."""
-    head = queries[: 64 * count].tolist()
-    seen: dict[tuple[int, ...], int] = {}
-    for position, row in enumerate(head):
-        if len(seen) == count:
-            break
-        seen.setdefault(tuple(row), position)
-    return queries[list(seen.values())]
+def _probe_positions(size: int, count: int) -> list[int]:
+    """``count`` distinct positions among ``size`` queries, spread to hold distinct queries where the first ones
+    repeat (sorted tasks share their query): the first, the last, the middle, a quarter in (fewer when there are
+    fewer). No read of the queries: no host-device synchronisation."""
+    positions: list[int] = []
+    for position in (0, size - 1, size // 2, size // 4, 3 * size // 4):
+        if 0 <= position < size and position not in positions and len(positions) < count:
+            positions.append(position)
+    return positions
 
 
-def _probe_rows(
-    scorer: Any, batch: torch.Tensor, stop: int, raises: bool = False
-) -> tuple[torch.Tensor, torch.dtype] | None:
-    """(scores (len(batch), stop) as a float64 CPU copy, the scores' own dtype) of ``batch`` against candidate
-    positions [0, stop), in one call of ``scorer``; None when the call raises (``raises``: it raises). A
-    query/candidate form's are its :meth:`~kgeval._engine.gemm_scoring.GemmScorer.probe_scores`, computed in
-    float64 from the query vectors the model gives for the batch (the candidate vectors are read once, not per
-    batch), no score tile written."""
+def _probe_rows(scorer: Any, batch: torch.Tensor, stop: int, raises: bool = False) -> torch.Tensor | None:
+    """The scores (len(batch), stop) of ``batch`` against candidate positions [0, stop), in one call of
+    ``scorer``, detached, on the scorer's device, in their own dtype (copied: a scorer may reuse its tile); None
+    when the call raises (``raises``: it raises). A query/candidate form's are its query vectors
+    (len(batch), d), as the model computes them for the batch (``kgeval_query``): its candidate vectors are read
+    once, not per batch, and no score tile is written (the block-counting kernels count theirs in cache)."""
     try:
+        if hasattr(scorer, "_query_matrix"):
+            return scorer._query_matrix(batch).detach().clone()
         scorer.begin(batch)
-        if hasattr(scorer, "probe_scores"):
-            return scorer.probe_scores(0, stop)[0].detach().to(device="cpu", copy=True), scorer.vector_dtype
         scorer.start_slice(0, stop)
-        tile = scorer.query_tile(0, batch.shape[0])
+        return scorer.query_tile(0, batch.shape[0]).detach().clone()
     except Exception:  # the evaluation's own calls raise what they raise, where they do
         if raises:
             raise
         return None
-    return tile.detach().to(device="cpu", dtype=torch.float64, copy=True), tile.dtype
 
 
-def _differing(first: torch.Tensor, second: torch.Tensor, dtype: torch.dtype) -> tuple[int, float, float] | None:
-    """(column, first score, second score) of the first column where two float64 rows of one query's scores differ
-    beyond rounding (see :func:`probe_instability`), None where they agree."""
-    finite = torch.isfinite(first) & torch.isfinite(second)
-    magnitude = max(float(first[finite].abs().max()) if finite.any() else 0.0,
-                    float(second[finite].abs().max()) if finite.any() else 0.0)  # fmt: skip
+def _first_difference(
+    read: np.ndarray, pairs: list[tuple[int, int, int, str, str]], dtype: torch.dtype
+) -> tuple[tuple[int, int, int, str, str], int, tuple[float, float]] | None:
+    """The first of ``pairs`` (row, other row, ...) of ``read`` (the probe's rows, float64) whose two rows differ
+    beyond rounding, with the first column where they do and the two values; None where every pair agrees.
+
+    Two rows of one query differ where one is NaN or infinite and the other not (or infinite of the other sign),
+    or where finite values differ by more than ``max(STABILITY_TOLERANCE, STABILITY_ULPS * eps(dtype))`` times
+    the larger of the two rows' largest finite |value|."""
+    if not pairs:
+        return None
+    first, second = read[[pair[0] for pair in pairs]], read[[pair[1] for pair in pairs]]
+    finite = np.isfinite(first) & np.isfinite(second)
+    magnitude = np.where(finite, np.maximum(np.abs(first), np.abs(second)), 0.0).max(axis=1, initial=0.0)
     eps = torch.finfo(dtype).eps if dtype.is_floating_point else 0.0
     tolerance = max(STABILITY_TOLERANCE, STABILITY_ULPS * eps) * magnitude
-    same = (first == second) | (torch.isnan(first) & torch.isnan(second))
-    close = finite & ((first - second).abs() <= tolerance)
-    differ = torch.nonzero(~(same | close))
-    if differ.numel() == 0:
+    with np.errstate(invalid="ignore"):  # inf - inf
+        close = finite & (np.abs(first - second) <= tolerance[:, None])
+    same = (first == second) | (np.isnan(first) & np.isnan(second))
+    differ = ~(same | close)
+    if not differ.any():
         return None
-    column = int(differ[0, 0])
-    return column, float(first[column]), float(second[column])
+    pair, column = (int(v) for v in np.argwhere(differ)[0])
+    return pairs[pair], column, (float(first[pair, column]), float(second[pair, column]))
 
 
-def _detail(scorer: Any, query: torch.Tensor, found: tuple[int, float, float], how: str) -> str:
-    """The scores of one query and candidate that differ, in words."""
-    column, first, second = found
-    return (f"query {query.tolist()} scored {how} gives candidate {_id(scorer, column)} the scores {first:.9g} and "
-            f"{second:.9g}")  # fmt: skip
+def _detail(scorer: Any, query: torch.Tensor, column: int, values: tuple[float, float], how: str) -> str:
+    """The values of one query that differ, in words: its scores of a candidate, or (a query/candidate form) a
+    component of its query vector."""
+    what = (f"component {column} of its query vector (kgeval_query)" if hasattr(scorer, "_query_matrix")
+            else f"candidate {_id(scorer, column)} the scores")  # fmt: skip
+    return f"query {query.tolist()} scored {how} gives {what} {values[0]:.9g} and {values[1]:.9g}"
 
 
 def stability_message(name: str, method: str, instability: Instability) -> str:

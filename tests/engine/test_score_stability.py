@@ -29,7 +29,9 @@ from kgeval._engine.form_check import (
     STALE_CACHE,
     FormChecks,
     caller_rng_restored,
+    probe_instability,
 )
+from kgeval._engine.gemm_scoring import GemmScorer
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval.exceptions import ScoreStabilityWarning
 from kgeval.models import RESCAL, ComplEx, DistMult, RotatE, TransE
@@ -177,6 +179,21 @@ def test_a_model_trained_inside_parametrize_cached_is_warned_stale() -> None:
         found = stability_warnings(model)
     assert len(found) == 1 and STALE_CACHE in found[0] and "mix.weight" in found[0], found
     assert stability_warnings(model) == []  # outside cached(): read fresh
+
+
+def test_a_form_whose_query_vectors_depend_on_the_batch_is_found() -> None:
+    """A query/candidate form is probed through its query vectors (the candidates' are read once): vectors
+    centred on the batch's mean depend on the batch; DistMult's own do not."""
+
+    class Centred(DistMult):
+        def kgeval_query(self, queries: torch.Tensor, target: str = "tail") -> torch.Tensor:
+            vectors = super().kgeval_query(queries, target)
+            return vectors - vectors.mean(dim=0)
+
+    queries = GRAPH.triples[:, :2]
+    found = probe_instability(GemmScorer(Centred(E, R, dim=8, seed=0), "tail", E, None), queries)
+    assert found is not None and found.cause == BATCH_DEPENDENCE and "query vector" in found.detail
+    assert probe_instability(GemmScorer(DistMult(E, R, dim=8, seed=0), "tail", E, None), queries) is None
 
 
 def test_a_noisy_scorer_is_not_probed_without_check_fast_path() -> None:

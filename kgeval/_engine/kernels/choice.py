@@ -116,17 +116,18 @@ class KernelChooser:
 def numba_kernel_available() -> bool:
     """Whether the "numba" kernel works here: one probe runs it (loading its machine code from numba's cache, or
     compiling it on a first use) and checks it against :func:`comparison_counts`, including inf, NaN and a tile
-    that is a view into a wider matrix. If it fails (numba missing or broken), a warning says so and kgeval counts
-    with its eager kernels."""
+    that is a view into a wider matrix, in float32 whatever the caller's default dtype (the verdict is cached for
+    the process). If it fails (numba missing or broken), a warning says so and kgeval counts with its eager
+    kernels."""
     inf, nan = float("inf"), float("nan")
     # three rows, seven candidates (a view: the last seven of eight columns), five tasks
     scores = torch.tensor([
         [9.0, 1.0, 2.0, nan, 0.0, 2.0, 3.0, -1.0],
         [9.0, inf, 2.0, 2.0, -inf, 0.5, 2.0, 1.0],
         [9.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0],
-    ], device="cpu")[:, 1:]  # fmt: skip
+    ], dtype=torch.float32, device="cpu")[:, 1:]  # fmt: skip
     rows = torch.tensor([0, 1, 2, 1, 1], device="cpu")
-    true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf], device="cpu")
+    true_scores = torch.tensor([2.0, 2.0, 0.0, inf, -inf], dtype=torch.float32, device="cpu")
     try:
         got = kernels.numba_counts(scores, rows, true_scores)
         expected = kernels.comparison_counts(scores, rows, true_scores)
@@ -162,16 +163,17 @@ def triton_kernel_works(device: torch.device) -> bool:
 def _triton_probe_problem(device: torch.device) -> str | None:
     """What the triton kernel got wrong on ``device``, in words, or None when every check passes."""
     inf, nan = float("inf"), float("nan")
-    scores = torch.tensor([[1.0, 2.0, nan, 2.0, inf], [-inf, 0.0, 0.0, 3.0, 1.0]], device=device)
-    rows, true_scores = torch.tensor([0, 1, 1], device=device), torch.tensor([2.0, 0.0, -inf], device=device)
+    scores = torch.tensor([[1.0, 2.0, nan, 2.0, inf], [-inf, 0.0, 0.0, 3.0, 1.0]], dtype=torch.float32, device=device)
+    rows = torch.tensor([0, 1, 1], device=device)
+    true_scores = torch.tensor([2.0, 0.0, -inf], dtype=torch.float32, device=device)
     got = kernels.TRITON.counts(scores, rows, true_scores)
     expected = kernels.comparison_counts(scores, rows, true_scores)
     if not all(torch.equal(a.cpu(), b.cpu()) for a, b in zip(got, expected, strict=True)):
         return "its counts of a row of scores above and below a true score differ from PyTorch's comparisons"
     generator = torch.Generator().manual_seed(0)
-    queries = torch.randn(70, 45, generator=generator, device="cpu").to(device)
+    queries = torch.randn(70, 45, generator=generator, dtype=torch.float32, device="cpu").to(device)
     # 300 rows, each 3 times
-    candidates = torch.randn(100, 45, generator=generator, device="cpu").repeat(3, 1).to(device)
+    candidates = torch.randn(100, 45, generator=generator, dtype=torch.float32, device="cpu").repeat(3, 1).to(device)
     task_rows = torch.arange(70, device=device)
     answers = torch.randint(0, 300, (70,), generator=generator, device="cpu").to(device)
     true = kernels.TRITON.pick_scores(queries, candidates, task_rows, answers)

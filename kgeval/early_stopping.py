@@ -2,9 +2,9 @@
 weights (in the metric's own direction), and after ``patience`` evaluations without improvement restore them and
 stop.
 
-The best weights are every tensor scoring may read that kgeval can find (:func:`_restorable_tensors`): the
+The best weights are every tensor scoring may read that kgeval can find (``_restorable_tensors``): the
 ``state_dict`` of the model -- or of each torch module a scorer that is not a module holds
-(:func:`kgeval._modes.held_modules`) -- and the tensors outside it: non-persistent buffers, and plain tensor
+(``kgeval._modes.held_modules``) -- and the tensors outside it: non-persistent buffers, and plain tensor
 attributes of the model, of its submodules and of a non-module scorer itself. A model holding none is refused when
 the stopper is made, not after an epoch of training; a restored model that does not score as the best one did (it
 holds state kgeval cannot see) is warned about.
@@ -111,7 +111,7 @@ class EarlyStopper:
       and the plain tensors held in the ``__dict__`` of the module or of any submodule (``self.table =
       torch.randn(...)``, a cache refreshed after each step);
     - a scorer that is not a torch module: the same for each torch module it holds (in its attributes, the lists,
-      tuples and dicts it holds and nested plain objects: :func:`kgeval._modes.held_modules`), and the tensors
+      tuples and dicts it holds and nested plain objects: ``kgeval._modes.held_modules``), and the tensors
       among its own attributes.
 
     Tensors are restored in place (``copy_``, bit for bit), so an optimizer and any other reference keep pointing

@@ -23,6 +23,7 @@ __all__ = [
     "UndefinedMetricWarning",
     "UnreadFilesWarning",
     "UnseenLabelsWarning",
+    "quieted",
     "warn_caller",
 ]
 
@@ -56,7 +57,7 @@ _QUIETED: contextvars.ContextVar[tuple[type[Warning], ...]] = contextvars.Contex
 def quieted(*categories: type[Warning]) -> Iterator[None]:
     """For the block, in the current thread (or asyncio task) only, kgeval's own code does not issue warnings of
     ``categories`` (or of their subclasses): :func:`warn_caller` and the metrics' undefined-value warning check
-    :func:`is_quieted` and never call :func:`warnings.warn`.
+    ``is_quieted`` and never call ``warnings.warn``.
 
     What ``warnings.catch_warnings()`` + ``simplefilter("ignore", ...)`` cannot do: those replace the process-wide
     ``warnings.filters`` (and ``showwarning``) for the block and put back what they saved when it ends, so a filter
@@ -79,7 +80,7 @@ def is_quieted(category: type[Warning]) -> bool:
 def warn_caller(message: str, category: type[Warning]) -> None:
     """``warnings.warn(message, category)``, attributed to the first frame outside kgeval (and outside contextlib,
     whose frames a ``with`` adds, and the import system, whose frames an import adds): the user's line, however
-    deep in kgeval the warning arises. Not issued at all where ``category`` is :func:`quieted`."""
+    deep in kgeval the warning arises. Not issued at all where ``category`` is :func:`kgeval.exceptions.quieted`."""
     if is_quieted(category):
         return
     level, frame = 1, sys._getframe(1)

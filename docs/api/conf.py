@@ -83,6 +83,7 @@ nitpick_ignore_regex = [
 nitpick_ignore = [
     ("py:class", "kgeval.records.Ranks"),  # the TypeVar of ranks_of_type: a NumPy array or a tensor
     ("py:class", "kgeval._engine.sizes.MeasuredBatch"),  # RankBasedEvaluator.measured_batches' values
+    ("py:class", "kgeval._fingerprints.ScoreSignature"),  # RankBasedEvaluator.score_signature's value
 ]
 #: references in docstrings of kgeval.datasets, which is being edited elsewhere at the time of writing, to fix there
 #: (then removed here): a warning class and two functions that their module's __all__ does not list

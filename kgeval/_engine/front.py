@@ -378,6 +378,8 @@ class _Sides:
             score_fn=inputs.score_fn,
             probe_queries=group[:, QUERY_COLUMNS[target]],  # the probe reads a few (one per relation: more)
             checks=checks,
+            batch_size=inputs.sizes.batch_size,  # the probes' calls within the sizes the caller asked for
+            slice_size=inputs.sizes.slice_size,
         )
         tasks = _side_tasks(group, target, candidate_ids, id_space, *side_indices)
         requested = inputs.sizes

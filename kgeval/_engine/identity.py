@@ -39,17 +39,20 @@ def score_signature(inputs: CheckedInputs) -> ScoreSignature | None:
         queries = triples[:, QUERY_COLUMNS[target]]
         scorer.begin(queries)
         tiles = []
-        for start, stop in _windows(scorer.num_candidates):
+        for start, stop in _windows(scorer.num_candidates, inputs.sizes.slice_size):
             scorer.start_slice(start, stop)
             tiles.append(scorer.query_tile(0, queries.shape[0]).detach().clone())
         rows.append((target, torch.cat(tiles, dim=1)))
     return ScoreSignature.of_scores(rows)
 
 
-def _windows(size: int) -> list[tuple[int, int]]:
-    """The candidate positions the probe reads: all of them, or the first and the last half of
-    :data:`SIGNATURE_CANDIDATES`."""
+def _windows(size: int, slice_size: int | None = None) -> list[tuple[int, int]]:
+    """The candidate positions the probe reads, in slices of at most ``slice_size`` (the caller's; None: whole):
+    all of them, or the first and the last half of :data:`SIGNATURE_CANDIDATES`."""
     if size <= SIGNATURE_CANDIDATES:
-        return [(0, size)]
-    half = SIGNATURE_CANDIDATES // 2
-    return [(0, half), (size - half, size)]
+        spans = [(0, size)]
+    else:
+        half = SIGNATURE_CANDIDATES // 2
+        spans = [(0, half), (size - half, size)]
+    step = slice_size or SIGNATURE_CANDIDATES
+    return [(begin, min(begin + step, stop)) for start, stop in spans for begin in range(start, stop, step)]

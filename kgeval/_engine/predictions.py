@@ -83,7 +83,8 @@ def _top_k_of_set(
         return torch.full(shape, -1, device=device), torch.full(shape, torch.nan, device=device)
     scorer = make_scorer(model, target, num_entities, candidate_ids, fast_path=options.fast_path,
                          probe_queries=queries, checks=checks,
-                         model_scores_only=True)  # the L2 GEMM ranks a transform of the scores  # fmt: skip
+                         model_scores_only=True,  # the L2 GEMM ranks a transform of the scores
+                         batch_size=options.sizes.batch_size, slice_size=options.sizes.slice_size)  # fmt: skip
     requested = options.sizes
     sizes = choose_sizes(scorer, queries.shape[0], device, requested.batch_size, requested.slice_size,
                          requested.memory_budget)  # fmt: skip

@@ -118,9 +118,11 @@ def _counted(device_path: bool, num_triples: int | None, layout: str | None = No
 #: (ops, sync ops) one evaluation may cost: the device's path in its masked layout and in the sorted one (every read
 #: there is a host-device synchronisation), and the CPU's (one more read per tile: the sign kernel's exactness check
 #: of its true scores). All include the model's change watch (a content checksum of each parameter at the start and
-#: the end: about 30 ops and one read). The CPU's path is held to what it costs on UMLS today: its cache-sized tiles
-#: cost a fixed number of ops each, so its ops grow with the tiles (FB15k-237: ~17,000), by design
-BOUNDS = {"device-path": (1000, 10), "device-path-sorted": (1000, 10), "cpu-path": (1050, 12)}
+#: the end: about 30 ops and one read) and the fast path's stability probe (a few queries scored twice and in other
+#: batch compositions, kgeval._engine.form_check.probe_instability: about 40 ops and one read per side; 942 ops and
+#: 10 reads on the device's path before it). The CPU's path is held to what it costs on UMLS today: its cache-sized
+#: tiles cost a fixed number of ops each, so its ops grow with the tiles (FB15k-237: ~17,000), by design
+BOUNDS = {"device-path": (1100, 12), "device-path-sorted": (1100, 12), "cpu-path": (1150, 14)}
 PATHS = {"device-path": (True, None), "device-path-sorted": (True, "sorted"), "cpu-path": (False, None)}
 
 

@@ -150,10 +150,13 @@ def test_the_cuda_default_is_the_evaluators(monkeypatch, free, expected) -> None
 
 
 # -- the batch size and the peak of an evaluation ------------------------------------------------------------------
+# The evaluators whose model calls are counted here run without the fast path's probes (check_fast_path=False): the
+# stability probe's calls (at most four of four queries a side, before the memory probe's) are bounded in
+# tests/engine/test_score_stability.py.
 def test_the_batch_is_what_the_budget_holds_of_the_known_workspace_and_the_evaluation_stays_within_it() -> None:
     data, model, budget = _data(), WideWorkspace(), 3 * MiB
     kwargs = data.evaluation_kwargs("test")
-    evaluator = RankBasedEvaluator(memory_budget=budget)
+    evaluator = RankBasedEvaluator(memory_budget=budget, check_fast_path=False)  # the loop's calls only
     bound = on_graphs(model, data)
     # what stays for the process and the model (the filter's fingerprint weights, the model's tables): built before
     everything = RankBasedEvaluator(batch_size=len(kwargs["mapped_triples"]))
@@ -189,7 +192,7 @@ def test_ranks_equal_those_of_one_query_at_a_time_and_the_measure_is_kept() -> N
     bound = on_graphs(model, data)
     for split in ("valid", "test"):
         kwargs = data.evaluation_kwargs(split)
-        evaluator = RankBasedEvaluator(memory_budget=2 * MiB)
+        evaluator = RankBasedEvaluator(memory_budget=2 * MiB, check_fast_path=False)
         measured = evaluator.evaluate(bound, **kwargs, use_tqdm=False)
         single = RankBasedEvaluator(batch_size=1).evaluate(bound, **kwargs, use_tqdm=False)
         assert_same_ranks(measured.records, _loop(model, data, kwargs))
@@ -203,20 +206,20 @@ def test_ranks_equal_those_of_one_query_at_a_time_and_the_measure_is_kept() -> N
 
 def test_a_given_batch_size_wins_and_nothing_is_measured() -> None:
     data, model = _data(), WideWorkspace()
-    evaluator = RankBasedEvaluator(batch_size=6, memory_budget=3 * MiB)
+    evaluator = RankBasedEvaluator(batch_size=6, memory_budget=3 * MiB, check_fast_path=False)
     evaluator.evaluate(on_graphs(model, data), **data.evaluation_kwargs("test"), use_tqdm=False)
     assert evaluator.measured_batches == {}
     assert len(model.calls) == 2 * -(-40 // 6) and max(model.calls) == 6  # 40 tasks a side, 6 at a time
     model.calls.clear()
-    RankBasedEvaluator(memory_budget=3 * MiB).evaluate(on_graphs(model, data), **data.evaluation_kwargs("test"),
-                                                       batch_size=5, use_tqdm=False)  # fmt: skip
+    RankBasedEvaluator(memory_budget=3 * MiB, check_fast_path=False).evaluate(
+        on_graphs(model, data), **data.evaluation_kwargs("test"), batch_size=5, use_tqdm=False)  # fmt: skip
     assert len(model.calls) == 2 * -(-40 // 5) and max(model.calls) == 5
 
 
 def test_a_budget_below_one_query_scores_one_at_a_time_with_a_warning() -> None:
     data, model = _data(), WideWorkspace()
     kwargs = data.evaluation_kwargs("test")
-    evaluator = RankBasedEvaluator(memory_budget=64 * 2**10)
+    evaluator = RankBasedEvaluator(memory_budget=64 * 2**10, check_fast_path=False)
     with pytest.warns(MemoryBudgetWarning, match=r"one (head|tail) query of WideWorkspace needs 0\.19\d MiB .*"
                       r"more than the memory budget's 0\.0469 MiB .* one query at a time"):  # fmt: skip
         results = evaluator.evaluate(on_graphs(model, data), **kwargs, use_tqdm=False)
@@ -248,7 +251,7 @@ def test_the_measure_lowers_the_usual_batch_and_never_raises_it(monkeypatch) -> 
 
 
 def test_one_model_on_two_graphs_is_measured_on_each() -> None:
-    model, evaluator = WideWorkspace(), RankBasedEvaluator(memory_budget=3 * MiB)
+    model, evaluator = WideWorkspace(), RankBasedEvaluator(memory_budget=3 * MiB, check_fast_path=False)
     for seed, entities in ((5, ENTITIES), (6, ENTITIES), (5, ENTITIES // 2)):  # the same node count, then fewer
         data = random_fully_inductive(seed=seed, entities=entities)
         model.calls.clear()

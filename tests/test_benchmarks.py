@@ -86,7 +86,7 @@ def test_the_count_kernel_benchmark_runs(tmp_path: Path) -> None:
 
 def test_the_dispatch_benchmark_counts_every_path(tmp_path: Path) -> None:
     """benchmarks/dispatch.py on UMLS, shrunk: every path counted, the device's (either layout) within its bound of
-    reads."""
+    reads (tests/engine/test_dispatch_counts.py's: 12, the stability probe's read per side included)."""
     done = subprocess.run(
         [sys.executable, str(ROOT / "benchmarks" / "dispatch.py"), "--dataset", "umls", "--triples", "50"],
         capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
@@ -96,4 +96,4 @@ def test_the_dispatch_benchmark_counts_every_path(tmp_path: Path) -> None:
         assert f"path '{path}'" in done.stdout, done.stdout
     for path in ("device", "device-sorted"):
         totals = done.stdout.split(f"path '{path}'")[1].split("\n")[1]  # "N ops, M sync ops"
-        assert int(totals.split(" ops, ")[1].split()[0]) <= 10, done.stdout
+        assert int(totals.split(" ops, ")[1].split()[0]) <= 12, done.stdout

@@ -219,9 +219,7 @@ class ScoreSignature:
         for side, scores in rows:
             table = scores.detach().to(device="cpu", dtype=torch.float64)
             width = table.shape[1]
-            generator = torch.Generator(device="cpu").manual_seed(width)
-            signs = torch.randint(0, 2, (SIGNATURE_PROJECTIONS, width), generator=generator, device="cpu")
-            signs = (signs * 2 - 1).to(torch.float64)
+            signs = _projection_signs(width)
             for row in table:
                 finite = torch.isfinite(row)
                 values = torch.where(finite, row, torch.zeros((), dtype=torch.float64))
@@ -258,3 +256,14 @@ class ScoreSignature:
                 return (f"the {mine[0]} scores of probe query {number} differ (by {gap / scale:.2e} of their root "
                         "mean square)")  # fmt: skip
         return None
+
+
+@functools.lru_cache(maxsize=8)
+def _projection_signs(width: int) -> torch.Tensor:
+    """(SIGNATURE_PROJECTIONS, width) float64 +-1 on the CPU, drawn from a generator seeded with ``width``: the same
+    in every process (made with an explicit device and dtype, whatever the caller's defaults, and cached per width:
+    at most 8 x 4 x 65,536 float64, 16 MiB)."""
+    with torch.inference_mode(False):  # an ordinary tensor, usable after the caller's inference mode
+        generator = torch.Generator(device="cpu").manual_seed(width)
+        signs = torch.randint(0, 2, (SIGNATURE_PROJECTIONS, width), generator=generator, device="cpu")
+        return (signs * 2 - 1).to(torch.float64)

@@ -461,11 +461,12 @@ def _warn_if_nothing_switched(
 
 
 @contextmanager
-def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
+def evaluation_mode(model: Any, name: str | None = None, watch: bool = True) -> Iterator[None]:
     """The model as an evaluation holds it, for the block (see the module docstring): evaluation mode, sharded
     parameters gathered, a table whose lookups write refused, any other change to its parameters or buffers
-    reported after the block (:class:`kgeval.exceptions.ModelChangedWarning`). ``name``: how messages name the
-    model (default: its class, with its wrappers).
+    reported after the block (:class:`kgeval.exceptions.ModelChangedWarning`; not with ``watch=False``, for a probe
+    of a few queries beside an evaluation that watches). ``name``: how messages name the model (default: its class,
+    with its wrappers).
 
     Thread safety: evaluations that share any object take turns -- the model handed over, and every torch module of
     the module trees it holds, shared submodules included, are claimed from the mode switch to its restoration
@@ -494,7 +495,7 @@ def evaluation_mode(model: Any, name: str | None = None) -> Iterator[None]:
             stack.enter_context(gathered_parameters(module, label))
             stack.enter_context(recomputed_attributes(module))
             stack.enter_context(original_forwards(module, label))
-        watches = [(prefix, module, StateWatch.of(module)) for prefix, module in modules]
+        watches = [(prefix, module, StateWatch.of(module)) for prefix, module in modules] if watch else []
         yield
-        for prefix, module, watch in watches:
-            watch.warn_if_changed(module, name, prefix)
+        for prefix, module, state in watches:
+            state.warn_if_changed(module, name, prefix)

@@ -203,7 +203,7 @@ def model_signature(inputs: CheckedInputs, precision: MatmulPrecision = "exact")
     with (
         quieted(Warning),
         caller_rng_restored(),
-        evaluation_mode(inputs.model.model),
+        evaluation_mode(inputs.model.model, watch=False),  # the evaluation beside it watches the model's state
         torch.inference_mode(),
         exact_arithmetic(precision),
     ):

@@ -3,11 +3,29 @@
 - :mod:`kgeval.variants.sampled`: ranks among sampled negatives (``SampledRankBasedEvaluator``);
 - :mod:`kgeval.variants.macro`: macro-weighted metrics, every query weighted alike (``MacroRankBasedEvaluator``);
 - :mod:`kgeval.variants.temporal`: temporal link prediction, time-aware filters (``TemporalRankBasedEvaluator``);
-- :mod:`kgeval.variants.precomputed`: ranks of scores a caller computed (``evaluate_scores``).
+- :mod:`kgeval.variants.precomputed`: ranks of scores a caller computed (``evaluate_scores``);
+- :mod:`kgeval.variants.classification`: triple classification, thresholds fitted on validation
+  (``classify_triples``).
 
 A new variant is a new module here, re-exported below and from :mod:`kgeval` (CONTRIBUTING.md).
 """
 
+from kgeval.variants.classification import (
+    CLASSIFICATION_METRICS,
+    CONVENTIONS,
+    KnownNegativesWarning,
+    LabelledTriples,
+    ThresholdFallbackWarning,
+    TripleClassificationResults,
+    average_precision,
+    best_threshold,
+    classify_scores,
+    classify_triples,
+    load_split_with_negatives,
+    read_labelled_triples,
+    roc_auc,
+    score_triples,
+)
 from kgeval.variants.macro import MacroRankBasedEvaluator, macro_results, query_weights
 from kgeval.variants.precomputed import evaluate_scores
 from kgeval.variants.sampled import SampledRankBasedEvaluator
@@ -19,13 +37,27 @@ from kgeval.variants.temporal import (
 )
 
 __all__ = [
+    "CLASSIFICATION_METRICS",
+    "CONVENTIONS",
     "TEMPORAL_FILTERS",
+    "KnownNegativesWarning",
+    "LabelledTriples",
     "MacroRankBasedEvaluator",
     "SampledRankBasedEvaluator",
     "TemporalFilter",
     "TemporalRankBasedEvaluator",
     "TemporalRankBasedMetricResults",
+    "ThresholdFallbackWarning",
+    "TripleClassificationResults",
+    "average_precision",
+    "best_threshold",
+    "classify_scores",
+    "classify_triples",
     "evaluate_scores",
+    "load_split_with_negatives",
     "macro_results",
     "query_weights",
+    "read_labelled_triples",
+    "roc_auc",
+    "score_triples",
 ]

@@ -191,6 +191,9 @@ SIGNATURE_PROJECTIONS = 4
 #: how far two signatures' projections may differ, relative to their rows' root mean square, and still be the scores
 #: of one model: float32 rounding of another kernel, thread count or batch blocking stays orders of magnitude below
 SIGNATURE_TOLERANCE = 1e-5
+#: for scores of a coarser dtype (float16, bfloat16), the tolerance is this many of its machine epsilons instead
+#: (a one-ulp change of a bfloat16 score moves the projections by ~1e-3 of the RMS; a retrained model by far more)
+SIGNATURE_EPSILONS = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -203,11 +206,13 @@ class ScoreSignature:
     ``state_dict`` (a plain object holding a module, tensor attributes, a factory, a closure) is "the same" model
     only when it scores the probe the same.
 
-    ``rows``: per probe row, ``(side, number of candidates, +inf count, -inf count, NaN count, root mean square of
-    the finite scores, then SIGNATURE_PROJECTIONS projections onto fixed random +-1 vectors / sqrt(n))``. Two
-    signatures agree when every count is equal and the RMS and projections differ by at most
-    :data:`SIGNATURE_TOLERANCE` times the larger RMS: a change of any one score by more than about
-    ``SIGNATURE_TOLERANCE * sqrt(n)`` RMS, or a small change of many, is seen; float rounding is not.
+    ``rows``: per probe row, ``(side, the scores' dtype, number of candidates, +inf count, -inf count, NaN count,
+    root mean square of the finite scores, then SIGNATURE_PROJECTIONS projections onto fixed random +-1 vectors /
+    sqrt(n))``. Two signatures agree when side, dtype and every count are equal and the RMS and projections differ
+    by at most a tolerance times the larger RMS -- :data:`SIGNATURE_TOLERANCE` (1e-5), or for a dtype coarser than
+    float32 :data:`SIGNATURE_EPSILONS` of its machine epsilons (bfloat16: 0.031, float16: 0.0039): a change of any
+    one score by more than about ``tolerance * sqrt(n)`` RMS, or a small change of many, is seen; the rounding of
+    the scores' dtype is not.
     """
 
     rows: tuple[tuple[Any, ...], ...]
@@ -220,6 +225,7 @@ class ScoreSignature:
             table = scores.detach().to(device="cpu", dtype=torch.float64)
             width = table.shape[1]
             signs = _projection_signs(width)
+            dtype = str(scores.dtype).removeprefix("torch.")
             for row in table:
                 finite = torch.isfinite(row)
                 values = torch.where(finite, row, torch.zeros((), dtype=torch.float64))
@@ -227,7 +233,7 @@ class ScoreSignature:
                 rms = float(values.square().sum().div(count).sqrt())
                 projections = (signs @ values / max(1.0, width**0.5)).tolist()
                 infinite = (int((row == float("inf")).sum()), int((row == float("-inf")).sum()), int(row.isnan().sum()))
-                summary.append((side, width, *infinite, rms, *projections))
+                summary.append((side, dtype, width, *infinite, rms, *projections))
         return cls(tuple(summary))
 
     def to_plain(self) -> list[list[Any]]:
@@ -248,11 +254,11 @@ class ScoreSignature:
         if len(self.rows) != len(other.rows):
             return f"{len(other.rows)} probe rows against {len(self.rows)}"
         for number, (mine, theirs) in enumerate(zip(self.rows, other.rows, strict=True)):
-            if len(mine) != len(theirs) or tuple(mine[:5]) != tuple(theirs[:5]):
-                return f"probe row {number} has other candidates or non-finite scores"
-            scale = max(abs(float(mine[5])), abs(float(theirs[5])), 1e-30)
-            gap = max(abs(float(a) - float(b)) for a, b in zip(mine[5:], theirs[5:], strict=True))
-            if not gap <= SIGNATURE_TOLERANCE * scale:
+            if len(mine) != len(theirs) or tuple(mine[:6]) != tuple(theirs[:6]):
+                return f"probe row {number} has other candidates, another dtype or other non-finite scores"
+            scale = max(abs(float(mine[6])), abs(float(theirs[6])), 1e-30)
+            gap = max(abs(float(a) - float(b)) for a, b in zip(mine[6:], theirs[6:], strict=True))
+            if not gap <= _tolerance(str(mine[1])) * scale:
                 return (f"the {mine[0]} scores of probe query {number} differ (by {gap / scale:.2e} of their root "
                         "mean square)")  # fmt: skip
         return None
@@ -267,3 +273,12 @@ def _projection_signs(width: int) -> torch.Tensor:
         generator = torch.Generator(device="cpu").manual_seed(width)
         signs = torch.randint(0, 2, (SIGNATURE_PROJECTIONS, width), generator=generator, device="cpu")
         return (signs * 2 - 1).to(torch.float64)
+
+
+def _tolerance(dtype: str) -> float:
+    """The relative tolerance of two signatures of scores of ``dtype`` (a name such as "float32"; see
+    :class:`ScoreSignature`)."""
+    kind = getattr(torch, dtype, None)
+    if not isinstance(kind, torch.dtype) or not kind.is_floating_point:
+        return SIGNATURE_TOLERANCE
+    return max(SIGNATURE_TOLERANCE, SIGNATURE_EPSILONS * torch.finfo(kind).eps)

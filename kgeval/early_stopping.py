@@ -409,8 +409,8 @@ def _check_restorable(model: Any) -> None:
     name = type(model).__name__
     where = ("it has no parameter, buffer or tensor attribute" if isinstance(model, torch.nn.Module) else
              "it is not a torch module, and holds no torch module or tensor in its attributes or in the lists, "
-             "tuples, dicts and plain objects they hold (its network may be behind a closure, a bound method or a "
-             "class attribute)")  # fmt: skip
+             "tuples, dicts, sets, closures, bound methods and plain objects they hold (its network may be "
+             "looked up at each call in a global container, say)")  # fmt: skip
     raise TypeError(
         f"EarlyStopper cannot keep the best weights of {name}: {where}, so kgeval finds nothing to save and could "
         "not restore the best epoch's model after training changed it. Pass the torch module that holds the "

@@ -12,6 +12,7 @@ history (issue 58):
 from __future__ import annotations
 
 import random
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -72,6 +73,42 @@ def test_the_callers_random_generators_are_given_back(umls, tmp_path: Path, call
         else:
             RankBasedEvaluator().score_signature(model, umls.test[:50])
     assert same(before, states())
+
+
+class WaitsForADraw(DistMult):
+    """A deterministic DistMult whose first ``score_t`` call lets another thread draw from torch's generator (and
+    waits until it has)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.started, self.drawn = threading.Event(), threading.Event()
+
+    def score_t(self, hr_batch: torch.Tensor, **kwargs: Any) -> torch.Tensor:
+        self.started.set()
+        self.drawn.wait(10)
+        return super().score_t(hr_batch, **kwargs)
+
+
+def test_another_threads_draws_during_the_evaluation_of_a_deterministic_model_are_kept(umls) -> None:
+    """The generators are process-wide: giving them back after every evaluation would undo the draws of a thread
+    training beside it (its dropout masks repeated). A model that draws nothing leaves them alone: the other
+    thread's 100 draws stay drawn."""
+    model = WaitsForADraw(umls.num_entities, umls.num_relations, dim=8, seed=0)
+    torch.manual_seed(3)
+    torch.rand(100)
+    expected = torch.get_rng_state()
+    torch.manual_seed(3)
+
+    def trainer() -> None:
+        model.started.wait(10)
+        torch.rand(100)
+        model.drawn.set()
+
+    thread = threading.Thread(target=trainer)
+    thread.start()
+    RankBasedEvaluator().evaluate(model, umls.test[:50], use_tqdm=False)
+    thread.join()
+    assert torch.equal(torch.get_rng_state(), expected)
 
 
 class CachesItsFirstGraph(NeighbourhoodBaseline):
@@ -136,3 +173,17 @@ def test_evaluate_many_warns_when_a_graph_scores_otherwise_after_the_next_was_ev
         evaluate_many(FollowsTheLastGraph(), folders, use_tqdm=False)
     moved = [w for w in caught if issubclass(w.category, ModelChangedWarning) and "otherwise after" in str(w.message)]
     assert moved and "the model scores graph0 otherwise after graph1 was evaluated" in str(moved[0].message)
+
+
+def test_two_datasets_over_one_training_graph_are_not_called_a_cache(tmp_path: Path) -> None:
+    """The same training graph under two names (other test splits): a model that scores them the same is not serving
+    a cache -- no warning."""
+    first = two_graphs_of_one_size(tmp_path)[0]
+    second = tmp_path / "graph0-again"
+    second.mkdir()
+    for name in ("train", "valid", "test"):
+        lines = (first / f"{name}.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+        (second / f"{name}.txt").write_text("".join(lines if name != "test" else lines[::-1]), encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ModelChangedWarning)
+        evaluate_many(CachesItsFirstGraph(), [first, second], use_tqdm=False)

@@ -222,3 +222,19 @@ def test_the_signature_sees_one_entity_moved_and_not_float_rounding(umls) -> Non
         model.entities[7] *= 1.01
     assert before.difference(evaluator.score_signature(model, umls.test)) is not None
     assert one.difference(ScoreSignature.from_plain(one.to_plain())) is None  # through JSON values
+
+
+def test_half_precision_scores_are_compared_at_their_own_rounding() -> None:
+    """bfloat16 scores one ulp apart on a few candidates (another kernel's rounding) are the same model's; a
+    retrained table's are not. Before, the float32 tolerance called the first another model."""
+    generator = torch.Generator().manual_seed(0)
+    scores = torch.randn(2, 135, generator=generator).to(torch.bfloat16)
+    rounded = scores.clone()
+    rounded[:, :5] = torch.nextafter(rounded[:, :5].float(), torch.full((2, 5), 10.0)).to(torch.bfloat16)
+    rounded[:, :5] = torch.where(rounded[:, :5] == scores[:, :5], scores[:, :5] * 1.01, rounded[:, :5])  # one ulp
+    assert not torch.equal(rounded, scores)
+    same = ScoreSignature.of_scores([("tail", scores)])
+    assert same.difference(ScoreSignature.of_scores([("tail", rounded)])) is None
+    retrained = (scores.float() + 0.5 * torch.randn(2, 135, generator=generator)).to(torch.bfloat16)
+    assert same.difference(ScoreSignature.of_scores([("tail", retrained)])) is not None
+    assert same.difference(ScoreSignature.of_scores([("tail", scores.float())])) is not None  # another dtype

@@ -71,7 +71,8 @@ def test_another_device_is_refused_with_advice_that_can_be_followed() -> None:
 
 def test_devices_are_compared_as_tensors_name_them() -> None:
     """The CPU has no index; an accelerator named without one is the current one of its type where that is known
-    here (else it matches every index of its type); different types or indices are different devices."""
+    here, and as ``device`` it matches every index of its type (kgeval never moves the model); different types or
+    indices are different devices."""
     from kgeval.adapters.devices import canonical_device, same_device
 
     assert canonical_device("cpu:0") == canonical_device(torch.device("cpu", 3)) == torch.device("cpu")
@@ -82,7 +83,7 @@ def test_devices_are_compared_as_tensors_name_them() -> None:
     if torch.cuda.is_available():
         current = torch.cuda.current_device()
         assert canonical_device("cuda") == torch.device("cuda", current)
-        assert not same_device("cuda", f"cuda:{current + 1}")
+        assert same_device("cuda", f"cuda:{current + 1}") and not same_device(f"cuda:{current}", f"cuda:{current + 1}")
     else:
         assert canonical_device("cuda") == torch.device("cuda") and same_device("cuda", "cuda:1")
 

@@ -354,38 +354,53 @@ def stale_cache_message(name: str, tensors: list[str]) -> str:
     """The :class:`~kgeval.exceptions.ScoreStabilityWarning` of :func:`stale_parametrizations`' ``tensors``."""
     listed = ", ".join(tensors[:5]) + (f" and {len(tensors) - 5} more" if len(tensors) > 5 else "")
     return (f"kgeval: {name} is scored with {STALE_CACHE}: inside torch.nn.utils.parametrize.cached(), {listed} "
-            "is read from the cache, which holds a value computed from other weights than the current ones (the "
-            "weights changed since the cache was filled), so its scores and ranks are those of the old weights. "
+            "is read from the cache, which holds another value than its computation from the current weights now "
+            "(the weights changed since the cache was filled, or it was filled in another precision, under "
+            "autocast say), so its scores and ranks are those of the cached value. "
             "Evaluate outside parametrize.cached(), or leave and re-enter it after the weights change")  # fmt: skip
 
 
+@dataclass
+class CallerGenerators:
+    """What :func:`caller_rng_restored` does on exit: give the generators back (``restore``) or leave them."""
+
+    restore: bool = True
+
+
 @contextmanager
-def caller_rng_restored() -> Iterator[None]:
-    """Give the caller back the random number generators' states found on entry, on exit however it exits.
+def caller_rng_restored(restore: bool = True) -> Iterator[CallerGenerators]:
+    """Give the caller back the random number generators' states found on entry, on exit however it exits -- when
+    the yielded :class:`CallerGenerators`' ``restore`` is still (or was set) True then.
 
     Saved and restored: torch's CPU generator (:func:`torch.get_rng_state`), every CUDA device's default generator
     when CUDA is initialised on entry (:func:`torch.cuda.get_rng_state_all`), Python's :mod:`random` and numpy's
     global generator. CUDA initialised inside the context is put back in the state of its initialisation (each
     device generator reseeded with its initial seed, offset 0), which is where the caller's first draw would have
     found it. A model that draws random numbers while it is evaluated (noise in eval mode) so leaves the caller's
-    random streams where they were. The generators are process-wide: draws another thread makes meanwhile are
-    undone as well.
+    random streams where they were.
+
+    The generators are process-wide: a restore also undoes the draws another thread made meanwhile (a trainer
+    training beside a background evaluation would repeat its dropout masks). So the evaluation's front door enters
+    with ``restore=False`` and asks for the restore only where its stability probe found the model drawing random
+    numbers (:data:`RANDOMNESS`); the identity probe, a few milliseconds of scoring, restores always.
     """
+    decision = CallerGenerators(restore)
     cpu = torch.get_rng_state()
     cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
     python = random.getstate()
     numpy = np.random.get_state()  # noqa: NPY002 -- the legacy global generator is the caller's to keep
     try:
-        yield
+        yield decision
     finally:
-        torch.set_rng_state(cpu)
-        if cuda is not None:
-            torch.cuda.set_rng_state_all(cuda)
-        elif torch.cuda.is_initialized():
-            for generator in torch.cuda.default_generators:
-                generator.manual_seed(generator.initial_seed())
-        random.setstate(python)
-        np.random.set_state(numpy)  # noqa: NPY002
+        if decision.restore:
+            torch.set_rng_state(cpu)
+            if cuda is not None:
+                torch.cuda.set_rng_state_all(cuda)
+            elif torch.cuda.is_initialized():
+                for generator in torch.cuda.default_generators:
+                    generator.manual_seed(generator.initial_seed())
+            random.setstate(python)
+            np.random.set_state(numpy)  # noqa: NPY002
 
 
 class FormChecks:
@@ -436,6 +451,10 @@ class FormChecks:
         first = id(model) not in self._caches_checked
         self._caches_checked.add(id(model))
         return first
+
+    def found(self, cause: str) -> bool:
+        """Whether this evaluation's stability probe found ``cause`` (e.g. :data:`RANDOMNESS`), warned or not."""
+        return cause in self._causes_warned
 
     def warn_stability(self, cause: str, message: str) -> None:
         """Warn ``message`` (a ScoreStabilityWarning, attributed to the caller's line), once per evaluation and

@@ -26,7 +26,7 @@ from kgeval._engine.distributed import (
     synchronize,
 )
 from kgeval._engine.filter_index import FilterIndex, SideIndex
-from kgeval._engine.form_check import FormChecks, caller_rng_restored
+from kgeval._engine.form_check import RANDOMNESS, CallerGenerators, FormChecks, caller_rng_restored
 from kgeval._engine.identity import score_signature
 from kgeval._engine.kernels.choice import KernelChooser
 from kgeval._engine.loop import EngineState, Observer, SideTasks, rank_side
@@ -139,19 +139,25 @@ def rank(
     dict of target to SideRanks
         Under ``torch.distributed``, every rank returns the whole evaluation's ranks.
 
-    Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after;
-    the caller's random number generators are given back as they were (a model drawing random numbers while it is
-    scored, the probes included, leaves the caller's streams where they were:
-    :func:`kgeval._engine.form_check.caller_rng_restored`).
+    Runs on the cores other processes leave idle (kgeval._engine.threads), the caller's thread count restored after.
+    Where the stability probe finds the model drawing random numbers while it is scored (noise in eval mode), the
+    caller's random number generators are given back as they were, so its streams do not depend on the evaluation;
+    otherwise they are left alone -- they are process-wide, and a restore would also undo the draws of a thread
+    training beside the evaluation (:func:`kgeval._engine.form_check.caller_rng_restored`).
     """
-    with threads_for_the_machine(state.load_sample.recent), caller_rng_restored():
-        return _rank(prepare, options, run, state)
+    with threads_for_the_machine(state.load_sample.recent), caller_rng_restored(restore=False) as generators:
+        return _rank(prepare, options, run, state, generators)
 
 
 def _rank(
-    prepare: Callable[[], CheckedInputs], options: RankOptions, run: RunSettings, state: EngineState
+    prepare: Callable[[], CheckedInputs],
+    options: RankOptions,
+    run: RunSettings,
+    state: EngineState,
+    generators: CallerGenerators,
 ) -> dict[Target, SideRanks]:
-    """:func:`rank` on the threads chosen for it."""
+    """:func:`rank` on the threads chosen for it; ``generators``: told whether to give the caller's generators
+    back."""
     group = resolve_group(run.distributed, run.process_group)
     if group is not None:
         check_every_rank_entered(group)  # a rank evaluating alone raises within seconds instead of waiting
@@ -184,8 +190,12 @@ def _rank(
             resume = _progress(run, options, inputs, task_index, group, signature)
     sides = _Sides(inputs, options, state, index, task_index, shards, group, fine_index)
     precision = exact_arithmetic(options.matmul_precision)
-    with CollectiveCheck(group), evaluation_mode(inputs.model.model), torch.inference_mode(), precision:
-        ranked = sides.rank_all(run.progress, resume)
+    checks = FormChecks(probe=options.check_fast_path)  # this evaluation's fast-path and stability verdicts
+    try:
+        with CollectiveCheck(group), evaluation_mode(inputs.model.model), torch.inference_mode(), precision:
+            ranked = sides.rank_all(run.progress, resume, checks)
+    finally:
+        generators.restore = checks.found(RANDOMNESS)  # the model draws: its draws are not the caller's to lose
     if group is not None and not shards:
         with torch.inference_mode():
             ranked = _synchronized(ranked, group)
@@ -300,8 +310,10 @@ class _Sides:
     group: Any
     fine_index: FilterIndex | None = None  #: with filtered="all": the exact filter, ``index`` being the coarse one
 
-    def rank_all(self, progress_settings: Mapping[str, Any], resume: EvaluationProgress | None) -> dict:
-        checks = FormChecks(probe=self.options.check_fast_path)  # this evaluation's fast-path verdicts and warnings
+    def rank_all(
+        self, progress_settings: Mapping[str, Any], resume: EvaluationProgress | None, checks: FormChecks
+    ) -> dict:
+        """Every side's ranks; ``checks``: this evaluation's fast-path and stability verdicts and warnings."""
         total = len(self.inputs.targets) * self.task_index.numel()
         with tqdm(**{"total": total, **progress_settings}) as progress:
             observer = Observer(progress, self.options.raw_too)

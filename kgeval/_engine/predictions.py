@@ -13,7 +13,7 @@ import torch
 
 from kgeval._engine.counting import slice_bounds
 from kgeval._engine.filter_index import FilterIndex
-from kgeval._engine.form_check import FormChecks, caller_rng_restored
+from kgeval._engine.form_check import RANDOMNESS, FormChecks, caller_rng_restored
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
@@ -53,11 +53,16 @@ def top_k(
     device = queries.device
     side_index = FilterIndex(torch.cat(list(known))).sides[target] if known else None
     checks = FormChecks(probe=options.check_fast_path)
-    with caller_rng_restored(), evaluation_mode(model.model), torch.inference_mode(), exact_arithmetic("exact"):
-        parts = [
-            (rows, *_top_k_of_set(model, queries[rows], target, num_entities, ids, side_index, k, options, checks))
-            for rows, ids in candidate_sets
-        ]
+    with caller_rng_restored(restore=False) as generators:  # given back where the model draws (see front.rank)
+        try:
+            with evaluation_mode(model.model), torch.inference_mode(), exact_arithmetic("exact"):
+                parts = [
+                    (rows, *_top_k_of_set(model, queries[rows], target, num_entities, ids, side_index, k, options,
+                                          checks))
+                    for rows, ids in candidate_sets
+                ]  # fmt: skip
+        finally:
+            generators.restore = checks.found(RANDOMNESS)
     ids = torch.empty((queries.shape[0], k), dtype=torch.int64, device=device)
     scores = torch.empty((queries.shape[0], k), dtype=parts[0][2].dtype, device=device)
     for rows, set_ids, set_scores in parts:

@@ -40,11 +40,14 @@ def canonical_device(device: torch.device | str) -> torch.device:
 
 
 def same_device(a: torch.device | str, b: torch.device | str) -> bool:
-    """Whether ``a`` and ``b`` name one device: the same type and, for types other than the CPU and meta, the same
-    index (an accelerator named without an index is the current one of its type, :func:`canonical_device`; where
-    that is unknown here, it matches every index of its type)."""
-    a, b = canonical_device(a), canonical_device(b)
-    return a.type == b.type and (a.index is None or b.index is None or a.index == b.index)
+    """Whether ``a`` and ``b`` may name one device: the same type and, for types other than the CPU and meta, the
+    same index -- an accelerator named without an index (``"cuda"``, PyKEEN's usual ``device``) names its type and
+    matches every index of it: kgeval evaluates where the model is and never moves it, so a model on ``cuda:1``
+    under ``device="cuda"`` (DDP code that never calls ``set_device``) is evaluated there."""
+    a, b = torch.device(a), torch.device(b)
+    if a.type != b.type:
+        return False
+    return a.type in ("cpu", "meta") or a.index is None or b.index is None or a.index == b.index
 
 
 def _current_index(device_type: str) -> int | None:
@@ -161,7 +164,8 @@ def _probe(model: Any, device: torch.device) -> torch.device | str | None:
         with _random_state_kept(device), torch.no_grad(), watch:
             scores = method(torch.zeros((1, width), dtype=torch.long, device=device))
     except Exception as error:  # the evaluation will call it again, and report the error there
-        return "reads meta" if "meta" in str(error).lower() else None
+        message = str(error).lower()
+        return "reads meta" if "meta tensor" in message or "'meta'" in message or "meta device" in message else None
     finally:
         _PROBING.active = False
     if not isinstance(scores, torch.Tensor):

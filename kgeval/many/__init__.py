@@ -313,7 +313,7 @@ def _warn_if_graph_ignored(evaluator: RankBasedEvaluator, previous: _Probed | No
         crossed = evaluator.score_signature(previous.bound, **current.kwargs)
     except (ValueError, TypeError, IndexError, RuntimeError):  # ids beyond the earlier graph's: not comparable
         return
-    if current.signature.difference(crossed) is None:
+    if current.signature.difference(crossed) is None and not _same_graph(previous, current):
         warn_caller(
             f"kgeval: the model scores {current.name}'s probe queries the same whether it is handed {current.name}'s "
             f"graph or {previous.name}'s: it does not read the graph it is handed (a cache of node or relation "
@@ -322,6 +322,28 @@ def _warn_if_graph_ignored(evaluator: RankBasedEvaluator, previous: _Probed | No
             "its own (model_for building one per dataset)",
             ModelChangedWarning,
         )
+
+
+def _same_graph(previous: _Probed, current: _Probed) -> bool:
+    """Whether the two graphs' models are handed the same graph (the same nodes and edges: two datasets over one
+    training graph), where kgeval can tell; then scoring the same is no sign of a cache."""
+    first, second = _handed_graph(previous), _handed_graph(current)
+    if first is None or second is None:
+        return False
+    return (first.num_nodes, first.num_relations) == (second.num_nodes, second.num_relations) and torch.equal(
+        first.triples.cpu(), second.triples.cpu())  # fmt: skip
+
+
+def _handed_graph(probed: _Probed) -> Graph | None:
+    """The graph a graph-conditioned model is handed for ``probed``'s evaluation, or None where not found."""
+    bound = probed.bound._bound if isinstance(probed.bound, OnTrainingGraph) else probed.bound
+    graph_of = getattr(bound, "graph", None)
+    mode = probed.kwargs.get("mode", "testing")
+    try:
+        graph = graph_of(mode) if callable(graph_of) else None
+    except (KeyError, ValueError, TypeError):
+        return None
+    return graph if isinstance(graph, Graph) else None
 
 
 def _warn_if_scores_moved(evaluator: RankBasedEvaluator, previous: _Probed | None, model: Any,

@@ -406,7 +406,8 @@ def test_codex_s_under_codexs_convention_equals_its_script() -> None:
     absent = set(test.triples[:, 1].tolist()) - set(valid.triples[:, 1].tolist())
     assert len(absent) == 1 and set(codex.fallback) == absent and codex.fallback_triples == 2
     assert codex.thresholds == {r: thresholds[r] for r in codex.thresholds}
-    assert codex.thresholds[absent.pop()] == -math.inf
+    relation = absent.pop()
+    assert codex.thresholds[relation] == -math.inf and codex.predictions[codex.relations == relation].all()
     assert np.array_equal(codex.predictions, predictions.numpy())
     y = test.labels.numpy()
     assert codex.get_metric("accuracy") == pytest.approx(accuracy_score(y, predictions.numpy()), abs=1e-12)

@@ -260,6 +260,7 @@ def test_bad_conventions_objectives_and_one_class_validation_are_refused() -> No
 def test_labels_other_than_the_two_classes_are_refused() -> None:
     triples = torch.tensor([[0, 0, 1], [1, 0, 2]])
     assert LabelledTriples.from_labels(triples, [1, 0]).labels.tolist() == [True, False]
+    assert LabelledTriples.from_labels(triples, torch.tensor([0.0, 1.0])).labels.tolist() == [False, True]
     with pytest.raises(ValueError, match="row 1 holds -1"):
         LabelledTriples.from_labels(triples, [1, -1])
     with pytest.raises(TypeError, match="BoolTensor"):
@@ -345,6 +346,8 @@ def test_a_splits_negatives_are_read_beside_it_and_known_ones_counted(tmp_path: 
     assert valid.triples[1].tolist() == [ids["c"], dataset.relation_to_id["r"], ids["a"]]
     with pytest.warns(KnownNegativesWarning):
         assert len(load_split_with_negatives(dataset, "valid", known_negatives="drop")) == 2
+    with pytest.raises(ValueError, match="split must be"):
+        load_split_with_negatives(dataset, "dev")
     with pytest.raises(ValueError, match="no negatives file for test"):
         load_split_with_negatives(dataset, "test")
     write(tmp_path / "test_negatives.txt", ["a\tt\tb"])

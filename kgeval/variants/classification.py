@@ -115,7 +115,7 @@ class LabelledTriples:
     def from_labels(cls, triples: torch.Tensor, labels: Any, **kwargs: Any) -> LabelledTriples:
         """Labelled triples from labels given as bools or as the numbers 0 / 1 (a tensor, array or list); any other
         value is a ValueError naming the first row holding one."""
-        values = torch.as_tensor(np.asarray(labels))
+        values = labels.cpu() if isinstance(labels, torch.Tensor) else torch.as_tensor(np.asarray(labels))
         if values.dtype != torch.bool:
             bad = ~((values == 0) | (values == 1))
             if bool(bad.any()):
@@ -181,6 +181,8 @@ def load_split_with_negatives(
         For a label outside the dataset's vocabulary or a malformed line (naming the file and line), or when the
         negatives' file is not found (naming the names tried).
     """
+    if split not in ("train", "valid", "test"):
+        raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
     positives = getattr(dataset, split)
     path = Path(negatives) if negatives is not None else _negatives_beside(dataset, split)
     read = _read_rows(path, dataset.entity_to_id, dataset.relation_to_id, with_labels=False)[0]

@@ -425,3 +425,21 @@ def test_codex_s_under_codexs_convention_equals_its_script() -> None:
     assert np.array_equal(own.predictions[~in_fallback], codex.predictions[~in_fallback])
     changed = int((own.predictions != codex.predictions).sum())
     assert 0 < changed <= 23  # the count with this model is in docs/classification.md
+
+
+@pytest.mark.cuda
+def test_a_model_on_cuda_is_scored_on_its_device() -> None:
+    generator = torch.Generator().manual_seed(0)
+    triples = torch.stack([torch.randint(0, 50, (200,), generator=generator),
+                           torch.randint(0, 4, (200,), generator=generator),
+                           torch.randint(0, 50, (200,), generator=generator)], dim=1)  # fmt: skip
+    labels = torch.rand(200, generator=generator) < 0.5
+    valid, test = LabelledTriples(triples[:100], labels[:100]), LabelledTriples(triples[100:], labels[100:])
+    model = DistMult(50, 4, dim=8, seed=0)
+    on_cpu = score_triples(model, triples)
+    model = model.cuda()
+    on_gpu = score_triples(model, triples, batch_size=64)
+    assert on_gpu.device.type == "cuda"
+    torch.testing.assert_close(on_gpu.cpu(), on_cpu, rtol=1e-5, atol=1e-6)
+    results = classify_triples(model, valid, test)
+    assert np.array_equal(results.scores, on_gpu[100:].double().cpu().numpy())

@@ -14,12 +14,14 @@ __all__ = [
     "DistributedEvaluationError",
     "FastPathWarning",
     "IgnoredCandidatesWarning",
+    "KnownNegativesWarning",
     "MemoryBudgetWarning",
     "ModelChangedWarning",
     "ModelInUseWarning",
     "PrecisionWarning",
     "ResumeWarning",
     "ScoreStabilityWarning",
+    "ThresholdFallbackWarning",
     "UndefinedMetricWarning",
     "UnreadFilesWarning",
     "UnseenLabelsWarning",
@@ -152,3 +154,13 @@ class ScoreStabilityWarning(UserWarning):
     mode, or its scores depend on the rest of the batch (dynamically quantized activations, batch norm in training
     mode) --, or a parametrized weight is read from a stale ``torch.nn.utils.parametrize.cached()`` cache. Its ranks
     are those of the scores it gave, which another run, batch size or task order would not reproduce."""
+
+
+class KnownNegativesWarning(UserWarning):
+    """Given negatives that are known triples (of a split of the dataset): they are false by their file's word only
+    (triple classification, :mod:`kgeval.variants.classification`)."""
+
+
+class ThresholdFallbackWarning(UserWarning):
+    """A relation of the test triples got no threshold of its own from validation (absent, or one class only), in
+    triple classification (:mod:`kgeval.variants.classification`)."""

@@ -16,13 +16,11 @@ import torch
 from sklearn.metrics import accuracy_score, average_precision_score, f1_score, roc_auc_score
 
 from kgeval.datasets import load_dataset, shared_data_dir
-from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.exceptions import KnownNegativesWarning, ThresholdFallbackWarning, UndefinedMetricWarning
 from kgeval.models import DistMult
 from kgeval.models.training import train_model
 from kgeval.variants import (
-    KnownNegativesWarning,
     LabelledTriples,
-    ThresholdFallbackWarning,
     average_precision,
     best_threshold,
     classify_scores,

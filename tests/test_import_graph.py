@@ -162,8 +162,8 @@ def test_test_helpers_stay_independent_of_kgeval() -> None:
 
 
 def test_the_engine_has_one_entry_point() -> None:
-    """Outside the engine, only the entry points (evaluator, predict, sampled, and temporal: the second front)
-    import it, through kgeval._engine."""
+    """Outside the engine, only the entry points (evaluator, predict, sampled, temporal: the second front, and
+    classification: labelled triples scored) import it, through kgeval._engine."""
     tops, locals_ = graph()
     for name in tops:
         if name.startswith("kgeval._engine"):
@@ -174,6 +174,7 @@ def test_the_engine_has_one_entry_point() -> None:
             "kgeval.predict",
             "kgeval.variants.sampled",
             "kgeval.variants.temporal",
+            "kgeval.variants.classification",
         )
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
 

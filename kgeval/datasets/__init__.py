@@ -201,7 +201,8 @@ def load_tsv_dataset(
         spaces and carriage returns around a label are no part of it. The folder's other data files (names ending
         as a split file's) are not read: one :class:`~kgeval.datasets.reading.UnreadFilesWarning` names them with
         why (CoDEx's ``valid_negatives`` / ``test_negatives``: hard negatives for triple classification, which
-        kgeval does not evaluate yet; label lists; other splits).
+        link prediction does not read -- :func:`kgeval.variants.load_split_with_negatives` does; label lists;
+        other splits).
     name : str, default=None
         Dataset name; defaults to the folder name.
     sep : str, default="\t"

@@ -52,8 +52,9 @@ DOCUMENT_PREFIXES: tuple[str, ...] = ("license", "licence", "readme", "source", 
 #: why kgeval does not read a data file, by a pattern of its name without the extension (the first match applies)
 UNREAD_REASONS: tuple[tuple[re.Pattern[str], str], ...] = (
     (re.compile(r"(train|valid|validation|dev|test)[_-]?neg(ative)?s?", re.IGNORECASE),
-     "hard negatives for triple classification (a false triple per line, as CoDEx ships them), which kgeval does "
-     "not evaluate yet: it ranks the true triples of each split for link prediction"),
+     "hard negatives for triple classification (a false triple per line, as CoDEx ships them), which link "
+     "prediction does not read: it ranks the true triples of each split (triple classification reads them: "
+     "kgeval.variants.load_split_with_negatives, docs/classification.md)"),
     (re.compile(r"(entity|relation|time)2id|entities|relations|times", re.IGNORECASE),
      "a list or id map of labels: kgeval numbers the labels of the split files itself (sorted, or as the "
      "entity_to_id / relation_to_id / time_to_id given to the loader)"),

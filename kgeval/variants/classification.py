@@ -23,22 +23,17 @@ import pandas as pd
 import torch
 
 from kgeval import _checks
+from kgeval._engine import candidate_scorer, exact_arithmetic
 from kgeval._inputs import check_model_inputs
 from kgeval._modes import evaluation_mode
 from kgeval.adapters.triples import triple_function
 from kgeval.datasets.reading import iter_data_lines
-from kgeval.exceptions import UndefinedMetricWarning, warn_caller
-
-# The engine's pieces through the sampled evaluator, the engine's entry point for variants: tests/test_import_graph.py
-# lists the modules that may import kgeval._engine, and this one is not yet among them.
-from kgeval.variants.sampled import candidate_scorer, exact_arithmetic
+from kgeval.exceptions import KnownNegativesWarning, ThresholdFallbackWarning, UndefinedMetricWarning, warn_caller
 
 __all__ = [
     "CLASSIFICATION_METRICS",
     "CONVENTIONS",
-    "KnownNegativesWarning",
     "LabelledTriples",
-    "ThresholdFallbackWarning",
     "TripleClassificationResults",
     "average_precision",
     "best_threshold",
@@ -67,14 +62,6 @@ _ALIASES = {
 #: triples scored per model call when the model scores whole triples, and score rows (B x entities) otherwise
 TRIPLES_PER_CALL = 65536
 ROW_SCORES_PER_CALL = 2**22
-
-
-class KnownNegativesWarning(UserWarning):
-    """Given negatives that are known triples (of a split of the dataset): they are false by their file's word only."""
-
-
-class ThresholdFallbackWarning(UserWarning):
-    """A relation of the test triples got no threshold of its own from validation (absent, or one class only)."""
 
 
 @dataclass(frozen=True, eq=False)

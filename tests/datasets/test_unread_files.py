@@ -46,7 +46,7 @@ def test_hard_negatives_are_named_once_with_why(tmp_path: Path) -> None:
     (message,) = unread_warnings(caught)
     assert message.startswith(f"{folder} holds files kgeval does not read -- test_negatives.txt.gz, "
                               "valid_negatives.txt: hard negatives for triple classification")  # fmt: skip
-    assert "does not evaluate yet" in message and "LICENSE" not in message and "SOURCE" not in message
+    assert "link prediction does not read" in message and "LICENSE" not in message and "SOURCE" not in message
     assert caught[0].filename == __file__  # attributed to the caller's line
     assert (len(data.train), len(data.valid), len(data.test)) == (3, 1, 1)  # the splits are read as before
 

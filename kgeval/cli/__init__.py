@@ -4,8 +4,8 @@
 Commands are registered in :data:`COMMANDS`: each has a function that adds its options to a sub-parser and a
 function that runs it and returns the exit status, in a module of this package by the kind of data it serves
 (:mod:`~kgeval.cli.triples`, :mod:`~kgeval.cli.temporal`, :mod:`~kgeval.cli.inductive`, :mod:`~kgeval.cli.many`,
-:mod:`~kgeval.cli.report`). To add a command, write both there and add one entry here. Only ``kgeval.__main__``
-imports this package; nothing of kgeval below it does.
+:mod:`~kgeval.cli.report`, :mod:`~kgeval.cli.classification`). To add a command, write both there and add one
+entry here. Only ``kgeval.__main__`` imports this package; nothing of kgeval below it does.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from typing import NamedTuple
 import torch
 
 from kgeval.cli._common import int_at_least, one_line, version
+from kgeval.cli.classification import add_classify_arguments, run_classify
 from kgeval.cli.many import add_many_arguments, run_many
 from kgeval.cli.report import add_report_arguments, run_report
 from kgeval.cli.triples import (
@@ -80,6 +81,12 @@ COMMANDS: dict[str, Command] = {
         help="popularity-stratified hits@k and MRR (Mohamed et al. 2020) of a checkpoint or exported ranks",
         add_arguments=add_strat_arguments,
         run=run_strat,
+    ),
+    "classify": Command(
+        help="triple classification of a saved model: thresholds fitted on labelled valid triples, accuracy, F1, "
+        "ROC-AUC and AP of the labelled test triples (CoDEx's negatives files, or WN11 / FB13's labelled files)",
+        add_arguments=add_classify_arguments,
+        run=run_classify,
     ),
     "report": Command(
         help="one self-contained HTML page of saved rank tables: headline with intervals, ties, rank charts, per "

@@ -5,7 +5,7 @@
 - :mod:`kgeval.variants.temporal`: temporal link prediction, time-aware filters (``TemporalRankBasedEvaluator``);
 - :mod:`kgeval.variants.precomputed`: ranks of scores a caller computed (``evaluate_scores``);
 - :mod:`kgeval.variants.classification`: triple classification, thresholds fitted on validation
-  (``classify_triples``).
+  (``classify_triples``), negatives drawn with a seed (``draw_negatives``).
 
 A new variant is a new module here, re-exported below and from :mod:`kgeval` (CONTRIBUTING.md).
 """
@@ -13,16 +13,23 @@ A new variant is a new module here, re-exported below and from :mod:`kgeval` (CO
 from kgeval.variants.classification import (
     CLASSIFICATION_METRICS,
     CONVENTIONS,
+    NEGATIVE_STRATEGIES,
+    DrawnNegativesReport,
     LabelledTriples,
+    NegativeShortfallWarning,
+    OptimisticThresholdWarning,
     TripleClassificationResults,
     average_precision,
     best_threshold,
     classify_scores,
     classify_triples,
+    draw_negatives,
     load_split_with_negatives,
     read_labelled_triples,
     roc_auc,
     score_triples,
+    split_with_drawn_negatives,
+    top_p_predictions,
 )
 from kgeval.variants.macro import MacroRankBasedEvaluator, macro_results, query_weights
 from kgeval.variants.precomputed import evaluate_scores
@@ -37,9 +44,13 @@ from kgeval.variants.temporal import (
 __all__ = [
     "CLASSIFICATION_METRICS",
     "CONVENTIONS",
+    "NEGATIVE_STRATEGIES",
     "TEMPORAL_FILTERS",
+    "DrawnNegativesReport",
     "LabelledTriples",
     "MacroRankBasedEvaluator",
+    "NegativeShortfallWarning",
+    "OptimisticThresholdWarning",
     "SampledRankBasedEvaluator",
     "TemporalFilter",
     "TemporalRankBasedEvaluator",
@@ -49,6 +60,7 @@ __all__ = [
     "best_threshold",
     "classify_scores",
     "classify_triples",
+    "draw_negatives",
     "evaluate_scores",
     "load_split_with_negatives",
     "macro_results",
@@ -56,4 +68,6 @@ __all__ = [
     "read_labelled_triples",
     "roc_auc",
     "score_triples",
+    "split_with_drawn_negatives",
+    "top_p_predictions",
 ]

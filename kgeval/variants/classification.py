@@ -4,8 +4,9 @@ threshold are called true (:func:`classify_triples`; precomputed scores: :func:`
 
 The labelled triples come from a dataset split and CoDEx's hard negatives (:func:`load_split_with_negatives`), from a
 ``head relation tail label`` file as WN11 and FB13 ship them (:func:`read_labelled_triples`), or from tensors
-(:class:`LabelledTriples`). docs/classification.md describes the conventions (``"kgeval"``, ``"codex"``,
-``"torchkge"``, ``"global"``) and the metrics.
+(:class:`LabelledTriples`), or drawn with a seed (:func:`draw_negatives`, :func:`split_with_drawn_negatives`).
+docs/classification.md describes the conventions (``"kgeval"``, ``"codex"``, ``"torchkge"``, ``"global"``,
+``"pykeen"``), the drawn negatives and the metrics.
 """
 
 from __future__ import annotations
@@ -33,24 +34,48 @@ from kgeval.exceptions import KnownNegativesWarning, ThresholdFallbackWarning, U
 __all__ = [
     "CLASSIFICATION_METRICS",
     "CONVENTIONS",
+    "NEGATIVE_STRATEGIES",
+    "DrawnNegativesReport",
     "LabelledTriples",
+    "NegativeShortfallWarning",
+    "OptimisticThresholdWarning",
     "TripleClassificationResults",
     "average_precision",
     "best_threshold",
     "classify_scores",
     "classify_triples",
+    "draw_negatives",
     "load_split_with_negatives",
     "read_labelled_triples",
     "roc_auc",
     "score_triples",
+    "split_with_drawn_negatives",
+    "top_p_predictions",
 ]
 
-Convention = Literal["kgeval", "codex", "torchkge", "global"]
+Convention = Literal["kgeval", "codex", "torchkge", "global", "pykeen"]
 Objective = Literal["accuracy", "f1"]
 KnownNegatives = Literal["keep", "drop"]
 
 #: the threshold conventions by name (docs/classification.md)
-CONVENTIONS: tuple[str, ...] = ("kgeval", "codex", "torchkge", "global")
+CONVENTIONS: tuple[str, ...] = ("kgeval", "codex", "torchkge", "global", "pykeen")
+NegativeStrategy = Literal["uniform", "positional", "type-constrained"]
+#: the strategies of :func:`draw_negatives` (docs/classification.md)
+NEGATIVE_STRATEGIES: tuple[str, ...] = ("uniform", "positional", "type-constrained")
+#: rounds of redrawing the rejected draws before a positive is left with fewer than K negatives
+MAX_ROUNDS = 100
+
+
+class NegativeShortfallWarning(UserWarning):
+    """Some positives got fewer drawn negatives than asked for (:func:`draw_negatives`): their relation's candidate
+    set, less the known triples, is too small, or every redraw was rejected."""
+
+
+class OptimisticThresholdWarning(UserWarning):
+    """The ``"pykeen"`` convention calls the P highest-scored test triples true, P taken from the test labels: the
+    threshold is fitted on the evaluated labels, and the binarised metrics are optimistic (PyKEEN's own note)."""
+
+
 #: the metrics reported micro, per relation and macro, in this order
 CLASSIFICATION_METRICS: tuple[str, ...] = (
     "accuracy", "precision", "recall", "f1", "mcc", "balanced_accuracy", "roc_auc", "average_precision",
@@ -80,6 +105,8 @@ class LabelledTriples:
         Given negatives found among the known triples when they were read (warned; kept or dropped as asked).
     source : str, default=""
         Where the triples came from, for messages.
+    drawn : DrawnNegativesReport, optional
+        How the negatives were drawn, when they were (:func:`split_with_drawn_negatives`).
     """
 
     triples: torch.Tensor = field(repr=False)
@@ -87,6 +114,7 @@ class LabelledTriples:
     relation_labels: tuple[str, ...] | None = field(default=None, repr=False)
     known_negatives: int = 0
     source: str = ""
+    drawn: DrawnNegativesReport | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         triples = _checks.check_triples(self.triples, "triples", num_entities=2**62)
@@ -180,6 +208,280 @@ def load_split_with_negatives(
         positives, kept, relation_labels=_labels_by_id(dataset.relation_to_id), known_negatives=count,
         source=f"{split} + {path}",
     )  # fmt: skip
+
+
+# -- drawn negatives -------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class DrawnNegativesReport:
+    """How :func:`draw_negatives` went.
+
+    Attributes
+    ----------
+    strategy : str
+        One of :data:`NEGATIVE_STRATEGIES`.
+    per_positive : int
+        K, the negatives asked for per positive.
+    seed : int
+        The seed of the CPU generator the draws came from.
+    positives : int
+        The positives corrupted.
+    drawn : int
+        The negatives returned (at most ``positives * per_positive``).
+    rejected : int
+        Draws rejected because they were a known triple or the positive itself (then redrawn).
+    duplicates : int
+        Draws rejected because the same positive already had that negative (then redrawn).
+    short_positives : int
+        Positives left with fewer than K negatives after :data:`MAX_ROUNDS` rounds (warned:
+        :class:`NegativeShortfallWarning`).
+    missing : int
+        The negatives those positives lack: ``positives * per_positive - drawn``.
+    rounds : int
+        The rounds of drawing used (the first draw included).
+    counts : LongTensor of shape (positives,)
+        The negatives of each positive; the negatives are grouped by positive, in the positives' order.
+    """
+
+    strategy: str
+    per_positive: int
+    seed: int
+    positives: int
+    drawn: int
+    rejected: int
+    duplicates: int
+    short_positives: int
+    missing: int
+    rounds: int
+    counts: torch.Tensor = field(repr=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The counts and settings, JSON-ready (``counts`` left out)."""
+        return {
+            "strategy": self.strategy, "per_positive": self.per_positive, "seed": self.seed,
+            "positives": self.positives, "drawn": self.drawn, "rejected": self.rejected,
+            "duplicates": self.duplicates, "short_positives": self.short_positives, "missing": self.missing,
+            "rounds": self.rounds,
+        }  # fmt: skip
+
+
+def draw_negatives(
+    positives: torch.Tensor,
+    known: torch.Tensor | Sequence[torch.Tensor],
+    num_entities: int,
+    *,
+    per_positive: int = 1,
+    strategy: NegativeStrategy = "uniform",
+    type_constraints: Any = None,
+    seed: int = 0,
+    max_rounds: int = MAX_ROUNDS,
+) -> tuple[torch.Tensor, DrawnNegativesReport]:
+    """K corrupted triples per positive, none of them a known triple nor the positive, drawn with a seeded CPU
+    generator (the same negatives on any machine; the global random state is neither read nor advanced).
+
+    Parameters
+    ----------
+    positives : LongTensor of shape (n, 3)
+        The (head, relation, tail) triples to corrupt.
+    known : LongTensor (m, 3) or a sequence of them
+        The known triples, of every split (train + valid + test): a draw among them is rejected and redrawn.
+    num_entities : int
+        Entity ids are 0 .. num_entities - 1.
+    per_positive : int, default=1
+        K, the negatives per positive, all distinct.
+    strategy : {"uniform", "positional", "type-constrained"}, default="uniform"
+        ``"uniform"``: the head or the tail is corrupted with probability 1/2 each, the replacement uniform over
+        all entities. ``"positional"`` (Socher et al. 2013's constraint): the side is drawn per relation by
+        Bernoulli sampling (Wang et al. 2014: the head with probability tph / (tph + hpt), tph the relation's
+        triples per distinct head, hpt its triples per distinct tail, counted on the distinct triples of
+        ``known`` and ``positives``), the replacement uniform among the entities seen in that position for that
+        relation in ``known`` and ``positives``. ``"type-constrained"``: the side with probability 1/2, the
+        replacement uniform among ``type_constraints``' heads / tails of the relation (all entities for a side
+        the constraints leave open).
+    type_constraints : TypeConstraints, optional
+        The allowed heads and tails per relation (:class:`kgeval.constraints.TypeConstraints`); required by
+        ``"type-constrained"``, refused by the other strategies.
+    seed : int, default=0
+        The seed of the ``torch.Generator`` (CPU) every draw comes from.
+    max_rounds : int, default=100
+        Rejected draws are redrawn, up to this many rounds in all; a positive still short of K is left so, counted
+        and warned (:class:`NegativeShortfallWarning`).
+
+    Returns
+    -------
+    negatives : LongTensor of shape (d, 3)
+        Grouped by positive, in the positives' order (``report.counts`` says how many each got; d = K n unless some
+        fell short), each group in the order its draws were accepted.
+    report : DrawnNegativesReport
+        The rejected draws (known triples or the positive; duplicates), the positives left short, the rounds.
+
+    Notes
+    -----
+    Each round draws, for every slot still empty, a side and then a replacement: a float64 uniform u in [0, 1)
+    picks the candidate ``floor(u * size)`` of the sorted candidate set. A draw is rejected when the corrupted
+    triple is known, equals its positive (the replacement is the entity it replaces), or is a negative its positive
+    already has (accepted earlier, or drawn by an earlier slot of the same positive in the same round).
+    """
+    positives = _checks.check_triples(positives, "positives", num_entities=num_entities).long().cpu()
+    known_tensor = known if isinstance(known, torch.Tensor) else torch.cat([torch.as_tensor(k) for k in known])
+    known_tensor = _checks.check_triples(known_tensor, "known", num_entities=num_entities).long().cpu()
+    k = _checks.check_positive_int(per_positive, "per_positive")
+    rounds_allowed = _checks.check_positive_int(max_rounds, "max_rounds")
+    if strategy not in NEGATIVE_STRATEGIES:
+        raise ValueError(f"strategy must be one of {NEGATIVE_STRATEGIES}, got {strategy!r}")
+    if (strategy == "type-constrained") != (type_constraints is not None):
+        raise ValueError("type_constraints is required by strategy 'type-constrained' and by no other strategy")
+    num_relations = (
+        int(max(int(positives[:, 1].max()), int(known_tensor[:, 1].max()) if known_tensor.numel() else -1)) + 1
+    )
+    if num_entities * num_entities * num_relations >= 2**62:
+        raise ValueError(f"{num_entities} entities x {num_relations} relations are too many to key triples as int64")
+    n = positives.shape[0]
+    seen = torch.unique(torch.cat([known_tensor, positives]), dim=0)
+    head_probability, pools = _sides_and_pools(strategy, seen, num_relations, num_entities, type_constraints)
+    known_keys = torch.sort(_keys(known_tensor, num_entities, num_relations)).values
+    generator = torch.Generator(device="cpu").manual_seed(int(seed))
+    slot_positive = torch.arange(n).repeat_interleave(k)  # slot j belongs to positive j // K
+    accepted = torch.full((n * k,), -1, dtype=torch.long)  # the accepted negative's key, -1 while empty
+    accepted_rows = torch.zeros((n * k, 3), dtype=torch.long)
+    rejected = duplicates = rounds = 0
+    while rounds < rounds_allowed:
+        pending = (accepted < 0).nonzero().reshape(-1)
+        if pending.numel() == 0:
+            break
+        rounds += 1
+        rows = positives[slot_positive[pending]]
+        relations = rows[:, 1]
+        head = torch.rand(pending.numel(), generator=generator, dtype=torch.float64) < head_probability[relations]
+        side = (~head).long()  # 0: the head is replaced, 1: the tail
+        start, size = pools.start[relations, side], pools.size[relations, side]
+        u = torch.rand(pending.numel(), generator=generator, dtype=torch.float64)
+        pick = torch.minimum((u * size.double()).long(), (size - 1).clamp(min=0))
+        replacement = pools.flat[start + pick]
+        corrupted = rows.clone()
+        corrupted[head, 0] = replacement[head]
+        corrupted[~head, 2] = replacement[~head]
+        keys = _keys(corrupted, num_entities, num_relations)
+        place = torch.searchsorted(known_keys, keys).clamp(max=max(known_keys.numel() - 1, 0))
+        is_known = known_keys[place] == keys if known_keys.numel() else torch.zeros_like(keys, dtype=torch.bool)
+        bad = is_known | (corrupted == rows).all(dim=1) | (size == 0)
+        repeated = _repeated(slot_positive, accepted, pending, keys) & ~bad
+        rejected += int(bad.sum())
+        duplicates += int(repeated.sum())
+        good = ~(bad | repeated)
+        accepted[pending[good]] = keys[good]
+        accepted_rows[pending[good]] = corrupted[good]
+    filled = accepted >= 0
+    counts = filled.reshape(n, k).sum(dim=1)
+    short = int((counts < k).sum())
+    if short:
+        warn_caller(
+            f"{short} of {n} positives got fewer than {k} negatives ({n * k - int(filled.sum())} missing) after "
+            f"{rounds} rounds of strategy {strategy!r}: their relation's candidates, less the known triples, are "
+            "too few", NegativeShortfallWarning,
+        )  # fmt: skip
+    report = DrawnNegativesReport(
+        strategy=strategy, per_positive=k, seed=int(seed), positives=n, drawn=int(filled.sum()), rejected=rejected,
+        duplicates=duplicates, short_positives=short, missing=n * k - int(filled.sum()), rounds=rounds,
+        counts=counts,
+    )  # fmt: skip
+    return accepted_rows[filled], report
+
+
+def split_with_drawn_negatives(
+    dataset: Any,
+    split: str,
+    *,
+    per_positive: int = 1,
+    strategy: NegativeStrategy = "uniform",
+    type_constraints: Any = None,
+    seed: int = 0,
+) -> LabelledTriples:
+    """A split's triples labelled true beside negatives drawn by :func:`draw_negatives` labelled false, the known
+    triples being train + valid + test.
+
+    Parameters
+    ----------
+    dataset : TriplesDataset
+        The dataset (:func:`kgeval.datasets.load_dataset`, :func:`kgeval.datasets.load_shipped_dataset`).
+    split : {"valid", "test"}
+        The split whose triples are the positives (``"train"`` is accepted too).
+    per_positive, strategy, type_constraints, seed
+        As :func:`draw_negatives` takes them.
+
+    Returns
+    -------
+    LabelledTriples
+        The positives, then their negatives grouped by positive; ``drawn`` holds the report.
+    """
+    if split not in ("train", "valid", "test"):
+        raise ValueError(f"split must be 'train', 'valid' or 'test', got {split!r}")
+    positives = getattr(dataset, split)
+    known = torch.cat([dataset.train, dataset.valid, dataset.test])
+    negatives, report = draw_negatives(positives, known, dataset.num_entities, per_positive=per_positive,
+                                       strategy=strategy, type_constraints=type_constraints, seed=seed)  # fmt: skip
+    return LabelledTriples.from_positives_and_negatives(
+        positives, negatives, relation_labels=_labels_by_id(dataset.relation_to_id),
+        source=f"{split} + {report.drawn} drawn negatives ({strategy}, {report.per_positive} per positive, seed "
+        f"{report.seed})", drawn=report,
+    )  # fmt: skip
+
+
+@dataclass(frozen=True)
+class _Pools:
+    flat: torch.Tensor  # every candidate set, concatenated
+    start: torch.Tensor  # (relations, 2): where the set of (relation, side) starts in flat; side 0 head, 1 tail
+    size: torch.Tensor  # (relations, 2): its size (0: no candidate)
+
+
+def _sides_and_pools(strategy: str, seen: torch.Tensor, num_relations: int, num_entities: int,
+                     constraints: Any) -> tuple[torch.Tensor, _Pools]:  # fmt: skip
+    """(probability of corrupting the head per relation (float64), the candidate sets per relation and side)."""
+    everyone = torch.arange(num_entities)
+    probability = torch.full((num_relations,), 0.5, dtype=torch.float64)
+    if strategy == "uniform":
+        start = torch.zeros((num_relations, 2), dtype=torch.long)
+        return probability, _Pools(everyone, start, torch.full((num_relations, 2), num_entities, dtype=torch.long))
+    sets: list[torch.Tensor] = []
+    for relation in range(num_relations):
+        rows = seen[seen[:, 1] == relation]
+        if strategy == "positional":
+            heads, tails = torch.unique(rows[:, 0]), torch.unique(rows[:, 2])
+            if rows.shape[0]:
+                tph, hpt = rows.shape[0] / heads.numel(), rows.shape[0] / tails.numel()
+                probability[relation] = tph / (tph + hpt)
+        else:
+            allowed = [constraints.allowed(relation, side) for side in ("head", "tail")]
+            heads, tails = (everyone if ids is None else torch.unique(torch.as_tensor(ids).long().cpu())
+                            for ids in allowed)  # fmt: skip
+        sets += [heads, tails]
+    sizes = torch.tensor([s.numel() for s in sets], dtype=torch.long)
+    starts = torch.cumsum(sizes, 0) - sizes
+    flat = torch.cat([*sets, torch.zeros(1, dtype=torch.long)])  # one spare entry: an empty set's index stays valid
+    return probability, _Pools(flat, starts.reshape(num_relations, 2), sizes.reshape(num_relations, 2))
+
+
+def _keys(triples: torch.Tensor, num_entities: int, num_relations: int) -> torch.Tensor:
+    """One int64 per triple: (head * relations + relation) * entities + tail."""
+    return (triples[:, 0] * num_relations + triples[:, 1]) * num_entities + triples[:, 2]
+
+
+def _repeated(slot_positive: torch.Tensor, accepted: torch.Tensor, pending: torch.Tensor,
+              keys: torch.Tensor) -> torch.Tensor:  # fmt: skip
+    """For each pending slot's drawn key: does its positive already have it (accepted, or drawn by an earlier
+    pending slot of the same positive)?"""
+    done = (accepted >= 0).nonzero().reshape(-1)
+    pairs = torch.cat([torch.stack([slot_positive[done], accepted[done]], 1),
+                       torch.stack([slot_positive[pending], keys], 1)])  # fmt: skip
+    _, inverse = torch.unique(pairs, dim=0, return_inverse=True)
+    ids = inverse[done.numel() :]
+    repeated = torch.isin(ids, inverse[: done.numel()])
+    order = torch.sort(ids, stable=True).indices
+    ordered = ids[order]
+    later = torch.zeros_like(ids, dtype=torch.bool)
+    later[order[1:]] = ordered[1:] == ordered[:-1]
+    return repeated | later
 
 
 def read_labelled_triples(
@@ -388,15 +690,18 @@ def classify_triples(
     valid, test : LabelledTriples
         Labelled validation triples (the thresholds are fitted on them) and test triples (the metrics are computed
         on them), of n_valid and n_test triples, in the model's ids.
-    convention : {"kgeval", "codex", "torchkge", "global"}, default="kgeval"
+    convention : {"kgeval", "codex", "torchkge", "global", "pykeen"}, default="kgeval"
         ``"kgeval"``: per relation, the sweep below, and the global threshold for a relation validation lacks or has
         one class of only (warned). ``"codex"``: CoDEx's ``scripts/tc.py``: per relation, the sweep; a relation
         absent from validation gets -inf (every test triple of it predicted true), as its code does. ``"torchkge"``:
         per relation the highest validation-negative score, true when score > it; a relation without validation
         negatives gets the highest of them all (TorchKGE's rule for a relation absent from validation). ``"global"``:
-        one threshold, the sweep over all validation triples.
+        one threshold, the sweep over all validation triples. ``"pykeen"``: PyKEEN's top-P rule
+        (:func:`top_p_predictions`): the P highest-scored test triples are called true, P the number of true test
+        triples; validation is not used (nor scored), and an :class:`OptimisticThresholdWarning` says the threshold
+        is fitted on the evaluated labels. Its ``thresholds`` are the lowest score called true.
     objective : {"accuracy", "f1"}, default="accuracy"
-        What the sweep maximises (not used by ``"torchkge"``).
+        What the sweep maximises (not used by ``"torchkge"`` and ``"pykeen"``).
     batch_size : int, optional
         Triples per model call (:func:`score_triples`).
 
@@ -412,7 +717,10 @@ def classify_triples(
     (Mann-Whitney), average precision is scikit-learn's step rule (``average_precision_score``); an undefined value
     (a zero denominator, one class only) is NaN with an :class:`kgeval.exceptions.UndefinedMetricWarning`.
     """
-    valid_scores = score_triples(model, valid.triples, batch_size=batch_size)
+    if convention == "pykeen":  # fits nothing on validation: its triples are not scored
+        valid_scores: Any = np.zeros(len(valid))
+    else:
+        valid_scores = score_triples(model, valid.triples, batch_size=batch_size)
     test_scores = score_triples(model, test.triples, batch_size=batch_size)
     return classify_scores(valid, valid_scores, test, test_scores, convention=convention, objective=objective)
 
@@ -436,14 +744,28 @@ def classify_scores(
         raise ValueError(
             "convention 'torchkge' fits no objective (its thresholds are the highest validation negatives)"
         )
-    fitted_on = _as_scores(valid_scores, valid, "valid_scores")
+    if convention == "pykeen" and objective != "accuracy":
+        raise ValueError("convention 'pykeen' fits no objective (it calls the top-P test scores true)")
     scores, labels = _as_scores(test_scores, test, "test_scores"), test.labels.numpy()
-    fitted = _fit(fitted_on, valid.labels.numpy(), valid.triples[:, 1].numpy(), test.triples[:, 1].numpy(),
-                  convention, objective)  # fmt: skip
-    thresholds, global_threshold, fallback, strict = fitted
     relations = test.triples[:, 1].numpy()
-    limits = np.array([thresholds[int(r)] for r in relations], dtype=np.float64)
-    predictions = scores > limits if strict else scores >= limits
+    thresholds: dict[int, float]
+    global_threshold: float | None
+    fallback: dict[int, str]
+    if convention == "pykeen":
+        predictions = top_p_predictions(scores, labels)
+        called = scores[predictions]
+        global_threshold = float(called.min()) if called.size else math.inf
+        thresholds = dict.fromkeys(np.unique(relations).tolist(), global_threshold)
+        fallback, strict = {}, False
+        warn_caller(f"convention 'pykeen' calls the {int(labels.sum())} highest-scored test triples true, as many as "
+                    "the test labels hold: the threshold is fitted on the evaluated labels, and the binarised metrics "
+                    "are optimistic", OptimisticThresholdWarning)  # fmt: skip
+    else:
+        fitted_on = _as_scores(valid_scores, valid, "valid_scores")
+        fitted = _fit(fitted_on, valid.labels.numpy(), valid.triples[:, 1].numpy(), relations, convention, objective)
+        thresholds, global_threshold, fallback, strict = fitted
+        limits = np.array([thresholds[int(r)] for r in relations], dtype=np.float64)
+        predictions = scores > limits if strict else scores >= limits
     undefined: dict[str, list[str]] = {}
     micro = _metrics(labels, predictions, scores, undefined, "micro")
     names = test.relation_labels
@@ -467,6 +789,18 @@ def classify_scores(
 
 
 # -- thresholds ------------------------------------------------------------------------------------------------------
+
+
+def top_p_predictions(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
+    """PyKEEN's binarisation (``construct_indicator`` in pykeen/metrics/classification.py): the P highest ``scores``
+    (n,) called true, P the number of true ``labels`` (n,). Exactly P are called true; among scores tied at the P-th
+    score, the ones called true are the last ones of NumPy's default ``np.argsort`` (ascending, not stable) -- the
+    order PyKEEN reverses and cuts."""
+    count = int(np.sum(labels, dtype=np.int64))
+    predictions = np.zeros(scores.shape[0], dtype=bool)
+    if count:
+        predictions[np.argsort(scores)[-count:]] = True
+    return predictions
 
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, objective: Objective = "accuracy") -> float:

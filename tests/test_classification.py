@@ -236,7 +236,7 @@ def test_the_conventions_differ_where_validation_lacks_a_relation() -> None:
 def test_bad_conventions_objectives_and_one_class_validation_are_refused() -> None:
     valid, valid_scores, test, test_scores = convention_case()
     with pytest.raises(ValueError, match="convention must be one of"):
-        classify_scores(valid, valid_scores, test, test_scores, convention="pykeen")  # type: ignore[arg-type]
+        classify_scores(valid, valid_scores, test, test_scores, convention="sklearn")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="objective must be"):
         classify_scores(valid, valid_scores, test, test_scores, objective="mcc")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="fits no objective"):

@@ -195,8 +195,8 @@ def _text(results: TripleClassificationResults, dataset: TriplesDataset, valid: 
     fallback relations and their test triples."""
     comparison = ">" if results.strict else ">="
     lines = [
-        f"== {dataset.name} test: {count_of(len(test), 'labelled triple')} ({test.num_positives:,} true, "
-        f"{test.num_negatives:,} false); thresholds fitted on {count_of(len(valid), 'labelled valid triple')} ==",
+        f"== {dataset.name} test: {len(test):,} labelled triples ({test.num_positives:,} true, "
+        f"{test.num_negatives:,} false); thresholds fitted on {len(valid):,} labelled valid triples ==",
         f"convention {results.convention}, objective {results.objective}: a triple is true when its score "
         f"{comparison} its relation's threshold",
         f"{'':<18}{'micro':>8}{'macro':>8}",

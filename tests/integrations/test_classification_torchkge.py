@@ -3,7 +3,10 @@ and the same negatives (issue 60): TorchKGE draws its negatives itself, unseeded
 one corrupted tail per triple, the triple's relation kept, as TorchKGE's sampler corrupts -- into its sampler. Its
 thresholds are each relation's highest validation-negative score (the highest of all for a relation validation
 lacks), a test triple true when its score is above; its accuracy counts a test negative right only when its score is
-below. kgeval's accuracy equals it wherever no test negative scores exactly its threshold (none does here: asserted).
+below. kgeval's thresholds equal TorchKGE's bit for bit, and its accuracy equals TorchKGE's plus the test negatives
+that score exactly their threshold (TorchKGE counts them wrong; kgeval predicts them false, as every triple not
+above its threshold), counted: seeded untrained models, Nations TransE 15 of 402 test negatives, DistMult 2; UMLS
+TransE 1 of 1,322, DistMult 0.
 """
 
 from __future__ import annotations
@@ -68,7 +71,4 @@ def test_torchkges_accuracy_equals_kgevals_under_its_convention(model_class: Any
     at_threshold = int(np.sum(ours.scores[negatives] == thresholds[ours.relations[negatives]]))
     # TorchKGE counts a test negative scoring exactly its threshold wrong (neither above nor below); kgeval predicts
     # it false, as every negative not above the threshold: its accuracy is higher by those negatives, counted
-    print(
-        f"{dataset} {model_class.__name__}: accuracy {accuracy:.6f}, test negatives at their threshold {at_threshold}"
-    )
     assert ours.get_metric("accuracy") == pytest.approx(accuracy + at_threshold / len(test), abs=1e-12)

@@ -135,14 +135,13 @@ def test_a_tiny_graph_where_positives_cannot_get_k_negatives_is_warned_and_count
     known = torch.tensor([[0, 0, 1], [1, 0, 2], [0, 0, 2]])
     positives = known[:1]
     possible = {(1, 0, 1), (2, 0, 1), (0, 0, 0)}
-    with pytest.warns(NegativeShortfallWarning, match=r"1 of 1 positives got fewer than 5 negatives \(2 missing\)"):
+    with pytest.warns(NegativeShortfallWarning, match=r"1 of 1 positives got fewer than 5 negatives \(2 missing"):
         negatives, report = draw_negatives(positives, known, 3, per_positive=5, seed=0)
     assert {tuple(row) for row in negatives.tolist()} == possible
     assert report.drawn == 3 and report.missing == 2 and report.short_positives == 1
-    assert report.rounds == 100
-    assert report.rejected + report.duplicates >= 2 * 99  # the two empty slots are rejected each later round
-    # every draw is either accepted, rejected or a duplicate: 5 slots in round 1, then the empty ones
-    assert report.rejected > 0
+    assert report.rounds == 100 and report.enumerated == 1  # the rounds, then the enumeration, found no more
+    # every draw is accepted, rejected or a duplicate: the two slots left empty are refused in every round
+    assert report.rejected + report.duplicates >= 2 * 100
 
 
 def test_the_split_helper_labels_positives_and_drawn_negatives() -> None:
@@ -206,3 +205,42 @@ def test_classify_triples_end_to_end_with_drawn_negatives_on_nations(convention:
     assert len(results.scores) == len(test)
     for name, value in results.micro.items():
         assert 0.0 <= value <= 1.0 or (name == "mcc" and -1.0 <= value <= 1.0), (name, value)
+
+
+@pytest.mark.parametrize("strategy", ["uniform", "positional", "type-constrained"])
+@pytest.mark.parametrize("seed", range(4))
+def test_a_positive_falls_short_exactly_when_it_has_fewer_than_k_possible_negatives(strategy: str, seed: int) -> None:
+    # a dense little graph: many positives have few possible negatives
+    known = random_graph(seed, num_entities=8, num_relations=3, size=150)
+    known_set = {tuple(row) for row in known.tolist()}
+    allowed = {r: set(range(8)) for r in range(3)}
+    heads, tails = dict(allowed), dict(allowed)
+    constraints = None
+    if strategy == "positional":
+        heads = {r: set(known[known[:, 1] == r, 0].tolist()) for r in range(3)}
+        tails = {r: set(known[known[:, 1] == r, 2].tolist()) for r in range(3)}
+    elif strategy == "type-constrained":
+        heads = {0: {0, 1, 2}, 1: {3, 4, 5, 6, 7}, 2: set(range(8))}
+        tails = {0: {5, 6}, 1: set(range(8)), 2: {1, 2, 3}}
+        constraints = TypeConstraints.from_mappings(
+            heads={0: [0, 1, 2], 1: [3, 4, 5, 6, 7]}, tails={0: [5, 6], 2: [1, 2, 3]}
+        )
+    k = 4
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        negatives, report = draw_negatives(known, known, 8, per_positive=k, strategy=strategy,
+                                           type_constraints=constraints, seed=seed, max_rounds=3)  # fmt: skip
+    expected_counts = []
+    for h, r, t in known.tolist():
+        possible = {(x, r, t) for x in heads[r]} | {(h, r, x) for x in tails[r]}
+        expected_counts.append(min(k, len(possible - known_set - {(h, r, t)})))
+    assert report.counts.tolist() == expected_counts
+    short = sum(count < k for count in expected_counts)
+    assert report.short_positives == short
+    assert any(issubclass(w.category, NegativeShortfallWarning) for w in caught) == (short > 0)
+    for positive, own in zip(known.tolist(), grouped(negatives, report.counts), strict=True):
+        h, r, t = positive
+        assert len(set(own)) == len(own)
+        for negative in own:
+            assert negative not in known_set
+            assert (negative[0] in heads[r] and negative[2] == t) or (negative[2] in tails[r] and negative[0] == h)

@@ -240,6 +240,9 @@ class DrawnNegativesReport:
         The negatives those positives lack: ``positives * per_positive - drawn``.
     rounds : int
         The rounds of drawing used (the first draw included).
+    enumerated : int
+        Positives still short after the rounds, whose remaining negatives were drawn from an enumeration of all
+        their candidates (so a positive is left short only when it has fewer than K possible negatives).
     counts : LongTensor of shape (positives,)
         The negatives of each positive; the negatives are grouped by positive, in the positives' order.
     """
@@ -254,6 +257,7 @@ class DrawnNegativesReport:
     short_positives: int
     missing: int
     rounds: int
+    enumerated: int
     counts: torch.Tensor = field(repr=False)
 
     def to_dict(self) -> dict[str, Any]:
@@ -262,7 +266,7 @@ class DrawnNegativesReport:
             "strategy": self.strategy, "per_positive": self.per_positive, "seed": self.seed,
             "positives": self.positives, "drawn": self.drawn, "rejected": self.rejected,
             "duplicates": self.duplicates, "short_positives": self.short_positives, "missing": self.missing,
-            "rounds": self.rounds,
+            "rounds": self.rounds, "enumerated": self.enumerated,
         }  # fmt: skip
 
 
@@ -305,8 +309,10 @@ def draw_negatives(
     seed : int, default=0
         The seed of the ``torch.Generator`` (CPU) every draw comes from.
     max_rounds : int, default=100
-        Rejected draws are redrawn, up to this many rounds in all; a positive still short of K is left so, counted
-        and warned (:class:`NegativeShortfallWarning`).
+        Rejected draws are redrawn, up to this many rounds in all; a positive still short of K then gets its
+        missing negatives drawn uniformly without replacement from the enumeration of all its possible negatives
+        (both sides' candidates, less the known triples, the positive and those it has). One left short of K
+        even so has fewer than K possible negatives: counted and warned (:class:`NegativeShortfallWarning`).
 
     Returns
     -------
@@ -321,7 +327,8 @@ def draw_negatives(
     Each round draws, for every slot still empty, a side and then a replacement: a float64 uniform u in [0, 1)
     picks the candidate ``floor(u * size)`` of the sorted candidate set. A draw is rejected when the corrupted
     triple is known, equals its positive (the replacement is the entity it replaces), or is a negative its positive
-    already has (accepted earlier, or drawn by an earlier slot of the same positive in the same round).
+    already has (accepted earlier, or drawn by an earlier slot of the same positive in the same round). The
+    enumeration after the rounds ignores the side's probability: each remaining possible negative alike.
     """
     positives = _checks.check_triples(positives, "positives", num_entities=num_entities).long().cpu()
     known_tensor = known if isinstance(known, torch.Tensor) else torch.cat([torch.as_tensor(k) for k in known])
@@ -372,19 +379,21 @@ def draw_negatives(
         good = ~(bad | repeated)
         accepted[pending[good]] = keys[good]
         accepted_rows[pending[good]] = corrupted[good]
+    enumerated = _enumerate_rest(positives, accepted, accepted_rows, known_keys, pools, generator, k,
+                                 num_entities, num_relations)  # fmt: skip
     filled = accepted >= 0
     counts = filled.reshape(n, k).sum(dim=1)
     short = int((counts < k).sum())
     if short:
         warn_caller(
-            f"{short} of {n} positives got fewer than {k} negatives ({n * k - int(filled.sum())} missing) after "
-            f"{rounds} rounds of strategy {strategy!r}: their relation's candidates, less the known triples, are "
-            "too few", NegativeShortfallWarning,
+            f"{short} of {n} positives got fewer than {k} negatives ({n * k - int(filled.sum())} missing; "
+            f"strategy {strategy!r}): their candidates, less the known triples and the positive, are fewer than "
+            f"{k}", NegativeShortfallWarning,
         )  # fmt: skip
     report = DrawnNegativesReport(
         strategy=strategy, per_positive=k, seed=int(seed), positives=n, drawn=int(filled.sum()), rejected=rejected,
         duplicates=duplicates, short_positives=short, missing=n * k - int(filled.sum()), rounds=rounds,
-        counts=counts,
+        enumerated=enumerated, counts=counts,
     )  # fmt: skip
     return accepted_rows[filled], report
 
@@ -460,6 +469,35 @@ def _sides_and_pools(strategy: str, seen: torch.Tensor, num_relations: int, num_
     starts = torch.cumsum(sizes, 0) - sizes
     flat = torch.cat([*sets, torch.zeros(1, dtype=torch.long)])  # one spare entry: an empty set's index stays valid
     return probability, _Pools(flat, starts.reshape(num_relations, 2), sizes.reshape(num_relations, 2))
+
+
+def _enumerate_rest(positives: torch.Tensor, accepted: torch.Tensor, accepted_rows: torch.Tensor,
+                    known_keys: torch.Tensor, pools: _Pools, generator: torch.Generator, k: int,
+                    num_entities: int, num_relations: int) -> int:  # fmt: skip
+    """Fill the empty slots of each positive still short, in place, from all its possible negatives (drawn
+    uniformly without replacement); returns how many positives were enumerated."""
+    empty = (accepted < 0).reshape(-1, k)
+    short = empty.any(dim=1).nonzero().reshape(-1).tolist()
+    for index in short:
+        h, r, t = positives[index].tolist()
+        heads = pools.flat[pools.start[r, 0] : pools.start[r, 0] + pools.size[r, 0]]
+        tails = pools.flat[pools.start[r, 1] : pools.start[r, 1] + pools.size[r, 1]]
+        candidates = torch.cat([
+            torch.stack([heads, torch.full_like(heads, r), torch.full_like(heads, t)], 1),
+            torch.stack([torch.full_like(tails, h), torch.full_like(tails, r), tails], 1),
+        ])  # fmt: skip
+        keys = torch.unique(_keys(candidates, num_entities, num_relations))  # sorted
+        slots = torch.arange(index * k, (index + 1) * k)
+        own = accepted[slots][accepted[slots] >= 0]
+        positive = _keys(positives[index : index + 1], num_entities, num_relations)
+        keys = keys[~torch.isin(keys, known_keys) & ~torch.isin(keys, own) & (keys != positive)]
+        free = slots[accepted[slots] < 0]
+        chosen = keys[torch.randperm(keys.numel(), generator=generator)[: free.numel()]]
+        accepted[free[: chosen.numel()]] = chosen
+        tail = chosen % num_entities
+        head = chosen // num_entities // num_relations
+        accepted_rows[free[: chosen.numel()]] = torch.stack([head, torch.full_like(head, r), tail], 1)
+    return len(short)
 
 
 def _keys(triples: torch.Tensor, num_entities: int, num_relations: int) -> torch.Tensor:

@@ -231,7 +231,7 @@ def without_negatives(tmp_path_factory: pytest.TempPathFactory):
     (["--labelled-test", "MISSING"], "--labelled-test 'MISSING': no such file"),
     (["--negatives-test", "NEG", "--labelled-test", "NEG"], "give --negatives-test or --labelled-test, not both"),
     (["--save", "out.xlsx"], "--save 'out.xlsx': the table is written as .csv, .tsv, .csv.gz, .tsv.gz"),
-    (["--convention", "torchkge", "--objective", "f1"], "convention 'torchkge' fits no objective"),
+    (["--convention", "torchkge", "--objective", "f1"], "--convention torchkge fits no objective"),
 ])  # fmt: skip
 def test_bad_input_is_one_line(labelled, tmp_path: Path, more: list[str], message: str, capsys) -> None:
     folder, checkpoint, _model = labelled

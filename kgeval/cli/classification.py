@@ -134,6 +134,9 @@ def _check_options(args: argparse.Namespace) -> None:
         raise ValueError(f"--convention must be one of {', '.join(CONVENTIONS)}, got {args.convention!r}")
     if args.objective not in OBJECTIVES:
         raise ValueError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
+    if args.convention == "torchkge" and args.objective != "accuracy":  # before scoring, not after it
+        raise ValueError("--convention torchkge fits no objective (its thresholds are the highest validation "
+                         "negatives): leave --objective out")  # fmt: skip
     for split in _SPLITS:
         negatives, labelled = getattr(args, f"negatives_{split}"), getattr(args, f"labelled_{split}")
         if negatives and labelled:

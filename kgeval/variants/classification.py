@@ -234,7 +234,7 @@ class DrawnNegativesReport:
     duplicates : int
         Draws rejected because the same positive already had that negative (then redrawn).
     short_positives : int
-        Positives left with fewer than K negatives after :data:`MAX_ROUNDS` rounds (warned:
+        Positives left with fewer than K negatives, for want of possible ones (warned:
         :class:`NegativeShortfallWarning`).
     missing : int
         The negatives those positives lack: ``positives * per_positive - drawn``.

@@ -9,8 +9,6 @@ import argparse
 import gzip
 import json
 import math
-import os
-import tempfile
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
@@ -19,6 +17,7 @@ from typing import Any, cast
 import pandas as pd
 
 from kgeval._checks import check_writable_file
+from kgeval._files import replace_atomically
 from kgeval.cli._common import count_of, int_at_least, version
 from kgeval.cli.triples import DEFAULT_DATASET, _add_unseen_argument, _checkpoint_and_dataset
 from kgeval.datasets import TriplesDataset
@@ -241,15 +240,7 @@ def _save(path: str, results: TripleClassificationResults, test: LabelledTriples
     data = text.encode("utf-8")
     if lower.endswith(".gz"):
         data = gzip.compress(data, mtime=0)
-    folder = os.path.dirname(os.path.abspath(path))
-    handle, temporary = tempfile.mkstemp(dir=folder, prefix=f".{os.path.basename(path)}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-        os.replace(temporary, path)
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)
+    replace_atomically(path, lambda handle: handle.write(data))
     return path
 
 

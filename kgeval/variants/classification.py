@@ -453,8 +453,10 @@ def _sides_and_pools(strategy: str, seen: torch.Tensor, num_relations: int, num_
         start = torch.zeros((num_relations, 2), dtype=torch.long)
         return probability, _Pools(everyone, start, torch.full((num_relations, 2), num_entities, dtype=torch.long))
     sets: list[torch.Tensor] = []
+    seen = seen[torch.sort(seen[:, 1], stable=True).indices]
+    ends = torch.cumsum(torch.bincount(seen[:, 1], minlength=num_relations), 0).tolist()
     for relation in range(num_relations):
-        rows = seen[seen[:, 1] == relation]
+        rows = seen[(ends[relation - 1] if relation else 0) : ends[relation]]
         if strategy == "positional":
             heads, tails = torch.unique(rows[:, 0]), torch.unique(rows[:, 2])
             if rows.shape[0]:
@@ -490,7 +492,9 @@ def _enumerate_rest(positives: torch.Tensor, accepted: torch.Tensor, accepted_ro
         slots = torch.arange(index * k, (index + 1) * k)
         own = accepted[slots][accepted[slots] >= 0]
         positive = _keys(positives[index : index + 1], num_entities, num_relations)
-        keys = keys[~torch.isin(keys, known_keys) & ~torch.isin(keys, own) & (keys != positive)]
+        place = torch.searchsorted(known_keys, keys).clamp(max=max(known_keys.numel() - 1, 0))
+        is_known = known_keys[place] == keys if known_keys.numel() else torch.zeros_like(keys, dtype=torch.bool)
+        keys = keys[~is_known & ~torch.isin(keys, own) & (keys != positive)]
         free = slots[accepted[slots] < 0]
         chosen = keys[torch.randperm(keys.numel(), generator=generator)[: free.numel()]]
         accepted[free[: chosen.numel()]] = chosen

@@ -18,6 +18,8 @@ __all__ = [
     "MemoryBudgetWarning",
     "ModelChangedWarning",
     "ModelInUseWarning",
+    "NegativeShortfallWarning",
+    "OptimisticThresholdWarning",
     "PrecisionWarning",
     "ResumeWarning",
     "ScoreStabilityWarning",
@@ -164,3 +166,14 @@ class KnownNegativesWarning(UserWarning):
 class ThresholdFallbackWarning(UserWarning):
     """A relation of the test triples got no threshold of its own from validation (absent, or one class only), in
     triple classification (:mod:`kgeval.variants.classification`)."""
+
+
+class NegativeShortfallWarning(UserWarning):
+    """Some positives got fewer drawn negatives than asked for (:func:`kgeval.variants.draw_negatives`): their
+    relation's candidate set, less the known triples, is too small."""
+
+
+class OptimisticThresholdWarning(UserWarning):
+    """The ``"pykeen"`` convention of triple classification calls the P highest-scored test triples true, P taken
+    from the test labels: the threshold is fitted on the evaluated labels, and the binarised metrics are optimistic
+    (PyKEEN's own note)."""

@@ -12,11 +12,10 @@ import torch
 
 from kgeval.constraints import TypeConstraints
 from kgeval.datasets import load_shipped_dataset
+from kgeval.exceptions import NegativeShortfallWarning, OptimisticThresholdWarning
 from kgeval.models import DistMult
 from kgeval.variants.classification import (
     LabelledTriples,
-    NegativeShortfallWarning,
-    OptimisticThresholdWarning,
     classify_scores,
     classify_triples,
     draw_negatives,

@@ -29,7 +29,14 @@ from kgeval._inputs import check_model_inputs
 from kgeval._modes import evaluation_mode
 from kgeval.adapters.triples import triple_function
 from kgeval.datasets.reading import iter_data_lines
-from kgeval.exceptions import KnownNegativesWarning, ThresholdFallbackWarning, UndefinedMetricWarning, warn_caller
+from kgeval.exceptions import (
+    KnownNegativesWarning,
+    NegativeShortfallWarning,
+    OptimisticThresholdWarning,
+    ThresholdFallbackWarning,
+    UndefinedMetricWarning,
+    warn_caller,
+)
 
 __all__ = [
     "CLASSIFICATION_METRICS",
@@ -37,8 +44,6 @@ __all__ = [
     "NEGATIVE_STRATEGIES",
     "DrawnNegativesReport",
     "LabelledTriples",
-    "NegativeShortfallWarning",
-    "OptimisticThresholdWarning",
     "TripleClassificationResults",
     "average_precision",
     "best_threshold",
@@ -64,16 +69,6 @@ NegativeStrategy = Literal["uniform", "positional", "type-constrained"]
 NEGATIVE_STRATEGIES: tuple[str, ...] = ("uniform", "positional", "type-constrained")
 #: rounds of redrawing the rejected draws before a positive is left with fewer than K negatives
 MAX_ROUNDS = 100
-
-
-class NegativeShortfallWarning(UserWarning):
-    """Some positives got fewer drawn negatives than asked for (:func:`draw_negatives`): their relation's candidate
-    set, less the known triples, is too small, or every redraw was rejected."""
-
-
-class OptimisticThresholdWarning(UserWarning):
-    """The ``"pykeen"`` convention calls the P highest-scored test triples true, P taken from the test labels: the
-    threshold is fitted on the evaluated labels, and the binarised metrics are optimistic (PyKEEN's own note)."""
 
 
 #: the metrics reported micro, per relation and macro, in this order

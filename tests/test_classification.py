@@ -441,3 +441,19 @@ def test_a_model_on_cuda_is_scored_on_its_device() -> None:
     torch.testing.assert_close(on_gpu.cpu(), on_cpu, rtol=1e-5, atol=1e-6)
     results = classify_triples(model, valid, test)
     assert np.array_equal(results.scores, on_gpu[100:].double().cpu().numpy())
+
+
+def test_bad_metric_inputs_and_codex_with_f1_are_refused() -> None:
+    from kgeval.variants.classification import average_precision, best_threshold, roc_auc
+
+    scores, labels = np.array([0.1, float("nan"), 0.3]), np.array([True, False, True])
+    for function in (roc_auc, average_precision, best_threshold):
+        with pytest.raises(ValueError, match="NaN"):
+            function(scores, labels)
+    with pytest.raises(ValueError, match="both classes"):
+        roc_auc(np.array([1.0, 2.0]), np.array([True, True]))
+    with pytest.raises(ValueError, match="a true label"):
+        average_precision(np.array([1.0, 2.0]), np.array([False, False]))
+    valid = LabelledTriples(torch.tensor([[0, 0, 1], [1, 0, 2]]), torch.tensor([True, False]))
+    with pytest.raises(ValueError, match="'codex' fits accuracy"):
+        classify_scores(valid, [1.0, 0.0], valid, [1.0, 0.0], convention="codex", objective="f1")

@@ -243,3 +243,12 @@ def test_a_positive_falls_short_exactly_when_it_has_fewer_than_k_possible_negati
         for negative in own:
             assert negative not in known_set
             assert (negative[0] in heads[r] and negative[2] == t) or (negative[2] in tails[r] and negative[0] == h)
+
+
+def test_a_positive_is_never_drawn_as_anothers_negative_even_when_known_lacks_it() -> None:
+    """Two positives of one query, ``known`` empty: a negative of one was the other (labelled true and false)."""
+    positives = torch.tensor([[0, 0, 1], [0, 0, 2]])
+    keys = {tuple(row) for row in positives.tolist()}
+    for seed in range(20):
+        negatives, _ = draw_negatives(positives, torch.empty((0, 3), dtype=torch.long), 4, per_positive=2, seed=seed)
+        assert not keys & {tuple(row) for row in negatives.tolist()}

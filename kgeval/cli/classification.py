@@ -136,6 +136,12 @@ def _check_options(args: argparse.Namespace) -> None:
     if args.convention == "torchkge" and args.objective != "accuracy":  # before scoring, not after it
         raise ValueError("--convention torchkge fits no objective (its thresholds are the highest validation "
                          "negatives): leave --objective out")  # fmt: skip
+    if args.convention == "codex" and args.objective != "accuracy":
+        raise ValueError("--convention codex fits accuracy, as CoDEx's scripts/tc.py does: leave --objective out "
+                         "(or use --convention kgeval for F1)")  # fmt: skip
+    if args.convention == "pykeen" and args.objective != "accuracy":
+        raise ValueError("--convention pykeen fits no objective (it calls the top-P test scores true): leave "
+                         "--objective out")  # fmt: skip
     for split in _SPLITS:
         negatives, labelled = getattr(args, f"negatives_{split}"), getattr(args, f"labelled_{split}")
         if negatives and labelled:

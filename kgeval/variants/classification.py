@@ -342,7 +342,9 @@ def draw_negatives(
     n = positives.shape[0]
     seen = torch.unique(torch.cat([known_tensor, positives]), dim=0)
     head_probability, pools = _sides_and_pools(strategy, seen, num_relations, num_entities, type_constraints)
-    known_keys = torch.sort(_keys(known_tensor, num_entities, num_relations)).values
+    # the positives are never negatives, whether or not ``known`` holds them
+    known_keys = torch.sort(torch.unique(_keys(torch.cat([known_tensor, positives]), num_entities,
+                                               num_relations))).values  # fmt: skip
     generator = torch.Generator(device="cpu").manual_seed(int(seed))
     slot_positive = torch.arange(n).repeat_interleave(k)  # slot j belongs to positive j // K
     accepted = torch.full((n * k,), -1, dtype=torch.long)  # the accepted negative's key, -1 while empty
@@ -781,6 +783,8 @@ def classify_scores(
         raise ValueError(
             "convention 'torchkge' fits no objective (its thresholds are the highest validation negatives)"
         )
+    if convention == "codex" and objective != "accuracy":
+        raise ValueError("convention 'codex' fits accuracy, as CoDEx's scripts/tc.py does (use 'kgeval' for F1)")
     if convention == "pykeen" and objective != "accuracy":
         raise ValueError("convention 'pykeen' fits no objective (it calls the top-P test scores true)")
     scores, labels = _as_scores(test_scores, test, "test_scores"), test.labels.numpy()
@@ -842,7 +846,9 @@ def top_p_predictions(scores: np.ndarray, labels: np.ndarray) -> np.ndarray:
 
 def best_threshold(scores: np.ndarray, labels: np.ndarray, objective: Objective = "accuracy") -> float:
     """The lowest of the distinct ``scores`` (n,) that maximises ``objective`` when a triple is called true at
-    score >= threshold, ``labels`` (n,) bool; counted exactly (accuracy by its integer count, F1 as a fraction)."""
+    score >= threshold, ``labels`` (n,) bool; counted exactly (accuracy by its integer count, F1 as a fraction).
+    ValueError for a NaN score or an empty input."""
+    scores, labels = _checked_pairs(scores, labels, "best_threshold", both_classes=False)
     order = np.argsort(scores, kind="stable")
     distinct, first = np.unique(scores[order], return_index=True)  # first: how many scores lie below a candidate
     positives_below = np.concatenate([[0], np.cumsum(labels[order])])[first]
@@ -944,7 +950,9 @@ def _defined_mean(values: list[float]) -> float:
 
 def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
     """The area under the ROC curve, (#(pos, neg) pairs ordered right + half the tied ones) / (P N), from the
-    positives' mid-ranks summed exactly (Mann-Whitney); both classes must be present."""
+    positives' mid-ranks summed exactly (Mann-Whitney); both classes must be present (else a ValueError, as for a
+    NaN score)."""
+    scores, labels = _checked_pairs(scores, labels, "roc_auc")
     order = np.argsort(scores, kind="stable")
     ranked, positive = scores[order], labels[order]
     _, start = np.unique(ranked, return_index=True)
@@ -958,7 +966,9 @@ def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
 
 def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
     """Σ_k (R_k - R_{k-1}) P_k over the distinct scores, descending, as scikit-learn's ``average_precision_score``:
-    P_k and R_k the precision and recall of calling true the triples scoring >= the k-th score."""
+    P_k and R_k the precision and recall of calling true the triples scoring >= the k-th score; a true label must be
+    present (else a ValueError, as for a NaN score)."""
+    scores, labels = _checked_pairs(scores, labels, "average_precision", both_classes=False, positives=True)
     order = np.argsort(-scores, kind="stable")
     ranked, positive = scores[order], labels[order].astype(np.int64)
     # the last position of each distinct score (compared, not subtracted: -inf - -inf is NaN)
@@ -967,6 +977,24 @@ def average_precision(scores: np.ndarray, labels: np.ndarray) -> float:
     predicted = last + 1
     gained = np.diff(np.concatenate([[0], tp]))
     return float(np.sum(gained / tp[-1] * (tp / predicted)))
+
+
+def _checked_pairs(scores: Any, labels: Any, name: str, both_classes: bool = True,
+                   positives: bool = False) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """``scores`` as float64 and ``labels`` as bool arrays of one length (n,); ValueError, naming ``name``, for other
+    shapes, an empty input, a NaN score, labels of one class only (``both_classes``) or no true label
+    (``positives``)."""
+    scores, labels = np.asarray(scores, dtype=np.float64), np.asarray(labels).astype(bool)
+    if scores.ndim != 1 or scores.shape != labels.shape or scores.size == 0:
+        raise ValueError(f"{name} takes scores and labels of one length (n,) > 0, got {scores.shape} and "
+                         f"{labels.shape}")  # fmt: skip
+    if np.isnan(scores).any():
+        raise ValueError(f"{name}: score {int(np.flatnonzero(np.isnan(scores))[0])} is NaN")
+    if both_classes and (labels.all() or not labels.any()):
+        raise ValueError(f"{name} needs both classes among the labels, got only {'true' if labels.all() else 'false'}")
+    if positives and not labels.any():
+        raise ValueError(f"{name} needs a true label, got only false ones")
+    return scores, labels
 
 
 # -- reading ---------------------------------------------------------------------------------------------------------

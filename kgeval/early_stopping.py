@@ -15,8 +15,7 @@ from __future__ import annotations
 import logging
 import math
 import os
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,6 +24,7 @@ import torch
 from kgeval._checks import check_positive_int, check_writable_file
 from kgeval._files import replace_atomically
 from kgeval._modes import evaluation_mode, held_modules
+from kgeval.adapters.devices import random_state_kept
 from kgeval.exceptions import warn_caller
 from kgeval.keys import format_key, parse_key
 from kgeval.metrics.registry import lookup, reported_keys
@@ -312,7 +312,7 @@ class EarlyStopper:
         kwargs = {"mode": mode} if mode is not None else {}
         try:
             hr_batch = self.triples[:PROBE_QUERIES, :2].to(device)
-            with _random_state_kept(device), evaluation_mode(self.model), torch.inference_mode():
+            with random_state_kept(device), evaluation_mode(self.model), torch.inference_mode():
                 scores = score_t(hr_batch, **kwargs)
         except Exception as error:  # the check is optional; the evaluation reports real failures
             logger.debug("no probe of the restored model: score_t failed (%r)", error)
@@ -356,15 +356,6 @@ def _same_scores(before: torch.Tensor, after: torch.Tensor) -> bool:
     return before.shape == after.shape and torch.allclose(
         after, before, rtol=PROBE_RTOL, atol=PROBE_ATOL, equal_nan=True
     )
-
-
-@contextmanager
-def _random_state_kept(device: torch.device) -> Iterator[None]:
-    """The CPU's random number generator (and the CUDA device's) as they were after the block: a model that draws
-    random numbers while it scores does not move the caller's stream."""
-    cuda = [device.index if device.index is not None else torch.cuda.current_device()] if device.type == "cuda" else []
-    with torch.random.fork_rng(devices=cuda):
-        yield
 
 
 # -- what is saved -------------------------------------------------------------------------------------------------

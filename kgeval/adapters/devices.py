@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.overrides import TorchFunctionMode
 
-__all__ = ["canonical_device", "model_device", "same_device"]
+__all__ = ["canonical_device", "model_device", "random_state_kept", "same_device"]
 
 #: the methods a probe may call, with the width of the id batch each takes (PyKEEN's names)
 PROBED_METHODS: tuple[tuple[str, int], ...] = (("score_t", 2), ("score_h", 2), ("score_r", 2), ("score_hrt", 3))
@@ -161,7 +161,7 @@ def _probe(model: Any, device: torch.device) -> torch.device | str | None:
     _PROBING.active = True
     watch = _MetaReads()
     try:
-        with _random_state_kept(device), torch.no_grad(), watch:
+        with random_state_kept(device), torch.no_grad(), watch:
             scores = method(torch.zeros((1, width), dtype=torch.long, device=device))
     except Exception as error:  # the evaluation will call it again, and report the error there
         message = str(error).lower()
@@ -174,11 +174,16 @@ def _probe(model: Any, device: torch.device) -> torch.device | str | None:
 
 
 @contextlib.contextmanager
-def _random_state_kept(device: torch.device) -> Iterator[None]:
-    """The CPU's random number generator (and ``device``'s) as they were before the block."""
-    if device.type == "cpu" or device.index is None:
+def random_state_kept(device: torch.device) -> Iterator[None]:
+    """The CPU's random number generator (and ``device``'s: for an accelerator named without an index, its current
+    one) as they were before the block: a model that draws random numbers while a probe scores it does not move the
+    caller's stream."""
+    index = None
+    if device.type not in ("cpu", "meta"):
+        index = device.index if device.index is not None else _current_index(device.type)
+    if index is None:
         with torch.random.fork_rng(devices=[]):
             yield
         return
-    with torch.random.fork_rng(devices=[device.index], device_type=device.type):
+    with torch.random.fork_rng(devices=[index], device_type=device.type):
         yield

@@ -12,7 +12,6 @@ retrained model's own results, computed by a fresh evaluation; the probe itself 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
 from typing import Any
 
 import pandas as pd
@@ -25,6 +24,7 @@ from kgeval.datasets import load_shipped_dataset
 from kgeval.exceptions import ResumeWarning
 from kgeval.many import evaluate_many
 from kgeval.models import DistMult
+from tests.support.distributed import Crash, CrashingScores
 
 DIM = 16
 
@@ -32,10 +32,6 @@ DIM = 16
 @pytest.fixture(scope="module")
 def umls():
     return load_shipped_dataset("umls")
-
-
-class Crash(RuntimeError):
-    """The interruption of the first call."""
 
 
 class PlainHolder:
@@ -89,24 +85,11 @@ class PlainTables:
     tables = TensorAttributes.tables
 
 
-class Crashing:
-    """``score_t`` / ``score_h`` of a model that raise :class:`Crash` once ``fail_after`` query rows were scored."""
+class Crashing(CrashingScores):
+    """The resume tests' crashing wrapper, here without a ``state_dict`` of its own: the models it wraps keep their
+    scoring state elsewhere, so what identifies them is what they score."""
 
-    def __init__(self, model: Any, fail_after: int | None = None) -> None:
-        self.model, self.fail_after, self.rows = model, fail_after, 0
-        self.num_entities, self.num_relations = model.num_entities, model.num_relations
-
-    def _score(self, method: Callable[[torch.Tensor], torch.Tensor], batch: torch.Tensor) -> torch.Tensor:
-        if self.fail_after is not None and self.rows + batch.shape[0] > self.fail_after:
-            raise Crash(f"after {self.rows} rows")
-        self.rows += batch.shape[0]
-        return method(batch)
-
-    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
-        return self._score(self.model.score_t, hr_batch)
-
-    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
-        return self._score(self.model.score_h, rt_batch)
+    state_dict = None
 
 
 def retrain(model: Any) -> None:

@@ -174,7 +174,7 @@ def test_the_engine_has_one_entry_point() -> None:
             "kgeval.predict",
             "kgeval.variants.sampled",
             "kgeval.variants.temporal",
-            "kgeval.variants.classification",
+            "kgeval.variants.classification.triples",
         )
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
 

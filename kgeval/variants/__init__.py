@@ -1,4 +1,4 @@
-"""Evaluation variants built on the evaluator: each a file of its own.
+"""Evaluation variants built on the evaluator: each a module of its own (triple classification a package).
 
 - :mod:`kgeval.variants.sampled`: ranks among sampled negatives (``SampledRankBasedEvaluator``);
 - :mod:`kgeval.variants.macro`: macro-weighted metrics, every query weighted alike (``MacroRankBasedEvaluator``);

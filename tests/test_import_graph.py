@@ -163,7 +163,7 @@ def test_test_helpers_stay_independent_of_kgeval() -> None:
 
 def test_the_engine_has_one_entry_point() -> None:
     """Outside the engine, only the entry points (evaluator, predict, sampled, temporal: the second front, and
-    classification: labelled triples scored) import it, through kgeval._engine."""
+    classification: labelled triples scored, and every pair's tiles visited) import it, through kgeval._engine."""
     tops, locals_ = graph()
     for name in tops:
         if name.startswith("kgeval._engine"):
@@ -175,6 +175,7 @@ def test_the_engine_has_one_entry_point() -> None:
             "kgeval.variants.sampled",
             "kgeval.variants.temporal",
             "kgeval.variants.classification.triples",
+            "kgeval.variants.classification.all_pairs",
         )
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
 

@@ -5,6 +5,8 @@
   between two calls that every rank of a distributed evaluation fails together), and :func:`model_signature` (what
   a model scores, by which resumed and combined results identify it);
 - :func:`top_k` (:mod:`kgeval._engine.predictions`): filtered top-k predictions, with :class:`TopKOptions`;
+- :func:`visit_tiles` (:mod:`kgeval._engine.tiles`): every score tile of a set of queries handed to visitors, each
+  locating the known answers of given indices (:class:`TileJob`, :class:`ScoreTile`) -- the all-pairs classification;
 - :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_arithmetic`: the pieces the sampled
   evaluator ranks its negatives with;
 - :class:`MeasuredBatch`: a batch size derived from a graph-conditioned model's measured memory, as the evaluator
@@ -19,13 +21,16 @@ from kgeval._engine.own_candidates import candidate_scorer
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.predictions import TopKOptions, top_k
 from kgeval._engine.sizes import MeasuredBatch
+from kgeval._engine.tiles import ScoreTile, TileJob, visit_tiles
 
 __all__ = [
     "FilterIndex",
     "MeasuredBatch",
     "RankOptions",
     "RunSettings",
+    "ScoreTile",
     "SideRanks",
+    "TileJob",
     "TopKOptions",
     "candidate_scorer",
     "exact_arithmetic",
@@ -35,4 +40,5 @@ __all__ = [
     "rank",
     "together",
     "top_k",
+    "visit_tiles",
 ]

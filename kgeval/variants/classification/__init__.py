@@ -12,9 +12,14 @@ The modules, each importing only those above it here: :mod:`~kgeval.variants.cla
 drawn with a seed), :mod:`~kgeval.variants.classification.labelled` (the labelled triples: read, or a split with its
 negatives), :mod:`~kgeval.variants.classification.metrics` (the metrics, ROC-AUC and average precision among them),
 :mod:`~kgeval.variants.classification.thresholds` (the thresholds fitted on validation, by convention) and
-:mod:`~kgeval.variants.classification.triples` (the model's scores, the classification and its results).
+:mod:`~kgeval.variants.classification.triples` (the model's scores, the classification and its results); beside
+them PyKEEN's all-pairs protocol: :mod:`~kgeval.variants.classification.pair_counts` (exact counts of more pairs than
+memory holds), :mod:`~kgeval.variants.classification.pykeen_formulas` (PyKEEN's 22 metrics, its quirks reproduced)
+and :mod:`~kgeval.variants.classification.all_pairs` (:func:`classify_all_pairs`: every (query, entity) pair an
+instance, scored in tiles).
 """
 
+from kgeval.variants.classification.all_pairs import AllPairsClassification, AllPairsResults, classify_all_pairs
 from kgeval.variants.classification.labelled import (
     LabelledTriples,
     load_split_with_negatives,
@@ -35,11 +40,14 @@ __all__ = [
     "CLASSIFICATION_METRICS",
     "CONVENTIONS",
     "NEGATIVE_STRATEGIES",
+    "AllPairsClassification",
+    "AllPairsResults",
     "DrawnNegativesReport",
     "LabelledTriples",
     "TripleClassificationResults",
     "average_precision",
     "best_threshold",
+    "classify_all_pairs",
     "classify_scores",
     "classify_triples",
     "draw_negatives",

@@ -17,6 +17,7 @@ from kgeval.accumulator import MetricAccumulator
 from kgeval.adapters.inductive import check_mode
 from kgeval.adapters.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring, pykeen_view
 from kgeval.evaluator import RankBasedEvaluator as KGEvalRankBasedEvaluator
+from kgeval.integrations.pykeen_classification import ClassificationEvaluator, ClassificationMetricResults
 from kgeval.results import RankBasedMetricResults as KGEvalRankBasedMetricResults
 from kgeval.typing import EntityTarget
 from kgeval.variants.macro import macro_results
@@ -358,6 +359,7 @@ class SampledRankBasedEvaluator(_ScoreStreaming, KGEvalSampledRankBasedEvaluator
 
 
 __all__ = (
-    "MacroRankBasedEvaluator", "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator",
+    "ClassificationEvaluator", "ClassificationMetricResults", "MacroRankBasedEvaluator", "PyKEENPredicting",
+    "PyKEENQueryCandidate", "PyKEENScoring", "RankBasedEvaluator",
     "RankBasedMetricResults", "SampledRankBasedEvaluator", "pykeen_view",
 )  # fmt: skip

@@ -19,7 +19,12 @@ and :mod:`~kgeval.variants.classification.all_pairs` (:func:`classify_all_pairs`
 instance, scored in tiles).
 """
 
-from kgeval.variants.classification.all_pairs import AllPairsClassification, AllPairsResults, classify_all_pairs
+from kgeval.variants.classification.all_pairs import (
+    AllPairsClassification,
+    AllPairsResults,
+    classify_all_pairs,
+    classify_scored_pairs,
+)
 from kgeval.variants.classification.labelled import (
     LabelledTriples,
     load_split_with_negatives,
@@ -48,6 +53,7 @@ __all__ = [
     "average_precision",
     "best_threshold",
     "classify_all_pairs",
+    "classify_scored_pairs",
     "classify_scores",
     "classify_triples",
     "draw_negatives",

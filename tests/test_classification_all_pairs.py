@@ -234,3 +234,28 @@ def test_tally_rejects_a_threshold_that_is_not_a_mark():
     tally = PairTally(np.array([0.0, 1.0]), np.array([1, 1]), np.array([0, 0]), np.array([1, 0, 0]), 1.0)
     with pytest.raises(ValueError, match="not a mark"):
         tally.confusion_at(0.5)
+
+
+def test_curve_points_are_sklearns_curves():
+    from sklearn.metrics import auc, precision_recall_curve, roc_curve
+
+    rng = np.random.default_rng(5)
+    scores = rng.integers(0, 12, 400).astype(np.float32)
+    labels = rng.random(400) < 0.3
+    counter = TallyCounter(torch.unique(torch.tensor(np.concatenate([scores[labels], [scores.max()]]))),
+                           float(scores.max()))  # fmt: skip
+    counter.count(torch.tensor(scores[labels]), positive=True)
+    counter.count(torch.tensor(scores[~labels]), positive=False)
+    tally = counter.tally()
+    fpr, tpr = tally.roc_points()
+    assert auc(fpr, tpr) == pytest.approx(roc_auc_score(labels, scores), abs=1e-12)
+    expected_fpr, expected_tpr, _ = roc_curve(labels, scores, drop_intermediate=False)
+    for x, y in zip(expected_fpr, expected_tpr, strict=True):  # every sklearn point lies on the drawn curve
+        assert np.any(np.isclose(fpr, x) & np.isclose(tpr, y))
+    recall, precision = tally.precision_recall_points()
+    assert float(np.sum(np.diff(np.concatenate([[0], recall])) * precision)) == pytest.approx(
+        average_precision_score(labels, scores), abs=1e-12
+    )
+    expected_precision, expected_recall, _ = precision_recall_curve(labels, scores)
+    for r, p in zip(recall, precision, strict=True):
+        assert np.any(np.isclose(expected_recall, r) & np.isclose(expected_precision, p))

@@ -98,6 +98,28 @@ class PairTally:
         terms = self.positives_at[hit] * (tp[hit] / (tp[hit] + fp[hit]))
         return float(np.sum(terms[::-1]) / num_positives)
 
+    def roc_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(false positive rates, true positive rates) of the exact ROC curve, from (0, 0) to (1, 1): per mark, from
+        the highest, the point just above it and the point at it (the negatives of a gap lie on the horizontal
+        segment between two marks); float64 arrays of one length."""
+        num_positives, num_negatives = self.num_positives, self.num_negatives
+        tp_at = np.cumsum(self.positives_at[::-1])[::-1]  # positives at or above each mark
+        fp_at = num_negatives - self.negatives_below()
+        tp_above = tp_at - self.positives_at
+        fp_above = fp_at - self.negatives_at
+        order = np.arange(self.marks.shape[0])[::-1]
+        fp = np.concatenate([[0], np.stack([fp_above[order], fp_at[order]], axis=1).reshape(-1), [num_negatives]])
+        tp = np.concatenate([[0], np.stack([tp_above[order], tp_at[order]], axis=1).reshape(-1), [num_positives]])
+        return fp / max(num_negatives, 1), tp / max(num_positives, 1)
+
+    def precision_recall_points(self) -> tuple[np.ndarray, np.ndarray]:
+        """(recalls, precisions) at every mark a positive scores, from the highest: the points whose step sum is
+        :meth:`average_precision`; float64 arrays of one length."""
+        tp = np.cumsum(self.positives_at[::-1])[::-1]
+        fp = self.num_negatives - self.negatives_below()
+        hit = np.flatnonzero(self.positives_at > 0)[::-1]
+        return tp[hit] / max(self.num_positives, 1), tp[hit] / (tp[hit] + fp[hit])
+
     def confusion_at(self, threshold: float) -> Confusion:
         """The counts when a pair is called true at score >= ``threshold`` (a mark or +-inf)."""
         if threshold == np.inf:

@@ -33,6 +33,11 @@ class ClassificationMetricResults(PyKEENClassificationResults):
     confusion counts, the tallies)."""
 
     all_pairs: AllPairsResults
+    #: what :func:`kgeval.integrations.trackers.log_results` logs by default (PyKEEN's keys)
+    headline_keys: tuple[str, ...] = (
+        "both.area_under_the_receiver_operating_characteristic_curve",
+        "both.average_precision_score",
+    )
 
     @classmethod
     def of(cls, results: AllPairsResults) -> ClassificationMetricResults:

@@ -77,9 +77,10 @@ def log_results(
 
     Parameters
     ----------
-    results : RankBasedMetricResults
-        What an evaluation returned (any object with ``to_flat_dict()``; ``keys`` other than ``"all"`` also need
-        ``resolve_key``, which kgeval's results have).
+    results : RankBasedMetricResults, TripleClassificationResults, AllPairsResults or PyKEEN-facing results
+        What an evaluation returned (any object with ``to_flat_dict()``; keys in another spelling than the flat one
+        need ``resolve_key``, which ranking results have). A results class may name its own headline
+        (``headline_keys``: triple classification's accuracy, F1, ROC-AUC and AP).
     tracker : object
         Where to log (the tracker's call in brackets):
 
@@ -177,12 +178,12 @@ def select_values(results: Any, keys: str | Sequence[str] = "headline") -> dict[
     if isinstance(keys, str):
         if keys == "all":
             chosen = list(flat)
-        elif keys == "headline":
-            chosen = [key for key in HEADLINE_KEYS if key in flat]
+        elif keys == "headline":  # a results class may name its own (triple classification's)
+            chosen = [key for key in getattr(results, "headline_keys", HEADLINE_KEYS) if key in flat]
         else:
             raise ValueError(f"keys must be 'headline', 'all' or a sequence of metric keys, got {keys!r}")
     elif isinstance(keys, Sequence) and all(isinstance(key, str) for key in keys):
-        chosen = [key if key in flat else format_key(results.resolve_key(key)) for key in keys]
+        chosen = [key if key in flat else _flat_name(results, key) for key in keys]
         missing = [key for key in chosen if key not in flat]
         if missing:
             raise KeyError(f"not among the results' keys: {missing}")
@@ -190,6 +191,13 @@ def select_values(results: Any, keys: str | Sequence[str] = "headline") -> dict[
         raise TypeError(f"keys must be 'headline', 'all' or a sequence of str, got {keys!r}")
     values = {key: float(flat[key]) for key in dict.fromkeys(chosen)}
     return {key: value for key, value in values.items() if not math.isnan(value)}
+
+
+def _flat_name(results: Any, key: str) -> str:
+    """The flat name of a key in another spelling (results that resolve keys: ranking's); else the key itself,
+    which the caller then reports missing."""
+    resolve_key = getattr(results, "resolve_key", None)
+    return format_key(resolve_key(key)) if callable(resolve_key) else key
 
 
 # -- recognising a tracker -------------------------------------------------------------------------------------

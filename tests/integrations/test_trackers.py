@@ -362,3 +362,39 @@ def test_lightning_mlflow_logger_names_are_checked_as_mlflow_checks_them(
     assert logger.experiment.get_run(logger.run_id).data.metrics == {}
     logged = log_results(results, logger, step=2, prefix="val/", keys=["mrr", "hits@10"])
     assert logger.experiment.get_run(logger.run_id).data.metrics == logged
+
+
+# -- triple classification's results -----------------------------------------------------------------------------
+@pytest.mark.filterwarnings("ignore::kgeval.exceptions.ThresholdFallbackWarning")  # random labels: few per relation
+def test_classification_results_log_their_own_headline(tmp_path: Path) -> None:
+    """Both classification protocols' results name a headline of their own; every value reaches the tracker."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from torch.utils.tensorboard import SummaryWriter
+
+    from kgeval.variants.classification import LabelledTriples, classify_all_pairs, classify_scores
+
+    data = load_shipped_dataset("nations")
+    model = DistMult(data.num_entities, data.num_relations, dim=8, seed=0)
+    pairs = classify_all_pairs(model, data.test, known=[data.train, data.valid], validation=data.valid)
+    rng = np.random.default_rng(0)
+    test = LabelledTriples(data.test, torch.as_tensor(rng.random(len(data.test)) < 0.5))
+    valid = LabelledTriples(data.valid, torch.as_tensor(rng.random(len(data.valid)) < 0.5))
+    triples = classify_scores(valid, rng.random(len(data.valid)), test, rng.random(len(data.test)))
+    writer = SummaryWriter(log_dir=str(tmp_path))
+    try:
+        logged = {name: log_results(results, writer, step=1, prefix=f"{name}/")
+                  for name, results in (("pairs", pairs), ("triples", triples))}  # fmt: skip
+    finally:
+        writer.close()
+    assert list(logged["pairs"]) == [f"pairs/{key}" for key in pairs.headline_keys]
+    assert logged["pairs"]["pairs/both.roc_auc"] == pairs.sides["both"].metrics()["roc_auc"]
+    assert list(logged["triples"]) == [f"triples/{key}" for key in triples.headline_keys]
+    assert logged["triples"]["triples/micro.accuracy"] == triples.micro["accuracy"]
+    events = EventAccumulator(str(tmp_path), size_guidance={"scalars": 0})
+    events.Reload()
+    assert set(events.Tags()["scalars"]) == set(logged["pairs"]) | set(logged["triples"])
+    every = select_values(triples, "all")
+    assert "relation.0.accuracy" in every or any(key.startswith("relation.") for key in every)
+    with pytest.raises(KeyError, match="not among"):
+        select_values(pairs, ["both.mrr"])

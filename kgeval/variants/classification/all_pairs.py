@@ -101,6 +101,16 @@ class AllPairsResults:
                        f"{sorted(self.sides)} and metric in {list(ALL_PAIRS_METRICS)} or "
                        "'pykeen.<PyKEEN's key>'")  # fmt: skip
 
+    #: what :func:`kgeval.integrations.trackers.log_results` logs by default
+    headline_keys: tuple[str, ...] = field(
+        default=("both.roc_auc", "both.average_precision", "both.accuracy", "both.f1", "head.roc_auc",
+                 "tail.roc_auc"), init=False, repr=False)  # fmt: skip
+
+    def to_flat_dict(self) -> dict[str, float]:
+        """kgeval's metrics by flat key ``<side>.<metric>`` (what trackers log)."""
+        return {f"{side}.{name}": value for side, result in self.sides.items()
+                for name, value in result.metrics().items()}  # fmt: skip
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready: per side its metrics, counts, threshold and PyKEEN's 22 numbers."""
         return {

@@ -166,6 +166,20 @@ class TripleClassificationResults:
             "micro": dict(self.micro), "macro": dict(self.macro), "per_relation": relations,
         }  # fmt: skip
 
+    #: what :func:`kgeval.integrations.trackers.log_results` logs by default
+    headline_keys: tuple[str, ...] = field(
+        default=("micro.accuracy", "micro.f1", "micro.roc_auc", "micro.average_precision", "macro.accuracy",
+                 "macro.f1"), init=False, repr=False)  # fmt: skip
+
+    def to_flat_dict(self) -> dict[str, float]:
+        """Every metric by flat key: ``micro.<metric>``, ``macro.<metric>``, ``relation.<label>.<metric>``
+        (:data:`CLASSIFICATION_METRICS`; what trackers log)."""
+        flat = {f"{scope}.{name}": value for scope, values in (("micro", self.micro), ("macro", self.macro))
+                for name, value in values.items()}  # fmt: skip
+        for relation, values in self.per_relation.items():
+            flat.update({f"relation.{self.relation_name(relation)}.{name}": value for name, value in values.items()})
+        return flat
+
     def to_df(self) -> pd.DataFrame:
         """One row per scope -- ``micro``, ``macro``, then each relation by label -- and a column per metric, with
         each relation's threshold, test positives / negatives and fallback reason."""

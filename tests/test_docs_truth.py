@@ -24,7 +24,6 @@ import inspect
 import io
 import re
 import typing
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -289,27 +288,6 @@ def _public_names() -> list[str]:
     return names
 
 
-def _no_all_pairs_classification(tmp_path: Path) -> None:
-    """No evaluator of PyKEEN's classification protocol (every (query, candidate) pair an instance) -- triple
-    classification over labelled triples is in -- and a CoDEx folder loaded for link prediction still warns, as the
-    guide says, that its negatives are not read there."""
-    assert not [name for name in _public_names() if re.search(r"ClassificationEvaluator|all.?pairs", name, re.I)]
-    folder = _labelled_folder(tmp_path, 3)
-    negatives = "".join(f"a\tr\t{label}\n" for label in "defghij")  # seven rows: no split has seven
-    for split in ("valid", "test"):
-        (folder / f"{split}_negatives.txt").write_text(negatives, encoding="utf-8")
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dataset = load_dataset(folder)
-    assert isinstance(dataset, TriplesDataset)
-    tensors = [value for value in vars(dataset).values() if isinstance(value, torch.Tensor)]
-    assert tensors and all(value.shape[0] != 7 for value in tensors)
-    warned = [warning for warning in caught if "negatives" in str(warning.message)]
-    section = sections(read(DOCS / "guide.md"))["What kgeval does not do (yet)"]
-    item = next(part for part in section.split("- **") if part.lower().startswith("pykeen's classification"))
-    assert bool(warned) == ("warns" in item), ("the guide says it warns" if warned else "no warning", item)
-
-
 def _no_interval_facts(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="got 5"):
         load_dataset(_labelled_folder(tmp_path, 5))
@@ -352,7 +330,6 @@ def _no_training_framework(tmp_path: Path) -> None:
 
 #: each item of the guide's "What kgeval does not do (yet)", by the first words of its bold name
 ABSENT: dict[str, Callable[[Path], None]] = {
-    "pykeen's classification protocol": _no_all_pairs_classification,
     "interval-valued temporal facts": _no_interval_facts,
     "time prediction": _no_time_prediction,
     "hyper-relational facts": _no_hyper_relational_facts,

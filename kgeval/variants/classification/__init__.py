@@ -33,6 +33,11 @@ from kgeval.variants.classification.labelled import (
 )
 from kgeval.variants.classification.metrics import CLASSIFICATION_METRICS, average_precision, roc_auc
 from kgeval.variants.classification.negatives import NEGATIVE_STRATEGIES, DrawnNegativesReport, draw_negatives
+from kgeval.variants.classification.statistics import (
+    CLASSIFICATION_TESTS,
+    classification_interval,
+    compare_classifications,
+)
 from kgeval.variants.classification.thresholds import CONVENTIONS, best_threshold, top_p_predictions
 from kgeval.variants.classification.triples import (
     TripleClassificationResults,
@@ -43,6 +48,7 @@ from kgeval.variants.classification.triples import (
 
 __all__ = [
     "CLASSIFICATION_METRICS",
+    "CLASSIFICATION_TESTS",
     "CONVENTIONS",
     "NEGATIVE_STRATEGIES",
     "AllPairsClassification",
@@ -52,10 +58,12 @@ __all__ = [
     "TripleClassificationResults",
     "average_precision",
     "best_threshold",
+    "classification_interval",
     "classify_all_pairs",
     "classify_scored_pairs",
     "classify_scores",
     "classify_triples",
+    "compare_classifications",
     "draw_negatives",
     "load_split_with_negatives",
     "read_labelled_triples",

@@ -5,7 +5,10 @@
 - :mod:`kgeval.variants.temporal`: temporal link prediction, time-aware filters (``TemporalRankBasedEvaluator``);
 - :mod:`kgeval.variants.precomputed`: ranks of scores a caller computed (``evaluate_scores``);
 - :mod:`kgeval.variants.classification`: triple classification, thresholds fitted on validation
-  (``classify_triples``), negatives drawn with a seed (``draw_negatives``).
+  (``classify_triples``), negatives drawn with a seed (``draw_negatives``), PyKEEN's all-pairs protocol
+  (``classify_all_pairs``), intervals and paired comparisons (``classification_interval``);
+- :mod:`kgeval.variants.ranked_lists`: ranked lists a model hands in (``evaluate_ranked_lists``), OGB-LSC's
+  WikiKG90Mv2 MRR (``wikikg90mv2_mrr``).
 
 A new variant is a new module here, re-exported below and from :mod:`kgeval` (CONTRIBUTING.md).
 """
@@ -35,6 +38,7 @@ from kgeval.variants.classification import (
 )
 from kgeval.variants.macro import MacroRankBasedEvaluator, macro_results, query_weights
 from kgeval.variants.precomputed import evaluate_scores
+from kgeval.variants.ranked_lists import RankedListResults, evaluate_ranked_lists, wikikg90mv2_mrr
 from kgeval.variants.sampled import SampledRankBasedEvaluator
 from kgeval.variants.temporal import (
     TEMPORAL_FILTERS,
@@ -52,6 +56,7 @@ __all__ = [
     "DrawnNegativesReport",
     "LabelledTriples",
     "MacroRankBasedEvaluator",
+    "RankedListResults",
     "SampledRankBasedEvaluator",
     "TemporalFilter",
     "TemporalRankBasedEvaluator",
@@ -65,6 +70,7 @@ __all__ = [
     "classify_triples",
     "compare_classifications",
     "draw_negatives",
+    "evaluate_ranked_lists",
     "evaluate_scores",
     "load_split_with_negatives",
     "macro_results",
@@ -74,4 +80,5 @@ __all__ = [
     "score_triples",
     "split_with_drawn_negatives",
     "top_p_predictions",
+    "wikikg90mv2_mrr",
 ]

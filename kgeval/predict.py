@@ -12,7 +12,7 @@ from kgeval import _checks
 from kgeval._engine import TopKOptions, top_k
 from kgeval._inputs import RequestedSizes, check_model_inputs, check_type_constraints, check_whitelist
 from kgeval.constraints import TypeConstraints
-from kgeval.typing import ENTITY_TARGETS, EntityTarget
+from kgeval.typing import TARGETS, EntityTarget, Target
 
 __all__ = ["predict_top_k"]
 
@@ -25,7 +25,7 @@ def predict_top_k(
     queries: torch.Tensor,
     *,
     k: int = 10,
-    target: EntityTarget = "tail",
+    target: Target = "tail",
     filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
     restrict_entities_to: torch.Tensor | Iterable[int] | None = None,
     num_entities: int | None = None,
@@ -43,10 +43,12 @@ def predict_top_k(
         Anything :meth:`kgeval.RankBasedEvaluator.evaluate` scores (``score_t`` / ``score_h``, the query/candidate
         form, whole triples, or a PyKEEN / PyG / TorchKGE model); evaluated where it lives, in eval mode.
     queries : LongTensor of shape (n, 2)
-        (head, relation) pairs for ``target="tail"``, (relation, tail) pairs for ``target="head"`` -- the layout of
-        ``score_t`` / ``score_h``.
+        (head, relation) pairs for ``target="tail"``, (relation, tail) pairs for ``target="head"``, (head, tail)
+        pairs for ``target="relation"`` -- the layout of ``score_t`` / ``score_h`` / ``score_r``.
     k : int, default=10
-    target : {"head", "tail"}, default="tail"
+    target : {"head", "tail", "relation"}, default="tail"
+        ``"relation"``: the k best relations of each (head, tail) pair (the model must declare
+        ``num_relations``); ``restrict_entities_to`` and ``type_constraints`` do not apply there.
     filter_triples : LongTensor of shape (m, 3), or a sequence of them, optional
         Known (h, r, t) triples: a candidate completing a query into one of them is left out.
     restrict_entities_to : LongTensor, list or set of ids, optional
@@ -69,7 +71,8 @@ def predict_top_k(
     Returns
     -------
     ids : LongTensor of shape (n, k)
-        Entity ids, best first. Equal scores are ordered by ascending entity id, so the output is deterministic.
+        Entity ids (relation ids for ``target="relation"``), best first. Equal scores are ordered by ascending
+        id, so the output is deterministic.
         A query with fewer than k candidates left is padded with -1.
     scores : FloatTensor of shape (n, k)
         The model's scores of those candidates (NaN where ``ids`` is -1). Same device as the model.
@@ -79,21 +82,56 @@ def predict_top_k(
     ValueError
         For bad queries, ids out of range, k < 1, or a NaN score among a query's remaining candidates.
     """
-    if target not in ENTITY_TARGETS:
-        raise ValueError(f"target must be one of {ENTITY_TARGETS}, got {target!r}")
+    if target not in TARGETS:
+        raise ValueError(f"target must be one of {TARGETS}, got {target!r}")
     k = _checks.check_positive_int(k, "k")
     checked = check_model_inputs(model, (target,), num_entities)
     resolved, num_entities, num_relations = checked.model, checked.num_entities, checked.num_relations
     device = resolved.device
+    if target == "relation":
+        if restrict_entities_to is not None or type_constraints is not None:
+            raise ValueError("restrict_entities_to / type_constraints restrict entity candidates; with "
+                             "target='relation' the candidates are the relations")  # fmt: skip
+        return _top_relations(resolved, queries, k, num_entities, num_relations, filter_triples, batch_size,
+                              slice_size, fast_path, check_fast_path)  # fmt: skip
     queries = _checked_queries(queries, target, num_entities, num_relations).to(device)
     candidate_ids = check_whitelist(restrict_entities_to, num_entities, device)
     known = [t.to(device) for t in _checks.check_filter_triples(filter_triples, num_entities, num_relations)]
     check_type_constraints(type_constraints, num_entities)
+    assert target != "relation"
     sizes = RequestedSizes(_checks.check_positive_int(batch_size, "batch_size", allow_none=True),
                            _checks.check_positive_int(slice_size, "slice_size", allow_none=True))  # fmt: skip
     options = TopKOptions(sizes, bool(fast_path), bool(check_fast_path))
     sets = _candidate_sets(queries, target, candidate_ids, type_constraints)
     return top_k(resolved, queries, target, k, num_entities, sets, known, options)
+
+
+def _top_relations(resolved: Any, queries: Any, k: int, num_entities: int, num_relations: int | None,
+                   filter_triples: Any, batch_size: Any, slice_size: Any, fast_path: Any,
+                   check_fast_path: Any) -> tuple[torch.Tensor, torch.Tensor]:  # fmt: skip
+    """The k best relations of each (head, tail) pair, known triples removed."""
+    assert num_relations is not None  # check_model_inputs requires it for the relation target
+    pairs = _checked_pairs(queries, num_entities).to(resolved.device)
+    known = [t.to(resolved.device) for t in _checks.check_filter_triples(filter_triples, num_entities, num_relations)]
+    sizes = RequestedSizes(_checks.check_positive_int(batch_size, "batch_size", allow_none=True),
+                           _checks.check_positive_int(slice_size, "slice_size", allow_none=True))  # fmt: skip
+    options = TopKOptions(sizes, bool(fast_path), bool(check_fast_path))
+    every = [(torch.arange(pairs.shape[0], device=pairs.device), None)]
+    return top_k(resolved, pairs, "relation", k, num_relations, every, known, options)
+
+
+def _checked_pairs(queries: Any, num_entities: int) -> torch.Tensor:
+    """(n, 2) integer (head, tail) pairs with ids in range (ValueError naming the first bad row)."""
+    if not isinstance(queries, torch.Tensor) or queries.dtype.is_floating_point or queries.dtype == torch.bool:
+        raise TypeError(f"queries must be an integer tensor, got {getattr(queries, 'dtype', type(queries).__name__)}")
+    if queries.dim() != 2 or queries.shape[1] != 2 or queries.shape[0] == 0:
+        raise ValueError(f"queries must have shape (n, 2) with n >= 1, got {tuple(queries.shape)}")
+    queries = queries.long()
+    bad = ((queries < 0) | (queries >= num_entities)).any(dim=1)
+    if bool(bad.any()):
+        row = int(bad.nonzero()[0, 0])
+        raise ValueError(f"queries row {row} = {queries[row].tolist()} has an entity id out of range")
+    return queries
 
 
 def _candidate_sets(

@@ -116,7 +116,7 @@ def test_nan_among_remaining_candidates_is_an_error_but_not_among_removed_ones()
         (torch.tensor([[9, 0]]), {}, ValueError, r"queries row 0 = \[9, 0\] has an id out of range"),
         (torch.tensor([[0, 5]]), {}, ValueError, r"queries row 0 = \[0, 5\] has an id out of range"),
         (torch.tensor([[0, 0]]), {"k": 0}, ValueError, "k must be"),
-        (torch.tensor([[0, 0]]), {"target": "relation"}, ValueError, "target must be one of"),
+        (torch.tensor([[0, 0]]), {"target": "time"}, ValueError, "target must be one of"),
     ],
 )
 def test_bad_input_is_refused(queries, options, error, message) -> None:

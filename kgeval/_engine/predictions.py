@@ -20,7 +20,7 @@ from kgeval._engine.scoring import candidate_positions
 from kgeval._engine.sizes import choose_sizes
 from kgeval._inputs import RequestedSizes, ResolvedModel
 from kgeval._modes import evaluation_mode
-from kgeval.typing import EntityTarget
+from kgeval.typing import Target
 
 __all__ = ["TopKOptions", "top_k"]
 
@@ -37,7 +37,7 @@ class TopKOptions:
 def top_k(
     model: ResolvedModel,
     queries: torch.Tensor,
-    target: EntityTarget,
+    target: Target,
     k: int,
     num_entities: int,
     candidate_sets: Sequence[tuple[torch.Tensor, torch.Tensor | None]],
@@ -45,13 +45,14 @@ def top_k(
     options: TopKOptions,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """(ids (n, k), scores (n, k)) of the k best candidates of each of ``queries`` (n, 2), best first, ties by
-    ascending id; -1 / NaN where fewer than k remain.
+    ascending id; -1 / NaN where fewer than k remain. ``target="relation"``: queries (h, t), candidates the
+    relations (``num_entities`` then counts them).
 
     ``candidate_sets``: (query rows, candidate ids or None for every entity) covering every query once;
     ``known``: (m, 3) triples whose answers are left out. Runs in the model's eval mode, without autograd, in full
     float32 matmul precision."""
     device = queries.device
-    side_index = FilterIndex(torch.cat(list(known))).sides[target] if known else None
+    side_index = FilterIndex(torch.cat(list(known))).side(target) if known else None
     checks = FormChecks(probe=options.check_fast_path)
     with caller_rng_restored(restore=False) as generators:  # given back where the model draws (see front.rank)
         try:
@@ -73,7 +74,7 @@ def top_k(
 def _top_k_of_set(
     model: ResolvedModel,
     queries: torch.Tensor,
-    target: EntityTarget,
+    target: Target,
     num_entities: int,
     candidate_ids: torch.Tensor | None,
     side_index: Any,

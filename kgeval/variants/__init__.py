@@ -7,6 +7,7 @@
 - :mod:`kgeval.variants.classification`: triple classification, thresholds fitted on validation
   (``classify_triples``), negatives drawn with a seed (``draw_negatives``), PyKEEN's all-pairs protocol
   (``classify_all_pairs``), intervals and paired comparisons (``classification_interval``);
+- :mod:`kgeval.variants.undirected`: relation prediction without the direction (``evaluate_undirected_relations``);
 - :mod:`kgeval.variants.ranked_lists`: ranked lists a model hands in (``evaluate_ranked_lists``), OGB-LSC's
   WikiKG90Mv2 MRR (``wikikg90mv2_mrr``).
 
@@ -46,6 +47,7 @@ from kgeval.variants.temporal import (
     TemporalRankBasedEvaluator,
     TemporalRankBasedMetricResults,
 )
+from kgeval.variants.undirected import evaluate_undirected_relations
 
 __all__ = [
     "CLASSIFICATION_METRICS",
@@ -72,6 +74,7 @@ __all__ = [
     "draw_negatives",
     "evaluate_ranked_lists",
     "evaluate_scores",
+    "evaluate_undirected_relations",
     "load_split_with_negatives",
     "macro_results",
     "query_weights",

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import random
@@ -20,7 +21,8 @@ from kgeval.datasets import UnreadFilesWarning, load_dataset, shared_data_dir
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import save_checkpoint
 from kgeval.variants import classify_triples, load_split_with_negatives, read_labelled_triples
-from kgeval.variants.classification import CONVENTIONS
+from kgeval.variants.classification import CONVENTIONS, classify_all_pairs
+from kgeval.variants.classification.all_pairs import ALL_PAIRS_METRICS
 
 #: a line of the text output's table: a metric, its micro and its macro value
 ROW = re.compile(r"^(accuracy|f1|roc_auc|average_precision)\s+(\S+)\s+(\S+)$", re.MULTILINE)
@@ -138,6 +140,8 @@ def test_json_is_strict_and_equals_to_dict(labelled, convention: str, capsys) ->
                                   "test": f"test + {folder / 'test_negatives.txt'}", "valid_triples": 24,
                                   "test_triples": 24, "batch_size": None}  # fmt: skip
     assert document["known_negatives"] == {"valid": 0, "test": 0}
+    assert document["protocol"] == "labelled"
+    assert "report" not in document and "saved" not in document
     for key in ("convention", "objective", "strict", "fallback_triples"):
         assert document[key] == expected[key]
     assert document["global_threshold"] == pytest.approx(expected["global_threshold"], abs=0)
@@ -234,16 +238,32 @@ def without_negatives(tmp_path_factory: pytest.TempPathFactory):
     (["--negatives-test", "NEG", "--labelled-test", "NEG"], "give --negatives-test or --labelled-test, not both"),
     (["--save", "out.xlsx"], "--save 'out.xlsx': the table is written as .csv, .tsv, .csv.gz, .tsv.gz"),
     (["--convention", "torchkge", "--objective", "f1"], "--convention torchkge fits no objective"),
+    (["--protocol", "pairs"], "--protocol must be one of labelled, all-pairs, got 'pairs'"),
+    (["--threshold", "top_p"], "--threshold is an option of --protocol all-pairs (labelled triples are classified"),
+    (["--exclude-train"], "--exclude-train is an option of --protocol all-pairs"),
+    (["--protocol", "all-pairs", "--save", "out.csv"], "--save writes a row per labelled test triple, and --protocol "
+     "all-pairs classifies every (query, entity) pair of the test triples' queries: queries x entities pairs, too "
+     "many rows for a table; use --json for its numbers, --report PATH.html for its curves"),
+    (["--protocol", "all-pairs", "--negatives-valid", "NEG", "--convention", "codex"], "--negatives-valid, "
+     "--convention: options of the labelled protocol; --protocol all-pairs classifies the pairs of the dataset's "
+     "test triples"),
+    (["--protocol", "all-pairs", "--threshold", "median"], "--threshold must be one of validation, top_p or a "
+     "number, got 'median'"),
+    (["--protocol", "all-pairs", "--threshold", "top_p", "--objective", "f1"], "--threshold top_p fits no "
+     "objective (only the threshold fitted on validation does): leave --objective out"),
+    (["--protocol", "all-pairs", "--report", "FOLDER"], "--report 'FOLDER' is a folder; give a file name"),
 ])  # fmt: skip
 def test_bad_input_is_one_line(labelled, tmp_path: Path, more: list[str], message: str, capsys) -> None:
     folder, checkpoint, _model = labelled
-    swap = {"MISSING": str(tmp_path / "missing.txt"), "NEG": str(folder / "test_negatives.txt")}
-    message = message.replace("MISSING", str(tmp_path / "missing.txt"))
+    swap = {"MISSING": str(tmp_path / "missing.txt"), "NEG": str(folder / "test_negatives.txt"),
+            "FOLDER": str(tmp_path)}  # fmt: skip
+    message = message.replace("MISSING", str(tmp_path / "missing.txt")).replace("FOLDER", str(tmp_path))
     assert main(_argv(folder, checkpoint, *(swap.get(a, a) for a in more))) == 2
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.startswith(f"kgeval classify: error: {message}")
     assert captured.err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # refused before anything is written
 
 
 def test_a_dataset_without_negatives_says_what_to_give(without_negatives, capsys) -> None:
@@ -288,3 +308,143 @@ def test_codex_s_with_its_hard_negatives(tmp_path: Path, capsys) -> None:
     rows = {name: (micro, macro) for name, micro, macro in ROW.findall(out)}
     for name, (micro, macro) in rows.items():
         assert _close(micro, expected.micro[name]) and _close(macro, expected.macro[name]), name
+
+
+# -- --report ---------------------------------------------------------------------------------------------------
+#: a printed number of the report: its data-key and exact data-value
+CELL = re.compile(r'data-key="([^"]+)" data-value="([^"]+)"')
+
+
+def _report_cells(path: Path) -> dict[str, str]:
+    return {html.unescape(key): value for key, value in CELL.findall(path.read_text(encoding="utf-8"))}
+
+
+def _same(printed: str, value: float) -> bool:
+    return math.isnan(value) if printed == "nan" else printed == repr(float(value))
+
+
+@pytest.mark.parametrize("convention", ["kgeval", "codex"])
+def test_report_writes_the_python_apis_numbers(labelled, tmp_path: Path, convention: str, capsys) -> None:
+    """--report PATH: the HTML report of the same results (every number the Python API's, to the last bit), its
+    folder made, nothing left beside it; the text says where it is, --json names it."""
+    folder, checkpoint, model = labelled
+    expected = _expected(folder, model, convention=convention)
+    path = tmp_path / "out" / "deep" / "classify.html"
+    assert main(_argv(folder, checkpoint, "--convention", convention, "--report", str(path))) == 0
+    assert f"(the HTML report, curves and tables, is in {path})" in capsys.readouterr().out
+    page = path.read_text(encoding="utf-8")
+    assert "<title>DistMult on labelled" in page and "24 labelled triples)</title>" in page
+    assert page.count("<polyline") == 2 and "http" not in page
+    cells = _report_cells(path)
+    for key, value in expected.to_flat_dict().items():
+        assert _same(cells[key], value), key
+    assert [p.name for p in path.parent.iterdir()] == [path.name]
+    assert main(_argv(folder, checkpoint, "--convention", convention, "--report", str(path), "--json")) == 0
+    assert json.loads(capsys.readouterr().out)["report"] == str(path)
+
+
+@pytest.fixture(scope="module")
+def pairs_folder(tmp_path_factory: pytest.TempPathFactory):
+    """A folder of train / valid / test only (no negatives file: nothing unread), a DistMult's checkpoint, the
+    model."""
+    folder = tmp_path_factory.mktemp("pairs")
+    splits, _negatives = _triples(2)
+    for split, rows in splits.items():
+        _write(folder / f"{split}.txt", rows)
+    dataset = _load(folder)
+    model = DistMult(dataset.num_entities, dataset.num_relations, dim=8, seed=2)
+    save_checkpoint(model, folder / "model.pt")
+    return folder, folder / "model.pt", model
+
+
+def _expected_pairs(folder: Path, model, exclude_train: bool = False, threshold: str = "validation"):
+    """classify_all_pairs on the test triples, known = train + valid (train excluded instead with
+    ``exclude_train``), the threshold fitted on the valid triples' pairs (or ``threshold``'s rule)."""
+    dataset = _load(folder)
+    known = [dataset.valid] if exclude_train else [dataset.train, dataset.valid]
+    exclude = dataset.train if exclude_train else None
+    validation = dataset.valid if threshold == "validation" else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return classify_all_pairs(model, dataset.test, known=known, exclude=exclude, validation=validation,
+                                  threshold=threshold)  # fmt: skip
+
+
+#: a metric's line of the all-pairs text: its name and its head, tail and both values
+PAIRS_ROW = re.compile(rf"^({'|'.join(ALL_PAIRS_METRICS)})\s+(\S+)\s+(\S+)\s+(\S+)$", re.MULTILINE)
+
+
+@pytest.mark.parametrize(("more", "exclude_train", "threshold"), [
+    ([], False, "validation"),
+    (["--exclude-train"], True, "validation"),
+    (["--threshold", "top_p"], False, "top_p"),
+])  # fmt: skip
+def test_all_pairs_text_names_the_python_apis_numbers(pairs_folder, more: list[str], exclude_train: bool,
+                                                       threshold: str, capsys) -> None:  # fmt: skip
+    folder, checkpoint, model = pairs_folder
+    expected = _expected_pairs(folder, model, exclude_train, threshold)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # nothing unread, PyKEEN's zero divisions not shown
+        assert main(_argv(folder, checkpoint, "--protocol", "all-pairs", *more)) == 0
+    captured = capsys.readouterr()
+    out = captured.out
+    assert captured.err == ""
+    queries = {side: len({tuple(t) for t in _load(folder).test[:, columns].tolist()})
+               for side, columns in (("head", [1, 2]), ("tail", [0, 1]))}  # fmt: skip
+    assert (f"== {folder.name} test: all-pairs classification (PyKEEN's protocol) of the 12 test triples' queries "
+            f"({queries['head']} head, {queries['tail']} tail) x 10 entities ==") in out  # fmt: skip
+    rows = {name: values for name, *values in PAIRS_ROW.findall(out)}
+    assert set(rows) == set(ALL_PAIRS_METRICS)
+    for name, printed in rows.items():
+        for side, value in zip(("head", "tail", "both"), printed, strict=True):
+            assert _close(value, expected.get_metric(f"{side}.{name}")), (name, side)
+    pairs = next(line for line in out.splitlines() if line.startswith("pairs "))
+    assert pairs.split()[1:] == [f"{expected.sides[side].num_pairs:,}" for side in ("head", "tail", "both")]
+    both = expected.sides["both"]
+    if threshold == "validation":
+        assert f"threshold: {both.threshold!r}, validation (accuracy) over the " in out
+        assert both.num_pairs == (queries["head"] + queries["tail"]) * 10 - both.excluded
+    else:
+        assert "threshold: PyKEEN's top-P rule" in out
+    assert ("train in neither class" in out) == exclude_train
+    assert (both.excluded > 0) == exclude_train
+
+
+@pytest.mark.parametrize("more", [[], ["--exclude-train", "--threshold", "0.25"]])
+def test_all_pairs_json_is_strict_and_equals_to_dict(pairs_folder, tmp_path: Path, more: list[str], capsys) -> None:
+    folder, checkpoint, model = pairs_folder
+    given = "--threshold" in more
+    expected = _expected_pairs(folder, model, exclude_train="--exclude-train" in more,
+                               threshold=0.25 if given else "validation")  # type: ignore[arg-type]  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        numbers = expected.to_dict()
+    path = tmp_path / "pairs.html"
+    assert main(_argv(folder, checkpoint, "--protocol", "all-pairs", "--json", "--report", str(path), *more)) == 0
+
+    def refuse(constant: str) -> None:
+        raise ValueError(f"not strict JSON: {constant}")
+
+    document = json.loads(capsys.readouterr().out, parse_constant=refuse)
+    assert document["kgeval_version"] == version() and document["protocol"] == "all-pairs"
+    assert document["report"] == str(path)
+    source = document["source"]
+    assert source["known"] == (["valid"] if given else ["train", "valid"])
+    assert source["excluded"] == (["train"] if given else [])
+    assert source["validation"] == (None if given else "valid")
+    assert (source["test_triples"], source["valid_triples"], source["entities"]) == (12, 12, 10)
+    assert document["threshold_rule"] == numbers["threshold_rule"] == ("given" if given else "validation (accuracy)")
+    assert document["sides"].keys() == numbers["sides"].keys() == {"head", "tail", "both"}
+    for side, values in numbers["sides"].items():
+        got = document["sides"][side]
+        for key in ("num_pairs", "num_positives", "excluded_pairs", "threshold", "confusion"):
+            assert got[key] == values[key], (side, key)
+        for group in ("metrics", "pykeen"):
+            assert got[group].keys() == values[group].keys()
+            for name, value in values[group].items():
+                assert got[group][name] is None if math.isnan(value) else got[group][name] == value, (side, name)
+    page = path.read_text(encoding="utf-8")
+    assert page.count("<polyline") == 6 and "PyKEEN's 22 numbers" in page
+    cells = _report_cells(path)
+    for key, value in expected.to_flat_dict().items():
+        assert _same(cells[key], value), key

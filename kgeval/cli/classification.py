@@ -1,7 +1,9 @@
 """``kgeval classify``: triple classification of a checkpoint's model (:mod:`kgeval.variants.classification`) --
-thresholds fitted on labelled validation triples, applied to labelled test triples -- as text, ``--json``, and with
-``--save`` a table of every test triple. The dataset and the checkpoint are read as ``kgeval evaluate`` reads them
-(:mod:`kgeval.cli.triples`)."""
+thresholds fitted on labelled validation triples, applied to labelled test triples -- as text, ``--json``, with
+``--save`` a table of every test triple and with ``--report`` the HTML report (its curves and tables). ``--protocol
+all-pairs`` runs PyKEEN's protocol instead: every (query, entity) pair of the test triples' queries classified
+(:func:`~kgeval.variants.classification.classify_all_pairs`). The dataset and the checkpoint are read as ``kgeval
+evaluate`` reads them (:mod:`kgeval.cli.triples`)."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ import math
 import warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import pandas as pd
+import torch
 
 from kgeval._checks import check_writable_file
 from kgeval._files import replace_atomically
@@ -25,12 +28,16 @@ from kgeval.datasets.reading import unread_files
 from kgeval.exceptions import ThresholdFallbackWarning, UndefinedMetricWarning, UnreadFilesWarning
 from kgeval.variants.classification import (
     CONVENTIONS,
+    AllPairsResults,
     LabelledTriples,
     TripleClassificationResults,
+    classify_all_pairs,
     classify_triples,
     load_split_with_negatives,
     read_labelled_triples,
 )
+from kgeval.variants.classification.all_pairs import ALL_PAIRS_METRICS
+from kgeval.variants.classification.report import write_classification_report
 
 __all__ = ["SAVE_SUFFIXES", "add_classify_arguments", "classification_document", "run_classify"]
 
@@ -40,6 +47,10 @@ SAVE_SUFFIXES: tuple[str, ...] = (".csv", ".tsv", ".csv.gz", ".tsv.gz")
 OBJECTIVES: tuple[str, ...] = ("accuracy", "f1")
 #: the metrics the text output prints, micro and macro
 SHOWN: tuple[str, ...] = ("accuracy", "f1", "roc_auc", "average_precision")
+#: what is classified: labelled triples (thresholds per relation), or every (query, entity) pair (PyKEEN's protocol)
+PROTOCOLS: tuple[str, ...] = ("labelled", "all-pairs")
+#: how the all-pairs protocol calls a pair true (beside a number: true at score >= it)
+THRESHOLD_RULES: tuple[str, ...] = ("validation", "top_p")
 _SPLITS = ("valid", "test")
 
 
@@ -57,22 +68,36 @@ def add_classify_arguments(parser: argparse.ArgumentParser) -> None:
     for split in _SPLITS:
         add(f"--labelled-{split}", metavar="FILE", help=f"labelled {split} triples instead, one head relation tail "
             "label (1 / -1 or 1 / 0) a line, as WN11 and FB13 ship them")  # fmt: skip
-    add("--convention", default="kgeval", metavar="{" + ",".join(CONVENTIONS) + "}",
-        help="how thresholds are fitted (docs/classification.md; default: %(default)s)")  # fmt: skip
+    add("--protocol", default="labelled", metavar="{" + ",".join(PROTOCOLS) + "}",
+        help="labelled: labelled test triples at thresholds fitted on labelled valid ones (default); all-pairs: "
+        "PyKEEN's protocol, every (query, entity) pair of the test triples' queries an instance, a known triple "
+        "(test, train, valid) positive")  # fmt: skip
+    add("--convention", default=None, metavar="{" + ",".join(CONVENTIONS) + "}",
+        help="how thresholds are fitted (docs/classification.md; default: kgeval)")  # fmt: skip
     add("--objective", default="accuracy", metavar="{" + ",".join(OBJECTIVES) + "}",
         help="what the threshold sweep maximises (default: %(default)s)")  # fmt: skip
-    add("--batch-size", type=int_at_least(1), default=None, help="triples per model call (default: as "
-        "kgeval.variants.score_triples sizes them)")  # fmt: skip
-    add("--json", action="store_true", help="print every number (micro, macro, per relation, thresholds) as one "
-        "strict JSON object")  # fmt: skip
+    add("--threshold", default=None, metavar="{validation,top_p,NUMBER}", help="all-pairs: how a pair is called "
+        "true: at the score fitted on the valid triples' pairs (default), by PyKEEN's top-P rule (the P "
+        "highest-scored pairs, P the positive ones: optimistic), or at score >= NUMBER")  # fmt: skip
+    add("--exclude-train", action="store_true", help="all-pairs: leave the training triples out of both classes "
+        "(PyKEEN counts them as positives)")  # fmt: skip
+    add("--batch-size", type=int_at_least(1), default=None, help="triples per model call (all-pairs: queries per "
+        "model call; default: as kgeval sizes them)")  # fmt: skip
+    add("--json", action="store_true", help="print every number (micro, macro, per relation, thresholds; all-pairs: "
+        "per side, with PyKEEN's 22) as one strict JSON object")  # fmt: skip
     add("--save", metavar="PATH", help="also write each test triple's head, relation, tail, score, label, threshold "
-        "and prediction to PATH (" + ", ".join(SAVE_SUFFIXES) + ")")  # fmt: skip
+        "and prediction to PATH (" + ", ".join(SAVE_SUFFIXES) + "; labelled triples only)")  # fmt: skip
+    add("--report", metavar="PATH", help="also write the HTML report to PATH: the ROC and precision-recall curves "
+        "and the tables (one self-contained file)")  # fmt: skip
 
 
 def run_classify(args: argparse.Namespace) -> int:
-    """Classify the test triples of the dataset with the checkpoint's model at thresholds fitted on validation;
-    print the headline (or JSON) and, with --save, write the per-triple table."""
+    """Classify the test triples of the dataset with the checkpoint's model at thresholds fitted on validation (or,
+    ``--protocol all-pairs``, every pair of their queries); print the headline (or JSON) and, with --save, write the
+    per-triple table, with --report the HTML report."""
     _check_options(args)
+    if args.protocol == "all-pairs":
+        return _run_all_pairs(args)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always", UnreadFilesWarning)  # shown below unless the command reads those files
         loaded, dataset = _checkpoint_and_dataset(args)
@@ -92,20 +117,94 @@ def run_classify(args: argparse.Namespace) -> int:
         warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
     valid, test = sources["valid"][0], sources["test"][0]
     saved = _save(args.save, results, test, dataset) if args.save else None
+    title = (
+        f"{type(loaded.model).__name__} on {dataset.name} test: triple classification ({len(test):,} labelled triples)"
+    )
+    report = _report(args.report, results, title)
     if args.json:
         inputs = {"checkpoint": args.checkpoint, "model": type(loaded.model).__name__, "dataset": dataset.name,
                   "valid": sources["valid"][1], "test": sources["test"][1], "valid_triples": len(valid),
                   "test_triples": len(test), "batch_size": args.batch_size}  # fmt: skip
-        document = classification_document(results, inputs, {"known_negatives": {
+        document = classification_document(results, inputs, {"protocol": "labelled", "known_negatives": {
             "valid": valid.known_negatives, "test": test.known_negatives}})  # fmt: skip
         if saved is not None:
             document["saved"] = saved
+        if report is not None:
+            document["report"] = report
         print(json.dumps(document, allow_nan=False))
         return 0
     print(_text(results, dataset, valid, test))
     if saved is not None:
         print(f"(each test triple's score, threshold and prediction are in {saved})")
+    if report is not None:
+        print(f"(the HTML report, curves and tables, is in {report})")
     return 0
+
+
+def _run_all_pairs(args: argparse.Namespace) -> int:
+    """PyKEEN's protocol on the dataset's test triples: every (query, entity) pair of their queries, the test, train
+    and valid triples positive (train in neither class with --exclude-train), the threshold fitted on the valid
+    triples' pairs (or --threshold's rule)."""
+    threshold = _threshold(args.threshold)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", UnreadFilesWarning)  # shown below: this protocol reads no negatives file
+        loaded, dataset = _checkpoint_and_dataset(args)
+        known = [dataset.valid] if args.exclude_train else [dataset.train, dataset.valid]
+        results = classify_all_pairs(loaded.model, dataset.test, known=known,
+                                     exclude=dataset.train if args.exclude_train else None,
+                                     validation=dataset.valid if threshold == "validation" else None,
+                                     threshold=threshold, objective=args.objective,
+                                     batch_size=args.batch_size)  # fmt: skip
+    for warning in caught:
+        if issubclass(warning.category, UnreadFilesWarning) and not _unread(dataset, {}):
+            continue
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    model = type(loaded.model).__name__
+    report = _report(args.report, results, f"{model} on {dataset.name} test: all-pairs triple classification")
+    queries = {side: int(torch.unique(dataset.test[:, columns], dim=0).shape[0])
+               for side, columns in (("head", [1, 2]), ("tail", [0, 1]))}  # fmt: skip
+    if args.json:
+        source = {"checkpoint": args.checkpoint, "model": model, "dataset": dataset.name, "split": "test",
+                  "known": ["valid"] if args.exclude_train else ["train", "valid"],
+                  "excluded": ["train"] if args.exclude_train else [],
+                  "validation": "valid" if threshold == "validation" else None, "test_triples": len(dataset.test),
+                  "valid_triples": len(dataset.valid), "queries": queries, "entities": dataset.num_entities,
+                  "batch_size": args.batch_size}  # fmt: skip
+        with warnings.catch_warnings():  # PyKEEN's 0 at a zero denominator is in the document as its code gives it
+            warnings.filterwarnings("ignore", "Division by zero. Result set to 0 according to policy.", UserWarning)
+            numbers = results.to_dict()
+        document = {"kgeval_version": version(), "source": source, "protocol": "all-pairs", **numbers}
+        if report is not None:
+            document["report"] = report
+        print(json.dumps(_strict(document), allow_nan=False))
+        return 0
+    print(_all_pairs_text(results, dataset, queries, args.exclude_train))
+    if report is not None:
+        print(f"(the HTML report, curves and tables, is in {report})")
+    return 0
+
+
+def _threshold(text: str | None) -> Literal["validation", "top_p"] | float:
+    """--threshold as classify_all_pairs takes it: a rule's name, or a number."""
+    if text is None or text == "validation":
+        return "validation"
+    if text == "top_p":
+        return "top_p"
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if math.isnan(value):
+        raise ValueError(f"--threshold must be one of {', '.join(THRESHOLD_RULES)} or a number, got {text!r}")
+    return value
+
+
+def _report(path: str | None, results: TripleClassificationResults | AllPairsResults, title: str) -> str | None:
+    """Write the HTML report to ``path`` (whole or not at all), if one is asked for; the path written."""
+    if path is None:
+        return None
+    write_classification_report(results, path, title=title)
+    return path
 
 
 def _unread(dataset: TriplesDataset, sources: Mapping[str, tuple[LabelledTriples, str]]) -> list[str]:
@@ -125,10 +224,28 @@ def _unread(dataset: TriplesDataset, sources: Mapping[str, tuple[LabelledTriples
 
 
 def _check_options(args: argparse.Namespace) -> None:
-    """The options checked before any work: a checkpoint, a known convention and objective, one source per split,
-    files that exist, a --save path kgeval writes (its folder made, with parents)."""
+    """The options checked before any work: a checkpoint, a known protocol, convention and objective, one source
+    per split, files that exist, no option of the other protocol, --save and --report paths kgeval writes (their
+    folders made, with parents)."""
     if not args.checkpoint:
         raise ValueError("give the model to classify with: --checkpoint PATH")
+    if args.protocol not in PROTOCOLS:
+        raise ValueError(f"--protocol must be one of {', '.join(PROTOCOLS)}, got {args.protocol!r}")
+    if args.protocol == "all-pairs":
+        _check_all_pairs_options(args)
+    else:
+        _check_labelled_options(args)
+    if args.report:
+        check_writable_file(args.report, "--report", create_folder=True)
+
+
+def _check_labelled_options(args: argparse.Namespace) -> None:
+    """The labelled protocol's options (the all-pairs protocol's refused); the convention's default set."""
+    for option, given in (("--threshold", args.threshold is not None), ("--exclude-train", args.exclude_train)):
+        if given:
+            raise ValueError(f"{option} is an option of --protocol all-pairs (labelled triples are classified at "
+                             "thresholds their --convention fits)")  # fmt: skip
+    args.convention = args.convention or "kgeval"
     if args.convention not in CONVENTIONS:
         raise ValueError(f"--convention must be one of {', '.join(CONVENTIONS)}, got {args.convention!r}")
     if args.objective not in OBJECTIVES:
@@ -154,6 +271,29 @@ def _check_options(args: argparse.Namespace) -> None:
         if not args.save.lower().endswith(SAVE_SUFFIXES):
             raise ValueError(f"--save {args.save!r}: the table is written as {', '.join(SAVE_SUFFIXES)}")
         check_writable_file(args.save, "--save", create_folder=True)
+
+
+def _check_all_pairs_options(args: argparse.Namespace) -> None:
+    """The options of the labelled protocol are refused with --protocol all-pairs, --save first (its table would
+    hold a row per pair); a known threshold rule or a number; an objective only where a threshold is fitted."""
+    if args.save:
+        raise ValueError("--save writes a row per labelled test triple, and --protocol all-pairs classifies every "
+                         "(query, entity) pair of the test triples' queries: queries x entities pairs, too many rows "
+                         "for a table; use --json for its numbers, --report PATH.html for its curves")  # fmt: skip
+    labelled = [f"--{kind}-{split}" for kind in ("negatives", "labelled") for split in _SPLITS
+                if getattr(args, f"{kind}_{split}")]  # fmt: skip
+    if args.convention is not None:
+        labelled.append("--convention")
+    if labelled:
+        raise ValueError(f"{', '.join(labelled)}: options of the labelled protocol; --protocol all-pairs classifies "
+                         "the pairs of the dataset's test triples, fitting one threshold on its valid triples' pairs "
+                         "(--threshold)")  # fmt: skip
+    threshold = _threshold(args.threshold)
+    if args.objective not in OBJECTIVES:
+        raise ValueError(f"--objective must be one of {', '.join(OBJECTIVES)}, got {args.objective!r}")
+    if threshold != "validation" and args.objective != "accuracy":
+        raise ValueError(f"--threshold {args.threshold} fits no objective (only the threshold fitted on validation "
+                         "does): leave --objective out")  # fmt: skip
 
 
 def _labelled(args: argparse.Namespace, dataset: TriplesDataset, split: str) -> tuple[LabelledTriples, str]:
@@ -222,7 +362,45 @@ def _text(results: TripleClassificationResults, dataset: TriplesDataset, valid: 
                            for why, names in reasons.items())  # fmt: skip
         lines.append(f"fallback: {len(results.fallback)} of {count_of(relations, 'test relation')}, "
                      f"{count_of(results.fallback_triples, 'test triple')} -- {listed}")  # fmt: skip
-    lines.append("(--json has every metric, per relation too, and each threshold; --save PATH each test triple)")
+    lines.append(
+        "(--json has every metric, per relation too, and each threshold; --save PATH each test triple; "
+        "--report PATH.html the curves)"
+    )
+    return "\n".join(lines)
+
+
+def _all_pairs_text(results: AllPairsResults, dataset: TriplesDataset, queries: Mapping[str, int],
+                    exclude_train: bool) -> str:  # fmt: skip
+    """The headline of the all-pairs protocol: what was classified, the threshold, and per side the pairs and
+    kgeval's metrics."""
+    sides = list(results.sides)
+    both = results.sides["both"]
+    rule = results.threshold_rule
+    if rule == "top_p":
+        how = ("PyKEEN's top-P rule: on each side the P highest-scored pairs are true, P its positive pairs (fitted "
+               "on the evaluated labels: optimistic)")  # fmt: skip
+    elif rule == "given":
+        how = f"{both.threshold!r} (given): a pair is true when its score >= it"
+    else:
+        fitted = sum(result.num_pairs for side, result in results.validation.items() if side != "both")
+        how = (f"{both.threshold!r}, {rule} over the {fitted:,} pairs of the valid triples' queries: a pair is true "
+               "when its score >= it")  # fmt: skip
+    positives = (
+        "the test and valid triples (train in neither class)" if exclude_train else "the test, train and valid triples"
+    )
+    lines = [
+        f"== {dataset.name} test: all-pairs classification (PyKEEN's protocol) of the {len(dataset.test):,} test "
+        f"triples' queries ({queries['head']:,} head, {queries['tail']:,} tail) x {dataset.num_entities:,} "
+        "entities ==",
+        f"positive pairs: {positives}; every other pair negative",
+        f"threshold: {how}",
+        f"{'':<18}" + "".join(f"{side:>10}" for side in sides),
+        f"{'pairs':<18}" + "".join(f"{results.sides[side].num_pairs:>10,}" for side in sides),
+        f"{'positive pairs':<18}" + "".join(f"{results.sides[side].tally.num_positives:>10,}" for side in sides),
+    ]
+    values = {side: results.sides[side].metrics() for side in sides}
+    lines += [f"{name:<18}" + "".join(f"{values[side][name]:>10.4f}" for side in sides) for name in ALL_PAIRS_METRICS]
+    lines.append("(--json has the confusion counts and PyKEEN's 22 numbers per side; --report PATH.html the curves)")
     return "\n".join(lines)
 
 

@@ -80,8 +80,9 @@ class ClassificationEvaluator(Evaluator):
     clear_on_finalize : bool, default=True
         Forget the streamed rows once :meth:`finalize` has reported them.
     fast_path : bool, default=False
-        Score through the model's query / candidate form (see :func:`kgeval.variants.classification.all_pairs.
-        classify_all_pairs`: off, every number equals PyKEEN's; on, exact ties across queries may split).
+        Score through the model's query / candidate form (see
+        :func:`~kgeval.variants.classification.all_pairs.classify_all_pairs`: off, every number equals PyKEEN's; on,
+        exact ties across queries may split).
     """
 
     metric_result_cls = PyKEENClassificationResults

@@ -23,7 +23,8 @@ from kgeval import _display as display
 from kgeval._checks import check_ks, check_positive_int, check_writable_file
 from kgeval._documents import document_entries, metric_entry, null_model_entry
 from kgeval.accumulator import MetricAccumulator, merged, to_host
-from kgeval.analysis import plot, relations
+from kgeval.analysis import buckets, plot, relations
+from kgeval.analysis import groups as groups_module
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
 from kgeval.exceptions import UndefinedMetricWarning, quieted
@@ -430,6 +431,18 @@ class RankBasedMetricResults:
         return relations.per_category_frame(
             self._require_records("per_category"), reference_triples, keys, self.ks, threshold
         )
+
+    def frequency_buckets(self, reference_triples: Any, **options: Any) -> buckets.BucketTable:
+        """Every metric (and an MRR interval) per bucket of how often each task's answer, query entity or relation
+        occurs in ``reference_triples`` (usually train), an explicit unseen bucket first; ``scheme="libkge"``
+        reproduces LibKGE's ``argument_frequency`` buckets. See :func:`kgeval.analysis.buckets.frequency_buckets`
+        for ``options``."""
+        return buckets.frequency_buckets(self, reference_triples, **options)
+
+    def relation_groups(self, groups: Any, **options: Any) -> groups_module.GroupTable:
+        """Every metric of each named group of relations (ids or labels), micro and macro, side by side; see
+        :func:`kgeval.analysis.groups.relation_groups` for ``options``."""
+        return groups_module.relation_groups(self, groups, **options)
 
     # -- display (logic in kgeval._display) --------------------------------------------------------------------
     def summary(self) -> str:

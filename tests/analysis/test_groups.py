@@ -165,3 +165,18 @@ def test_lookups(nations) -> None:
         table.group("one").get("mrr", "weighted")
     with raises_exactly(KeyError, "\"both.realistic.hits_at_5 was not reported for group 'one' (key 'hits@5')\""):
         table.group("one").get("hits@5")
+
+
+def test_the_results_methods_are_the_functions(nations) -> None:
+    """results.relation_groups / results.frequency_buckets hand the results to the analysis functions unchanged."""
+    from kgeval.analysis.buckets import frequency_buckets
+
+    data, results, _ = nations
+    groups = {"first": [0, 1, 2], "second": [3, 4]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        method, function = results.relation_groups(groups), relation_groups(results, groups)
+        assert method.to_frame().equals(function.to_frame())
+        by_method = results.frequency_buckets(data.train, by="relation")
+        by_function = frequency_buckets(results, data.train, by="relation")
+    assert by_method.to_frame(("mrr", "hits@10")).equals(by_function.to_frame(("mrr", "hits@10")))

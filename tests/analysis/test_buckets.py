@@ -16,6 +16,7 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 
 from kgeval import RankBasedEvaluator, RankBasedMetricResults, UndefinedMetricWarning
 from kgeval.analysis.buckets import frequency_buckets, reference_counts
@@ -279,3 +280,37 @@ def test_records_without_what_buckets_need_are_refused() -> None:
     relation_only = RankRecords.from_columns({**columns, "side": np.full(len(columns["side"]), 2, dtype=np.int8)})
     with raises_exactly(ValueError, "frequency buckets need head or tail tasks; the records hold none"):
         frequency_buckets(relation_only, reference)
+
+
+def test_ilpc2022_small_test_entities_are_all_unseen_in_its_training_graph() -> None:
+    """ILPC2022-small's test entities are new (no entity shared with the training graph): counted against the
+    training triples -- translated into the inference graph's ids by label -- every answer lands in the unseen
+    bucket, while its relations, shared, are seen."""
+    from kgeval.datasets import load_dataset, shared_data_dir
+
+    if shared_data_dir() is None or not (shared_data_dir() / "ILPC2022-small").exists():
+        pytest.skip("ILPC2022-small is not in ../shared/data")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        data = load_dataset("ILPC2022-small")
+    label_of = {i: label for label, i in data.training_entity_to_id.items()}
+    to_inference = data.inference_entity_to_id
+    translated = [(to_inference[label_of[h]], r, to_inference[label_of[t]]) for h, r, t in data.train.tolist()
+                  if label_of[h] in to_inference and label_of[t] in to_inference]  # fmt: skip
+    reference = torch.tensor(translated, dtype=torch.int64).reshape(-1, 3)
+    test = data.test.numpy()
+    n = len(test)
+    ranks = np.random.default_rng(0).integers(1, 50, 2 * n)
+    records = RankRecords.from_columns({
+        "head": np.concatenate([test[:, 0], test[:, 0]]), "relation": np.concatenate([test[:, 1], test[:, 1]]),
+        "tail": np.concatenate([test[:, 2], test[:, 2]]), "side": np.repeat([0, 1], n).astype(np.int8),
+        "optimistic": ranks, "pessimistic": ranks, "num_candidates": np.full(2 * n, 100),
+    })  # fmt: skip
+    sizes = {"num_entities": len(to_inference), "num_relations": len(data.relation_to_id)}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        answers = frequency_buckets(records, reference, **sizes)
+        relations = frequency_buckets(records, data.train, by="relation", **sizes)
+    assert data.shared_entities == 0 and reference.shape[0] == 0
+    assert answers.bucket("unseen").num_tasks == 2 * n
+    assert relations.bucket("unseen").num_tasks < 2 * n

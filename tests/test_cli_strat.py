@@ -162,3 +162,35 @@ def test_a_rank_table_is_read_with_the_dataset_it_ranks(tmp_path: Path, capsys) 
     assert f"row 0: head {head} is labelled {other_label!r}, which nations numbers otherwise" in capsys.readouterr().err
     assert main(["strat", "--ranks", str(path), "--dataset", "nations"]) == 0
     assert main(["audit", "--no-baseline", "--ranks", str(path), "--dataset", "nations"]) == 0
+
+
+def test_strat_buckets_and_relation_groups(nations_results, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """--buckets prints frequency_buckets' table, --relation-groups relation_groups' (the functions' own numbers)."""
+    import json
+    import warnings
+
+    from kgeval.analysis.buckets import frequency_buckets
+    from kgeval.analysis.groups import relation_groups
+
+    path = tmp_path / "ranks.csv"
+    nations_results.ranks_df().to_csv(path, index=False)
+    nations = load_shipped_dataset("nations")
+    base = ["strat", "--dataset", "nations", "--ranks", str(path)]
+    assert main([*base, "--buckets", "answer", "--bucket-scheme", "libkge"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Metrics per answer frequency bucket (libkge scheme; counted on the train triples)\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expected = frequency_buckets(nations_results, nations.train, by="answer", scheme="libkge")
+    printed = pd.read_csv(io.StringIO(out.split("\n", 1)[1]), sep=r"\s+", skiprows=[1])
+    assert list(printed["mrr"]) == pytest.approx(list(expected.to_frame(("mrr",))["mrr"]), abs=5e-5)
+    groups = {"first": [0, 1, 2], "rest": list(range(3, nations.num_relations))}
+    (tmp_path / "groups.json").write_text(json.dumps(groups))
+    assert main([*base, "--relation-groups", str(tmp_path / "groups.json")]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Relation groups (micro and macro)\n") and "first" in out and "rest" in out
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert relation_groups(nations_results, groups).to_frame() is not None
+    assert main([*base, "--buckets", "answer", "--relation-groups", str(tmp_path / "groups.json")]) == 2
+    assert "not both" in capsys.readouterr().err

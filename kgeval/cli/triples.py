@@ -15,11 +15,14 @@ from pathlib import Path
 from typing import Any, TypedDict, cast
 
 import pandas as pd
+import torch
 
 from kgeval._checks import check_num_entities, check_writable_file, model_num_relations
 from kgeval._display import filter_order_note
 from kgeval.adapters import scoring_view
 from kgeval.analysis import stratified
+from kgeval.analysis.buckets import frequency_buckets
+from kgeval.analysis.groups import relation_groups
 from kgeval.audit import audit_dataset
 from kgeval.cli._common import (
     check_ranks_fit,
@@ -471,7 +474,30 @@ def add_strat_arguments(parser: argparse.ArgumentParser) -> None:
     add("--min-count", type=positive_float, help="floor popularity count for items absent from the triples")
     add("--plot", metavar="PNG", help="write the β curve (-1 to 1) there instead of printing the table")
     add("--vary", choices=("entity", "relation"), default="entity", help="the β the curve varies")
+    add("--buckets", choices=("answer", "query_entity", "relation"), help="instead: every bucket's MRR, Hits@1, "
+        "Hits@10 and MRR interval by how often the answer / query entity / relation occurs in the --popularity "
+        "triples (an unseen bucket first)")  # fmt: skip
+    add("--bucket-scheme", choices=("kgeval", "libkge"), default="kgeval", help="kgeval: quantile buckets that "
+        "never split equal counts; libkge: LibKGE's argument_frequency quartiles (default: %(default)s)")  # fmt: skip
+    add("--relation-groups", metavar="JSON", help="instead: each named group's metrics side by side, micro and "
+        'macro; JSON: {"group name": [relation labels or ids], ...}')  # fmt: skip
     add("--no-progress", action="store_true", help="hide the progress bar")
+
+
+def _bucket_or_group_table(args: argparse.Namespace, ranks: pd.DataFrame, popularity: Any, dataset: Any) -> str:
+    """The --buckets or --relation-groups table, printed instead of the stratified one."""
+    if args.relation_groups:
+        groups = json.loads(Path(args.relation_groups).read_text(encoding="utf-8"))
+        if not isinstance(groups, dict):
+            raise ValueError(f"--relation-groups {args.relation_groups} must hold a JSON object: name -> relations")
+        table = relation_groups(ranks, groups, relation_labels=dataset.relation_to_id).to_frame()
+        return f"Relation groups (micro and macro)\n{table.to_string(float_format=lambda x: f'{x:.4f}')}"
+    reference = popularity if isinstance(popularity, torch.Tensor) else torch.cat(list(popularity))
+    buckets = frequency_buckets(ranks, reference, by=args.buckets, scheme=args.bucket_scheme,
+                                num_entities=dataset.num_entities, num_relations=dataset.num_relations)  # fmt: skip
+    table = buckets.to_frame(("mrr", "hits@1", "hits@10"))
+    return (f"Metrics per {args.buckets} frequency bucket ({args.bucket_scheme} scheme; counted on the "
+            f"{args.popularity} triples)\n{table.to_string(float_format=lambda x: f'{x:.4f}')}")  # fmt: skip
 
 
 def _dataset_of_ranks(args: argparse.Namespace, command: str) -> str:
@@ -500,6 +526,13 @@ def run_strat(args: argparse.Namespace) -> int:
             ranks, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm=not args.no_progress)
         splits = _POPULARITY[args.popularity]
         popularity = stratified.evaluated_triples(ranks) if splits is None else [getattr(dataset, s) for s in splits]
+        if args.buckets or args.relation_groups:
+            if args.buckets and args.relation_groups:
+                raise ValueError("give --buckets or --relation-groups, not both")
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", UndefinedMetricWarning)  # a bucket's undefined adjusted metrics
+                print(_bucket_or_group_table(args, ranks, popularity, dataset))
+            return 0
         if args.plot:
             stratified.plot_strat_curve(ranks, popularity, vary=args.vary, path=args.plot, **options)
             print(f"Wrote the stratified metrics over β_{args.vary[0]} in [-1, 1] to {args.plot}")
@@ -510,7 +543,7 @@ def run_strat(args: argparse.Namespace) -> int:
                 values = stratified.stratified_metrics(ranks, popularity, beta_e=b_e, beta_r=b_r, **options)
                 rows.append({"beta_e": b_e, "beta_r": b_r, **values})
         table = pd.DataFrame(rows)
-    except (FileNotFoundError, ValueError, ImportError) as error:
+    except (FileNotFoundError, ValueError, KeyError, ImportError) as error:
         print(f"kgeval strat: error: {one_line(error)}", file=sys.stderr)
         return 2
     print(f"Stratified metrics ({args.rank_type} ranks; popularity counted on the {args.popularity} triples)")

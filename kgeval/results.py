@@ -23,7 +23,7 @@ from kgeval import _display as display
 from kgeval._checks import check_ks, check_positive_int, check_writable_file
 from kgeval._documents import document_entries, metric_entry, null_model_entry
 from kgeval.accumulator import MetricAccumulator, merged, to_host
-from kgeval.analysis import buckets, plot, relations
+from kgeval.analysis import buckets, plot, relations, sampled_estimates
 from kgeval.analysis import groups as groups_module
 from kgeval.analysis.stats import ConfidenceInterval, confidence_interval
 from kgeval.analysis.stratified import stratified_metrics
@@ -438,6 +438,17 @@ class RankBasedMetricResults:
         reproduces LibKGE's ``argument_frequency`` buckets. See :func:`kgeval.analysis.buckets.frequency_buckets`
         for ``options``."""
         return buckets.frequency_buckets(self, reference_triples, **options)
+
+    def sampled_metrics(
+        self, num_samples: int = 50, ks: Sequence[int] | None = None, **options: Any
+    ) -> dict[str, float]:
+        """Hits@k (and MRR) among ``num_samples`` candidates -- the answer and N - 1 negatives drawn from each task's
+        filtered candidates -- estimated from these ranks without re-scoring: the exact hypergeometric expectation
+        by default, ULTRA's / NBFNet's binomial ``hits@k_N`` with ``method="ultra"``; keys such as
+        ``both.realistic.hits_at_10_sampled_50``. ``ks`` defaults to the results' own. See
+        :func:`kgeval.analysis.sampled_estimates.sampled_metrics` and docs/conventions.md."""
+        records = self._require_records("sampled_metrics")
+        return sampled_estimates.sampled_metrics(records, self.ks if ks is None else ks, num_samples, **options)
 
     def relation_groups(self, groups: Any, **options: Any) -> groups_module.GroupTable:
         """Every metric of each named group of relations (ids or labels), micro and macro, side by side; see

@@ -194,3 +194,21 @@ def test_strat_buckets_and_relation_groups(nations_results, tmp_path: Path, caps
         assert relation_groups(nations_results, groups).to_frame() is not None
     assert main([*base, "--buckets", "answer", "--relation-groups", str(tmp_path / "groups.json")]) == 2
     assert "not both" in capsys.readouterr().err
+
+
+def test_evaluate_sampled_estimates(nations_results, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """kgeval evaluate --sampled N prints and --json holds results.sampled_metrics(N) (both methods)."""
+    import json
+
+    path = tmp_path / "ranks.csv"
+    nations_results.ranks_df().to_csv(path, index=False)
+    for method in ("hypergeometric", "ultra"):
+        assert main(["evaluate", "--ranks", str(path), "--sampled", "12", "--sampled-method", method, "--json"]) == 0
+        document = json.loads(capsys.readouterr().out)
+        expected = nations_results.sampled_metrics(12, ks=(1, 3, 5, 10), method=method)
+        assert sorted(document["sampled"]) == sorted(expected)
+        for key, value in expected.items():
+            assert document["sampled"][key] == (pytest.approx(value, abs=1e-12) if value == value else None), key
+    assert main(["evaluate", "--ranks", str(path), "--sampled", "5"]) == 0
+    out = capsys.readouterr().out
+    assert "Among 5 sampled candidates (hypergeometric" in out and "both.realistic.hits_at_1_sampled_5" in out

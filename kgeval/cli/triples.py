@@ -580,6 +580,12 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds between saves of --progress-file (default: %(default)s; 0: after every batch)")  # fmt: skip
     add("--save-ranks", metavar="PATH", help="also write a checkpoint's per-task ranks to PATH (.csv, .csv.gz, .tsv, "
         ".parquet): the rank table that evaluate / strat / audit --ranks read")  # fmt: skip
+    add("--sampled", type=int_at_least(2), metavar="N", help="also Hits@k and MRR among N sampled candidates "
+        "(the answer and N - 1 negatives), estimated from the full ranks without re-scoring "
+        "(docs/conventions.md)")  # fmt: skip
+    add("--sampled-method", choices=("hypergeometric", "ultra"), default="hypergeometric", help="the exact "
+        "expectation of N - 1 distinct negatives, or ULTRA's / NBFNet's binomial hits@k_N "
+        "(default: %(default)s)")  # fmt: skip
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -626,11 +632,20 @@ def run_evaluate(args: argparse.Namespace) -> int:
     for caught in undefined:  # anything else caught is shown as it would have been
         if not issubclass(caught.category, UndefinedMetricWarning):
             warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
+    sampled = _sampled(results, args)
     if args.json:
-        print(json.dumps(_json_document(results, about, args.ks), allow_nan=False))
+        document = _json_document(results, about, args.ks)
+        if sampled:
+            document["sampled"] = {key: (None if value != value else value) for key, value in sampled.items()}
+        print(json.dumps(document, allow_nan=False))
         return 0
     print(title)
     _print_results(results, args.full)
+    if sampled:
+        print(f"Among {args.sampled} sampled candidates ({args.sampled_method}, estimated from these ranks):")
+        for key, value in sampled.items():
+            if key.startswith("both.") and ".optimistic." not in key:
+                print(f"  {key}: {value:.4f}")
     if "ranks_file" in about:
         print(f"(the per-task ranks are in {about['ranks_file']})")
     names = sorted({str(caught.message).split(" ", 1)[0] for caught in undefined
@@ -639,6 +654,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(f"kgeval evaluate: {len(names)} metric(s) undefined on these ranks, reported as NaN: "
               f"{', '.join(names)}", file=sys.stderr)  # fmt: skip
     return 0
+
+
+def _sampled(results: Any, args: argparse.Namespace) -> dict[str, float]:
+    """--sampled's estimates (none without it); a rank table without num_candidates cannot give them."""
+    if getattr(args, "sampled", None) is None:
+        return {}
+    return cast(dict[str, float], results.sampled_metrics(args.sampled, ks=tuple(args.ks), method=args.sampled_method))
 
 
 def _check_rank_output(path: str) -> None:

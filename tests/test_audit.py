@@ -201,7 +201,11 @@ def test_ties_and_protocol_with_a_model(tmp_path) -> None:
     assert report.ties.warning is not None and "realistic" in report.ties.warning
     assert report.protocol.full_mrr == expected.get_metric("mrr") and report.protocol.sampled_k == 5
     assert report.protocol.sampled_mrr > report.protocol.full_mrr  # 5 negatives flatter the model
+    from kgeval.analysis.sampled_estimates import sampled_mrr
+
+    assert report.protocol.expected_sampled_mrr == pytest.approx(sampled_mrr(records, 6), abs=1e-12)
     card = report.to_markdown()
+    assert f"from the full ranks: MRR {report.protocol.expected_sampled_mrr:.4f}" in card
     assert "### Ties" in card and "**Warning:**" in card and "5 sampled negatives" in card
     with_baseline = audit_dataset(ds, model=model, sampled_k=5)
     # Nations: every test pair occurs reversed in train, so the rules rank well; this untrained model does not

@@ -128,6 +128,8 @@ class Protocol:
     full_mrr: float | None = None
     sampled_k: int | None = None
     sampled_mrr: float | None = None
+    expected_sampled_mrr: float | None = None  #: over every draw of sampled_k negatives, from the full ranks
+    expected_sampled_hits_at_10: float | None = None
 
 
 @dataclass(frozen=True)
@@ -264,6 +266,10 @@ def _protocol_lines(protocol: Protocol | None) -> list[str]:
     if protocol.sampled_mrr is not None and protocol.full_mrr is not None:
         lines.append(f"With {protocol.sampled_k} sampled negatives instead of every entity the same model's MRR would "
                      f"read {protocol.sampled_mrr:.4f} instead of {protocol.full_mrr:.4f}.")  # fmt: skip
+    if protocol.expected_sampled_mrr is not None and protocol.expected_sampled_hits_at_10 is not None:
+        lines.append(f"Its expectation over every draw of {protocol.sampled_k} distinct filtered negatives, from the "
+                     f"full ranks: MRR {protocol.expected_sampled_mrr:.4f}, Hits@10 "
+                     f"{protocol.expected_sampled_hits_at_10:.4f} (docs/conventions.md).")  # fmt: skip
     return lines
 
 
@@ -319,8 +325,13 @@ def audit_dataset(
         sampled = SampledRankBasedEvaluator(num_negatives=sampled_k, keep_records=False).evaluate(
             model, dataset.test, additional_filter_triples=[dataset.train, dataset.valid]
         )
+        samples = sampled_k + 1  # the answer and its negatives
+        expected = results.sampled_metrics(samples, ks=(10,), rank_types=("realistic",), sides=("both",))
+        mrr = expected[f"both.realistic.inverse_harmonic_mean_rank_sampled_{samples}"]
+        hits = expected[f"both.realistic.hits_at_10_sampled_{samples}"]
         protocol = Protocol(**{**asdict(protocol), "full_mrr": results.get_metric("mrr"), "sampled_k": sampled_k,
-                               "sampled_mrr": sampled.get_metric("mrr")})  # fmt: skip
+                               "sampled_mrr": sampled.get_metric("mrr"), "expected_sampled_mrr": mrr,
+                               "expected_sampled_hits_at_10": hits})  # fmt: skip
     ties = _ties(results, names, top, tie_margin) if results is not None else None
     return AuditReport(dataset.name, __version__, threshold, sizes, leakage, pairs, coverage, baseline, hubs, ties,
                        protocol)  # fmt: skip

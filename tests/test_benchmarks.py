@@ -97,3 +97,24 @@ def test_the_dispatch_benchmark_counts_every_path(tmp_path: Path) -> None:
     for path in ("device", "device-sorted"):
         totals = done.stdout.split(f"path '{path}'")[1].split("\n")[1]  # "N ops, M sync ops"
         assert int(totals.split(" ops, ")[1].split()[0]) <= 12, done.stdout
+
+
+@pytest.mark.pykeen
+def test_the_classification_benchmark_runs_and_agrees_with_pykeen(tmp_path: Path) -> None:
+    """benchmarks/classification.py --quick (Nations, d=8): every evaluator measured in its own process, kgeval's
+    66 numbers equal to PyKEEN's on the shared triples, TorchKGE's thresholds equal to kgeval's, the rows written."""
+    import json
+
+    pytest.importorskip("pykeen")
+    pytest.importorskip("torchkge")
+    rows = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "classification.py"), "--quick", "--json", str(rows)],
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    agreement = next(line for line in done.stdout.splitlines() if "agreement:" in line)
+    assert "66 numbers" in agreement and float(agreement.split("= ")[1].split()[0]) < 1e-12, agreement
+    assert "thresholds identical" in done.stdout
+    written = json.loads(rows.read_text())["rows"]
+    assert len(written) == 6 and all("seconds" in row and "peak_rss_mib" in row for row in written), written

@@ -277,22 +277,25 @@ class _Passes:
         self.positives: dict[str, list[torch.Tensor]] = {}
         self.top: torch.Tensor | None = None
         self.counters: dict[str, TallyCounter] = {}
-        self.excluded: dict[str, torch.Tensor] = {}
+        self.excluded: dict[str, int] = {}
 
     def first(self, side: EntityTarget, tile: Any) -> None:
         """Keep the positives' scores and the highest score of the counted pairs."""
-        positive, counted = _classes(tile)
-        self.positives.setdefault(side, []).append(tile.scores[positive & counted])
-        top = tile.scores.masked_fill(~counted, -torch.inf).max()
+        positives, excluded = _scores_of_classes(tile)
+        self.positives.setdefault(side, []).append(positives)
+        scores = tile.scores
+        if excluded.numel():  # the highest of the counted pairs only
+            rows, columns = tile.marked[1]
+            scores = scores.clone()
+            scores[rows, columns] = -torch.inf
+        top = scores.max()
         self.top = top if self.top is None else torch.maximum(self.top, top)
 
     def second(self, side: EntityTarget, tile: Any) -> None:
         """Count the tile's pairs of each class; the excluded ones are counted apart."""
-        positive, counted = _classes(tile)
-        counter = self.counter(side)
-        counter.count(tile.scores[positive & counted], positive=True)
-        counter.count(tile.scores[~positive & counted], positive=False)
-        self.excluded[side] = self.excluded.get(side, 0) + (~counted).sum()
+        positives, excluded = _scores_of_classes(tile)
+        self.counter(side).count_tile(tile.scores, positives, excluded)
+        self.excluded[side] = self.excluded.get(side, 0) + excluded.numel()
 
     def counter(self, side: str) -> TallyCounter:
         """The side's counter (all made on the first call, once the first pass has seen every side)."""
@@ -320,15 +323,15 @@ def _checked_tallies(tallies: dict[str, PairTally]) -> dict[str, PairTally]:
     return {**tallies, "both": sum(rest, first)}
 
 
-def _classes(tile: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """(positive, counted) bool masks of the tile: its known pairs, and every pair but the excluded ones."""
-    positive = torch.zeros(tile.scores.shape, dtype=torch.bool, device=tile.scores.device)
-    rows, columns = tile.marked[0]
-    positive[rows, columns] = True
-    counted = torch.ones_like(positive)
-    rows, columns = tile.marked[1]
-    counted[rows, columns] = False
-    return positive, counted
+def _scores_of_classes(tile: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the positive pairs' scores, the excluded pairs' scores) of the tile: its known pairs less the excluded ones,
+    and the excluded ones (both 1-D; no tile-sized mask)."""
+    scores, width = tile.scores, tile.scores.shape[1]
+    (rows, columns), (out_rows, out_columns) = tile.marked
+    if out_rows.numel():
+        kept = ~torch.isin(rows * width + columns, out_rows * width + out_columns)
+        rows, columns = rows[kept], columns[kept]
+    return scores[rows, columns], scores[out_rows, out_columns]
 
 
 def _classified(tally: PairTally, threshold: float | None, excluded: int) -> AllPairsClassification:

@@ -178,39 +178,49 @@ def _from_tp(tp: int, predicted: int, num_positives: int, num_negatives: int, ti
 
 class TallyCounter:
     """Counts score tiles into a :class:`PairTally` on the scores' device (no transfer per tile): the marks as a
-    sorted tensor, the counts as int64 tensors, read once by :meth:`tally`."""
+    sorted tensor, the counts as int64 tensors, read once by :meth:`tally`.
+
+    Each score gets one code, 2 j + 1 when it equals mark j and 2 j when it lies in the gap below mark j (j = M: above
+    every mark), so one ``bincount`` per tile counts every pair; the few positives (and excluded pairs) are then
+    moved out of the negatives' counts, so the tile is never copied by class."""
 
     def __init__(self, marks: torch.Tensor, top_score: float) -> None:
         self.marks = marks  #: (M,) sorted distinct, float32 or float64
-        size = marks.shape[0]
-        self._positives_at = torch.zeros(size, dtype=torch.int64, device=marks.device)
-        self._negatives_at = torch.zeros(size, dtype=torch.int64, device=marks.device)
-        self._negatives_between = torch.zeros(size + 1, dtype=torch.int64, device=marks.device)
-        self._unmarked_positives = torch.zeros((), dtype=torch.int64, device=marks.device)
+        size = 2 * marks.shape[0] + 1
+        self._negatives = torch.zeros(size, dtype=torch.int64, device=marks.device)
+        self._positives = torch.zeros(size, dtype=torch.int64, device=marks.device)
         self.top_score = top_score
 
     def count(self, scores: torch.Tensor, positive: bool) -> None:
         """Add pairs of one class: ``scores`` (any shape), each counted at its mark or in its gap."""
+        counts = self._counts(scores)
+        if positive:
+            self._positives += counts
+        else:
+            self._negatives += counts
+
+    def count_tile(self, scores: torch.Tensor, positives: torch.Tensor, excluded: torch.Tensor) -> None:
+        """Add a whole tile: every score a negative, but ``positives`` (the positive pairs' scores) and
+        ``excluded`` (the scores of pairs in neither class; disjoint from the positives)."""
+        positive_counts = self._counts(positives)
+        self._negatives += self._counts(scores) - positive_counts - self._counts(excluded)
+        self._positives += positive_counts
+
+    def _counts(self, scores: torch.Tensor) -> torch.Tensor:
+        """(2M + 1,) counts of the scores' codes."""
         values = scores.reshape(-1).to(self.marks.dtype)
         size = self.marks.shape[0]
         index = torch.searchsorted(self.marks, values)  # the first mark >= the score
-        equal = self.marks[index.clamp(max=size - 1)] == values
-        equal &= index < size
-        if positive:
-            self._positives_at += torch.bincount(index[equal], minlength=size)
-            self._unmarked_positives += (~equal).sum()
-        else:
-            self._negatives_at += torch.bincount(index[equal], minlength=size)
-            self._negatives_between += torch.bincount(index[~equal], minlength=size + 1)
+        equal = (self.marks[index.clamp(max=size - 1)] == values) & (index < size)
+        return torch.bincount(2 * index + equal, minlength=2 * size + 1)
 
     def tally(self) -> PairTally:
         """The counts so far (one read of the device); ValueError if a positive scored no mark."""
-        if int(self._unmarked_positives):
+        positives, negatives = self._positives.cpu().numpy(), self._negatives.cpu().numpy()
+        if positives[0::2].any():
             raise ValueError("a positive scored differently from the first pass: the model's scores changed")
         marks = self.marks.to("cpu", torch.float64).numpy()
-        positives_at, negatives_at, between = (t.cpu().numpy() for t in (self._positives_at, self._negatives_at,
-                                                                           self._negatives_between))  # fmt: skip
-        return PairTally(marks, positives_at, negatives_at, between, top_score=self.top_score)
+        return PairTally(marks, positives[1::2], negatives[1::2], negatives[0::2], top_score=self.top_score)
 
 
 def _dot(first: np.ndarray, second: np.ndarray) -> int:

@@ -120,13 +120,18 @@ def _top_relations(resolved: Any, queries: Any, k: int, num_entities: int, num_r
     return top_k(resolved, pairs, "relation", k, num_relations, every, known, options)
 
 
-def _checked_pairs(queries: Any, num_entities: int) -> torch.Tensor:
-    """(n, 2) integer (head, tail) pairs with ids in range (ValueError naming the first bad row)."""
+def _integer_pairs(queries: Any) -> torch.Tensor:
+    """``queries`` as an (n, 2) int64 tensor, n >= 1 (TypeError / ValueError otherwise)."""
     if not isinstance(queries, torch.Tensor) or queries.dtype.is_floating_point or queries.dtype == torch.bool:
         raise TypeError(f"queries must be an integer tensor, got {getattr(queries, 'dtype', type(queries).__name__)}")
     if queries.dim() != 2 or queries.shape[1] != 2 or queries.shape[0] == 0:
         raise ValueError(f"queries must have shape (n, 2) with n >= 1, got {tuple(queries.shape)}")
-    queries = queries.long()
+    return queries.long()
+
+
+def _checked_pairs(queries: Any, num_entities: int) -> torch.Tensor:
+    """(n, 2) integer (head, tail) pairs with ids in range (ValueError naming the first bad row)."""
+    queries = _integer_pairs(queries)
     bad = ((queries < 0) | (queries >= num_entities)).any(dim=1)
     if bool(bad.any()):
         row = int(bad.nonzero()[0, 0])
@@ -145,11 +150,7 @@ def _candidate_sets(
 
 def _checked_queries(queries: Any, target: EntityTarget, num_entities: int, num_relations: int | None) -> torch.Tensor:
     """(n, 2) integer queries with the entity and relation ids in range (ValueError naming the first bad row)."""
-    if not isinstance(queries, torch.Tensor) or queries.dtype.is_floating_point or queries.dtype == torch.bool:
-        raise TypeError(f"queries must be an integer tensor, got {getattr(queries, 'dtype', type(queries).__name__)}")
-    if queries.dim() != 2 or queries.shape[1] != 2 or queries.shape[0] == 0:
-        raise ValueError(f"queries must have shape (n, 2) with n >= 1, got {tuple(queries.shape)}")
-    queries = queries.long()
+    queries = _integer_pairs(queries)
     entity, relation = queries[:, _ENTITY_COLUMN[target]], queries[:, 1 - _ENTITY_COLUMN[target]]
     bad = (entity < 0) | (entity >= num_entities) | (relation < 0)
     if num_relations is not None:

@@ -17,6 +17,7 @@ from pykeen.evaluation.classification_evaluator import ClassificationMetricKey
 from pykeen.evaluation.classification_evaluator import ClassificationMetricResults as PyKEENClassificationResults
 from pykeen.metrics.classification import classification_metric_resolver
 
+from kgeval.adapters.devices import model_device, same_device
 from kgeval.adapters.inductive import check_mode, mode_view
 from kgeval.typing import EntityTarget
 from kgeval.variants.classification import AllPairsResults, classify_all_pairs, classify_scored_pairs
@@ -151,8 +152,8 @@ class ClassificationEvaluator(Evaluator):
         known, exclude = (None, filters) if self.exclude_filter_triples else (filters, None)
         if mode is not None:
             model = mode_view(model, check_mode(mode))
-        if device is not None and torch.device(device) != _device_of(model):
-            raise ValueError(f"device={device!r} is not the model's device {_device_of(model)} (kgeval never moves "
+        if device is not None and not same_device(device, model_device(model)):
+            raise ValueError(f"device={device!r} is not the model's device {model_device(model)} (kgeval never moves "
                              "a model)")  # fmt: skip
         results = classify_all_pairs(
             model, mapped_triples, known=known, exclude=exclude, validation=self.validation_triples,
@@ -202,10 +203,3 @@ class ClassificationEvaluator(Evaluator):
         if self.clear_on_finalize:
             self.clear()
         return ClassificationMetricResults.of(results)
-
-
-def _device_of(model: Any) -> torch.device:
-    """The device of the model's first parameter (the CPU without one)."""
-    parameters = getattr(model, "parameters", None)
-    first = next(iter(parameters()), None) if callable(parameters) else None
-    return first.device if first is not None else torch.device("cpu")

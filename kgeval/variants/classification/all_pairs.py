@@ -24,6 +24,7 @@ from kgeval._engine import FilterIndex, TileJob, TopKOptions, visit_tiles
 from kgeval._inputs import RequestedSizes, check_model_inputs
 from kgeval.exceptions import OptimisticThresholdWarning, warn_caller
 from kgeval.typing import EntityTarget
+from kgeval.variants.classification.metrics import _ratio
 from kgeval.variants.classification.pair_counts import Confusion, PairTally, TallyCounter
 from kgeval.variants.classification.pykeen_formulas import pykeen_metrics
 
@@ -364,10 +365,6 @@ def _threshold_rule(threshold: Any, validation: Any, objective: str) -> tuple[st
     if np.isnan(value):
         raise ValueError("threshold must not be NaN")
     return "given", value
-
-
-def _ratio(numerator: int, denominator: int) -> float:
-    return numerator / denominator if denominator else float("nan")
 
 
 def _side_dict(result: AllPairsClassification) -> dict[str, Any]:

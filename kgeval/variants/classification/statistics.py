@@ -18,6 +18,7 @@ from typing import Literal
 import numpy as np
 
 from kgeval.analysis.stats import Comparison, ConfidenceInterval, _check_options, bootstrap_p_value
+from kgeval.analysis.stats import _interval as percentile_interval
 from kgeval.variants.classification.metrics import _ALIASES, CLASSIFICATION_METRICS
 from kgeval.variants.classification.triples import TripleClassificationResults
 
@@ -273,5 +274,4 @@ def _interval(values: np.ndarray, level: float) -> tuple[float, float]:
     defined = values[~np.isnan(values)]
     if defined.size == 0:
         return float("nan"), float("nan")
-    low, high = np.quantile(defined, [(1 - level) / 2, (1 + level) / 2])
-    return float(low), float(high)
+    return percentile_interval(defined, level)

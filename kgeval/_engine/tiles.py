@@ -17,7 +17,7 @@ import torch
 from kgeval._engine.counting import slice_bounds
 from kgeval._engine.form_check import RANDOMNESS, FormChecks, caller_rng_restored
 from kgeval._engine.precision import exact_arithmetic
-from kgeval._engine.predictions import TopKOptions
+from kgeval._engine.predictions import TopKOptions, _known_pairs
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.sizes import Sizes, choose_sizes
 from kgeval._inputs import ResolvedModel
@@ -93,7 +93,7 @@ def _visit(job: TileJob, scorer: Any, sizes: Sizes, visit: Visitor) -> None:
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     for batch_start in range(0, queries.shape[0], sizes.batch_size):
         batch = queries[batch_start : batch_start + sizes.batch_size]
-        known = [_known_pairs(batch, index) for index in job.marks]
+        known = [_known_pairs(batch, index, None) for index in job.marks]
         scorer.begin(batch)
         for start, stop in bounds:
             scorer.start_slice(start, stop)
@@ -104,15 +104,6 @@ def _visit(job: TileJob, scorer: Any, sizes: Sizes, visit: Visitor) -> None:
                                        for rows, columns in known))  # fmt: skip
                 _check_nan(tile, queries)
                 visit(job.target, tile)
-
-
-def _known_pairs(queries: torch.Tensor, index: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """(row, entity) of every known answer of ``queries`` in ``index`` (None: none)."""
-    if index is None:
-        empty = torch.zeros(0, dtype=torch.int64, device=queries.device)
-        return empty, empty
-    rows, entities = index.known_pairs(queries[:, 0], queries[:, 1])
-    return rows.to(queries.device), entities.to(queries.device)
 
 
 def _inside(

@@ -180,11 +180,14 @@ def check_filter_triples(
     *,
     timed: bool = False,
     read_ranges: bool = True,
+    argument: str | None = None,
 ) -> list[torch.Tensor]:
     """``additional_filter_triples`` as a list of checked (m, 3) tensors (None -> empty list); with ``timed``
     ``additional_filter_quadruples`` as (m, 4) tensors (:func:`check_triples`; ``read_ranges=False``: the
-    caller checks the ids' ranges, with :func:`check_id_ranges`)."""
-    argument = "additional_filter_quadruples" if timed else "additional_filter_triples"
+    caller checks the ids' ranges, with :func:`check_id_ranges`). ``argument``: the name errors give (default
+    by ``timed``, as above)."""
+    if argument is None:
+        argument = "additional_filter_quadruples" if timed else "additional_filter_triples"
     if filter_triples is None:
         return []
     if isinstance(filter_triples, torch.Tensor):

@@ -130,6 +130,8 @@ class CheckedInputs:
         Scores whole triples instead of the model's methods.
     sizes : RequestedSizes
     drop_outside_restriction : bool
+    also_filter_triples : tuple of LongTensor of shape (m, 3)
+        The known triples a second, wider filter level adds (``also_filter_triples``); empty: one level.
     """
 
     model: ResolvedModel
@@ -145,6 +147,7 @@ class CheckedInputs:
     score_fn: Any
     sizes: RequestedSizes
     drop_outside_restriction: bool
+    also_filter_triples: tuple[torch.Tensor, ...] = ()
 
     def identity(self) -> dict[str, Any]:
         """What makes two evaluations the same evaluation: the inputs every rank of a distributed evaluation must
@@ -164,6 +167,8 @@ class CheckedInputs:
                 sorted((r, tuple(ids.tolist())) for r, ids in constraints.tails.items()),
             ),
             "score_fn": None if self.score_fn is None else callable_fingerprint(self.score_fn),
+            # only when given, so the progress files of one-level evaluations keep their identity
+            **({"also_filter_triples": list(self.also_filter_triples)} if self.also_filter_triples else {}),
         }  # fmt: skip
 
 
@@ -235,6 +240,7 @@ def check_evaluation_inputs(
     type_constraints: Any = None,
     device: Any = None,
     mode: InductiveMode | None = None,
+    also_filter_triples: Any = None,
 ) -> CheckedInputs:
     """The arguments of an evaluation, checked and moved to the model's device (see ``RankBasedEvaluator.evaluate``
     for each); a ValueError / TypeError naming the offending argument (and, for triples, the first offending row)
@@ -250,7 +256,10 @@ def check_evaluation_inputs(
         )
     triples = _checks.check_triples(mapped_triples, "mapped_triples", num_entities, num_relations, read_ranges=False)
     known = _checks.check_filter_triples(additional_filter_triples, num_entities, num_relations, read_ranges=False)
-    named = [(triples, "mapped_triples"), *((t, f"additional_filter_triples[{i}]") for i, t in enumerate(known))]
+    wider = _checks.check_filter_triples(also_filter_triples, num_entities, num_relations, read_ranges=False,
+                                         argument="also_filter_triples")  # fmt: skip
+    named = [(triples, "mapped_triples"), *((t, f"additional_filter_triples[{i}]") for i, t in enumerate(known)),
+             *((t, f"also_filter_triples[{i}]") for i, t in enumerate(wider))]  # fmt: skip
     _checks.check_id_ranges(named, num_entities, num_relations)  # one read for every tensor of ids
     triples = triples.to(device)
     candidate_ids = check_whitelist(restrict_entities_to, num_entities, device)
@@ -285,4 +294,5 @@ def check_evaluation_inputs(
             _checks.check_positive_int(memory_budget, "memory_budget", allow_none=True),
         ),
         drop_outside_restriction=bool(drop_outside_restriction),
+        also_filter_triples=tuple(wider),
     )

@@ -233,6 +233,7 @@ class RankBasedEvaluator(RankingSettings):
         progress_path: str | os.PathLike[str] | None = None,
         save_every: float = 60.0,
         mode: InductiveMode | None = None,
+        also_filter_triples: torch.Tensor | Sequence[torch.Tensor] | None = None,
     ) -> RankBasedMetricResults:
         """Rank the true head and tail (and, on request, relation) of every triple among all candidates and compute
         every metric.
@@ -329,11 +330,17 @@ class RankBasedEvaluator(RankingSettings):
             protocol). ``mapped_triples``, the filter triples and the entity restriction are then in that graph's
             entity ids (an id beyond its entities is an error naming the row). None: transductive (an inductive
             PyKEEN model is then refused, naming the modes). See docs/inductive.md.
+        also_filter_triples : LongTensor of shape (m, 3), or a sequence of them, optional
+            A second, wider filter level counted in the same pass: the results' ``also_filtered`` holds the ranks
+            filtered by ``mapped_triples``, ``additional_filter_triples`` and these (LibKGE's ``filter_with_test``:
+            validation triples filtered by train + valid, and by train + valid + test as well). Each task's two
+            filtered ranks come from the same scores. Needs a filtered evaluation (``filtered`` True or "both").
 
         Returns
         -------
         RankBasedMetricResults
-            With ``filtered="both"``, the filtered results whose ``raw`` attribute holds the raw ones.
+            With ``filtered="both"``, the filtered results whose ``raw`` attribute holds the raw ones; with
+            ``also_filter_triples``, ``also_filtered`` holds the wider filter level's.
         """
         del do_time_consuming_checks  # accepted for PyKEEN: kgeval's checks are cheap and always run
 
@@ -354,20 +361,19 @@ class RankBasedEvaluator(RankingSettings):
                 type_constraints=type_constraints,
                 device=device,
                 mode=mode,
+                also_filter_triples=also_filter_triples,
             )
 
         run = RunSettings(RunSettings.progress_bar(use_tqdm, tqdm_kwargs), distributed, process_group, progress_path,
                           save_every)  # fmt: skip
         sides = rank(prepare, self._rank_options(self.filtered), run, self._state)
+        nested = {}
+        for name, attribute in (("raw", "raw"), ("also_filtered", "coarse")):
+            held = {target: getattr(side, attribute) for target, side in sides.items()}
+            if all(accumulator is not None for accumulator in held.values()):
+                nested[name] = RankBasedMetricResults.from_accumulators(held, self.ks)
         filtered = {target: side.ranked for target, side in sides.items()}
-        if self.filtered != "both":
-            return RankBasedMetricResults.from_accumulators(filtered, self.ks)
-        raw = {target: side.raw for target, side in sides.items()}
-        return RankBasedMetricResults.from_accumulators(
-            filtered,
-            self.ks,
-            raw=RankBasedMetricResults.from_accumulators(raw, self.ks),  # type: ignore[arg-type]
-        )
+        return RankBasedMetricResults.from_accumulators(filtered, self.ks, **nested)
 
     def score_signature(
         self, model: Any, mapped_triples: torch.Tensor, **evaluate_kwargs: Any

@@ -41,6 +41,9 @@ __all__ = [
 ]
 
 JSON_FORMAT = "kgeval.results/1"
+#: the results of the same pass a results object may hold, by attribute and JSON key: the raw ranks
+#: (``filtered="both"``) and the wider filter level's (``also_filter_triples``)
+NESTED_RESULTS = ("raw", "also_filtered")
 
 #: PyKEEN 1.11 reports its adjusted and z hits@k under one k-less key each; kgeval exports them for k = 10
 PYKEEN_K_LESS_KEYS: dict[str, str] = {"adjusted_hits_at_10": "adjusted_hits_at_k", "z_hits_at_10": "z_hits_at_k"}
@@ -62,6 +65,10 @@ class RankBasedMetricResults:
         The per-task rank records, when the evaluator kept them (a mapping of columns is checked and converted).
     raw : RankBasedMetricResults, optional
         The raw (unfiltered) results of the same pass, when evaluated with ``filtered="both"``.
+    also_filtered : RankBasedMetricResults, optional
+        The results of the same pass under the wider filter level, when evaluated with ``also_filter_triples``
+        (e.g. validation ranks filtered by train + valid here, by train + valid + test there; LibKGE's
+        ``filter_with_test``). Its ``raw`` is None: the raw ranks do not depend on the filter.
     null_model : mapping of (side, key) -> (expectation, variance), optional
         The null-model moments of every reported metric with a closed form (METRICS.md, Expectation and variance
         under the null model), per side; read them with :meth:`expected` and :meth:`variance`.
@@ -72,6 +79,7 @@ class RankBasedMetricResults:
     records: RankRecords | None = field(default=None, repr=False)
     raw: RankBasedMetricResults | None = field(default=None, repr=False)
     null_model: Mapping[tuple[Side, str], tuple[float, float]] = field(default_factory=dict, repr=False)
+    also_filtered: RankBasedMetricResults | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if self.records is not None:
@@ -91,7 +99,7 @@ class RankBasedMetricResults:
             nan_equal(mean, other.null_model[key][0]) and nan_equal(var, other.null_model[key][1])
             for key, (mean, var) in self.null_model.items()
         )
-        if not same_null_model or self.raw != other.raw:
+        if not same_null_model or self.raw != other.raw or self.also_filtered != other.also_filtered:
             return False
         if self.records is None or other.records is None:
             return True
@@ -106,19 +114,20 @@ class RankBasedMetricResults:
         accumulators: Mapping[Any, MetricAccumulator],
         ks: tuple[int, ...],
         raw: RankBasedMetricResults | None = None,
+        also_filtered: RankBasedMetricResults | None = None,
     ) -> RankBasedMetricResults:
         """Every metric per side (each target, and ``both`` = the head and tail targets pooled, PyKEEN's ``both``;
         relation prediction, when evaluated, is its own side and not part of ``both``) and rank type.
 
         Also stores, per side, the null-model (E, Var) of every reported metric with a closed form; ``raw`` holds
-        the raw results of a ``filtered="both"`` evaluation.
+        the raw results of a ``filtered="both"`` evaluation, ``also_filtered`` those under the wider filter level.
 
         Parameters
         ----------
         accumulators : mapping of {"head", "tail", "relation"} to MetricAccumulator
             The ranks of each evaluated target side.
         ks : tuple of int
-        raw : RankBasedMetricResults, optional
+        raw, also_filtered : RankBasedMetricResults, optional
         """
         data, null_model = {}, {}
         to_host(accumulators.values())  # every state in one transfer; "both" is merged from them on the host too
@@ -135,7 +144,8 @@ class RankBasedMetricResults:
         records = None
         if all(acc.keep_records for acc in accumulators.values()):
             records = RankRecords.concat([acc.records(target) for target, acc in accumulators.items()])
-        return cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw)  # type: ignore[arg-type]
+        return cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw,  # type: ignore[arg-type]
+                   also_filtered=also_filtered)  # fmt: skip
 
     # -- lookup -----------------------------------------------------------------------------------------------
     def resolve_key(self, key: str) -> MetricKey:
@@ -266,8 +276,10 @@ class RankBasedMetricResults:
             document["null_model"] = [[side, key, *moments] for (side, key), moments in self.null_model.items()]
         if include_records and self.records is not None:
             document["records"] = self.records.to_lists()
-        if self.raw is not None:
-            document["raw"] = json.loads(self.raw.to_json(include_records=include_records))
+        for name in NESTED_RESULTS:
+            nested = getattr(self, name)
+            if nested is not None:
+                document[name] = json.loads(nested.to_json(include_records=include_records))
         return json.dumps(document)
 
     @classmethod
@@ -342,7 +354,8 @@ class RankBasedMetricResults:
 
     @classmethod
     def _from_document(cls, document: Any, where: str, allow_raw: bool = True) -> RankBasedMetricResults:
-        """Results from a parsed :meth:`to_json` document (``where`` names it in errors)."""
+        """Results from a parsed :meth:`to_json` document (``where`` names it in errors; ``allow_raw``: whether it
+        may hold nested results, :data:`NESTED_RESULTS`)."""
         if not isinstance(document, dict) or document.get("format") != JSON_FORMAT:
             nested = "" if where == "results JSON" else f" ({where})"
             raise ValueError(f"not a kgeval results JSON document: expected format {JSON_FORMAT!r}{nested}")
@@ -354,12 +367,13 @@ class RankBasedMetricResults:
         data = dict(metric_entry(entry, ks, where) for entry in metrics)
         null_model = dict(null_model_entry(entry, ks, where) for entry in moments)
         records = RankRecords.from_columns(document["records"], f"{where} records") if "records" in document else None
-        raw = None
-        if "raw" in document:
-            if not allow_raw:
-                raise ValueError(f"{where}: raw results must not hold raw results of their own")
-            raw = cls._from_document(document["raw"], f"{where} raw", allow_raw=False)
-        results = cls(data=data, ks=ks, records=records, null_model=null_model, raw=raw)
+        inner: dict[str, RankBasedMetricResults] = {}
+        for name in NESTED_RESULTS:
+            if name in document:
+                if not allow_raw:
+                    raise ValueError(f"{where}: nested results must not hold {name} results of their own")
+                inner[name] = cls._from_document(document[name], f"{where} {name}", allow_raw=False)
+        results = cls(data=data, ks=ks, records=records, null_model=null_model, **inner)
         if records is not None:
             _agree_with_records(results, where)
         return results

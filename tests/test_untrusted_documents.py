@@ -97,7 +97,7 @@ def test_a_deeply_nested_document_is_a_value_error(document: dict) -> None:
     nested: dict = {"format": "kgeval.results/1", "ks": [1]}
     for _ in range(3):
         nested = {"format": "kgeval.results/1", "ks": [1], "raw": nested}
-    with pytest.raises(ValueError, match="raw results must not hold raw results"):
+    with pytest.raises(ValueError, match="nested results must not hold raw results"):
         RankBasedMetricResults.from_json(json.dumps(nested))
     with pytest.raises(ValueError, match="not a kgeval results JSON document"):
         RankBasedMetricResults.from_json("[" * 100_000 + "]" * 100_000)

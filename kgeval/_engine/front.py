@@ -111,8 +111,9 @@ class RunSettings:
 @dataclass(frozen=True)
 class SideRanks:
     """One side's ranks, in the order of the evaluated triples: the accumulator of the filtered ranks (raw ones
-    for an unfiltered evaluation), with ``filtered="both"`` or "all" the accumulator of the raw ones, and with "all"
-    that of the coarsely filtered ones (relations compared as ``r // filter_relation_stride``)."""
+    for an unfiltered evaluation), with ``filtered="both"`` or "all" the accumulator of the raw ones, and with two
+    filter levels that of the wider level's ranks: with "all" the coarsely filtered ones (relations compared as
+    ``r // filter_relation_stride``), with ``also_filter_triples`` those filtered by these triples as well."""
 
     ranked: MetricAccumulator
     raw: MetricAccumulator | None = None
@@ -169,13 +170,7 @@ def _rank(
             evaluator=(options.filtered, options.ks, options.keep_records),
             candidate_shards=sorted(declared),  # the ranks gather their shards below only if all declare them
         )
-        index = fine_index = None
-        if options.filtered is not False:
-            known = [inputs.triples, *inputs.filter_triples]
-            # with coarse_too the pass filters coarsely and marks the exact filter's pairs among those
-            strides = (options.filter_relation_stride, 1) if options.coarse_too else (options.filter_relation_stride,)
-            index, *finer = state.filter_indices.get_each(known, inputs.triples.device, strides)
-            fine_index = finer[0] if finer else None
+        index, fine_index = _filter_indices(inputs, options, state)
     signature = None
     if group is not None and not inputs.model.declares_shard:
         with CollectiveCheck(group) as check:  # every rank's model scores the probe as rank 0's, or all refuse
@@ -202,6 +197,31 @@ def _rank(
     if resume is not None:
         resume.finish()
     return ranked
+
+
+def _filter_indices(
+    inputs: CheckedInputs, options: RankOptions, state: EngineState
+) -> tuple[FilterIndex | None, FilterIndex | None]:
+    """The filter index the pass filters with and, where two filter levels are counted, the narrower level's
+    (its pairs are marked among the wider level's: every task's narrower run is a subset of its wider run).
+
+    Two levels: ``filtered="all"`` (the wider filter compares relations as ``r // filter_relation_stride``, the
+    narrower exactly), or ``inputs.also_filter_triples`` (the wider filter adds them to the known triples)."""
+    if options.filtered is False:
+        if inputs.also_filter_triples:
+            raise ValueError("also_filter_triples needs a filtered evaluation (filtered=True or 'both')")
+        return None, None
+    known = [inputs.triples, *inputs.filter_triples]
+    device, stride = inputs.triples.device, options.filter_relation_stride
+    if inputs.also_filter_triples:
+        if options.coarse_too:
+            raise ValueError("also_filter_triples cannot be combined with filtered='all' (one wider level per pass)")
+        wider = state.filter_indices.get([*known, *inputs.also_filter_triples], device, stride)
+        return wider, state.filter_indices.get(known, device, stride)
+    if options.coarse_too:  # the pass filters coarsely and marks the exact filter's pairs among those
+        coarse, exact = state.filter_indices.get_each(known, device, (stride, 1))
+        return coarse, exact
+    return state.filter_indices.get(known, device, stride), None
 
 
 def model_signature(inputs: CheckedInputs, precision: MatmulPrecision = "exact") -> ScoreSignature | None:
@@ -308,7 +328,8 @@ class _Sides:
     task_index: torch.Tensor
     shards: dict[Target, CandidateShard]
     group: Any
-    fine_index: FilterIndex | None = None  #: with filtered="all": the exact filter, ``index`` being the coarse one
+    #: with two filter levels (:func:`_filter_indices`): the narrower one, ``index`` being the wider one
+    fine_index: FilterIndex | None = None
 
     def rank_all(
         self, progress_settings: Mapping[str, Any], resume: EvaluationProgress | None, checks: FormChecks
@@ -329,7 +350,7 @@ class _Sides:
         if triples.shape[0] == 0:  # a rank with no share of a distributed evaluation
             empty = MetricAccumulator(ks=self.options.ks, keep_records=self.options.keep_records).to(triples.device)
             return SideRanks(empty, empty.clone() if self.options.raw_too else None,
-                             empty.clone() if self.options.coarse_too else None)  # fmt: skip
+                             empty.clone() if self.fine_index is not None else None)  # fmt: skip
         side_index = self.index.side(target) if self.index is not None else None
         fine_index = self.fine_index.side(target) if self.fine_index is not None else None
         id_space = inputs.num_relations if target == "relation" else inputs.num_entities
@@ -354,11 +375,11 @@ class _Sides:
         if rows is not None:  # the tasks were ranked in groups: put them back in task order
             counts = SideCounts.scatter(parts, triples.shape[0])  # type: ignore[arg-type]
         _raise_on_nan(counts.counts.has_nan, triples, task_index, target)
-        asked: dict[str, BatchCounts | None]
-        if self.options.coarse_too:  # the pass filtered coarsely: the exact filter's counts are the fine ones
-            asked = {"ranked": counts.fine, "raw": counts.raw, "coarse": counts.counts}
-        else:
-            asked = {"ranked": counts.counts, **({"raw": counts.raw} if self.options.raw_too else {})}
+        asked: dict[str, BatchCounts | None] = {"ranked": counts.counts}
+        if self.fine_index is not None:  # the pass filtered with the wider level: the asked filter's are the fine
+            asked = {"ranked": counts.fine, "coarse": counts.counts}
+        if self.options.raw_too:
+            asked["raw"] = counts.raw
         accumulators = {}
         for name, part in asked.items():
             assert part is not None  # the counts asked for exist

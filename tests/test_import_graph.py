@@ -176,6 +176,7 @@ def test_the_engine_has_one_entry_point() -> None:
             "kgeval.variants.temporal",
             "kgeval.variants.classification.triples",
             "kgeval.variants.classification.all_pairs",
+            "kgeval.variants.examples",
         )
         assert engine <= ({"kgeval._engine"} if entry_point else set()), (name, engine)
 

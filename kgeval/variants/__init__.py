@@ -9,7 +9,9 @@
   (``classify_all_pairs``), intervals and paired comparisons (``classification_interval``);
 - :mod:`kgeval.variants.undirected`: relation prediction without the direction (``evaluate_undirected_relations``);
 - :mod:`kgeval.variants.ranked_lists`: ranked lists a model hands in (``evaluate_ranked_lists``), OGB-LSC's
-  WikiKG90Mv2 MRR (``wikikg90mv2_mrr``).
+  WikiKG90Mv2 MRR (``wikikg90mv2_mrr``);
+- :mod:`kgeval.variants.examples`: per-example rows, each triple's filtered ranks and top-k predictions from one
+  pass (``rank_examples``, ``write_examples``).
 
 A new variant is a new module here, re-exported below and from :mod:`kgeval` (CONTRIBUTING.md).
 """
@@ -37,6 +39,7 @@ from kgeval.variants.classification import (
     split_with_drawn_negatives,
     top_p_predictions,
 )
+from kgeval.variants.examples import rank_examples, write_examples
 from kgeval.variants.macro import MacroRankBasedEvaluator, macro_results, query_weights
 from kgeval.variants.precomputed import evaluate_scores
 from kgeval.variants.ranked_lists import RankedListResults, evaluate_ranked_lists, wikikg90mv2_mrr
@@ -78,10 +81,12 @@ __all__ = [
     "load_split_with_negatives",
     "macro_results",
     "query_weights",
+    "rank_examples",
     "read_labelled_triples",
     "roc_auc",
     "score_triples",
     "split_with_drawn_negatives",
     "top_p_predictions",
     "wikikg90mv2_mrr",
+    "write_examples",
 ]

@@ -9,12 +9,9 @@ from collections.abc import Sequence
 import torch
 
 from kgeval.constraints import TypeConstraints
-from kgeval.typing import Target
+from kgeval.typing import ANSWER_COLUMN, QUERY_COLUMNS, Target
 
-#: the columns of a triple a task of each target is asked with (the layouts of score_t / score_h / score_r)
-QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2], "relation": [0, 2]}
-#: the column of its answer
-ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0, "relation": 1}
+__all__ = ["ANSWER_COLUMN", "QUERY_COLUMNS", "candidate_groups", "tasks_inside_constraints", "tasks_inside_restriction"]
 
 
 def tasks_inside_restriction(

@@ -1,5 +1,6 @@
-"""The package's vocabulary: the sides a metric is reported for, the sides a task ranks, the rank types, and the
-choices an evaluator offers (counting kernel, matmul precision)."""
+"""The package's vocabulary: the sides a metric is reported for, the sides a task ranks (and the columns of a triple
+each asks with and answers), the rank types, and the choices an evaluator offers (counting kernel, matmul
+precision)."""
 
 from __future__ import annotations
 
@@ -29,15 +30,22 @@ KERNEL_CHOICES: tuple[KernelChoice, ...] = get_args(KernelChoice)
 MATMUL_PRECISIONS: tuple[MatmulPrecision, ...] = get_args(MatmulPrecision)
 INDUCTIVE_MODES: tuple[InductiveMode, ...] = get_args(InductiveMode)
 DEFAULT_SIDE: Side = "both"
+#: the columns of a (head, relation, tail) triple a task of each target is asked with (the layouts of score_t /
+#: score_h / score_r batches)
+QUERY_COLUMNS: dict[Target, list[int]] = {"tail": [0, 1], "head": [1, 2], "relation": [0, 2]}
+#: the column of its answer
+ANSWER_COLUMN: dict[Target, int] = {"tail": 2, "head": 0, "relation": 1}
 DEFAULT_RANK_TYPE: RankType = "realistic"
 
 __all__ = [
+    "ANSWER_COLUMN",
     "DEFAULT_RANK_TYPE",
     "DEFAULT_SIDE",
     "ENTITY_TARGETS",
     "INDUCTIVE_MODES",
     "KERNEL_CHOICES",
     "MATMUL_PRECISIONS",
+    "QUERY_COLUMNS",
     "RANK_TYPES",
     "SIDES",
     "TARGETS",

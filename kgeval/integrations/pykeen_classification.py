@@ -19,13 +19,10 @@ from pykeen.metrics.classification import classification_metric_resolver
 
 from kgeval.adapters.devices import model_device, same_device
 from kgeval.adapters.inductive import check_mode, mode_view
-from kgeval.typing import EntityTarget
+from kgeval.typing import ENTITY_TARGETS, QUERY_COLUMNS, EntityTarget
 from kgeval.variants.classification import AllPairsResults, classify_all_pairs, classify_scored_pairs
 
 __all__ = ["ClassificationEvaluator", "ClassificationMetricResults"]
-
-#: the entity column each side's query leaves out (PyKEEN's ``TARGET_TO_INDEX``)
-_TARGET_COLUMN = {"head": 0, "tail": 2}
 
 
 class ClassificationMetricResults(PyKEENClassificationResults):
@@ -178,10 +175,9 @@ class ClassificationEvaluator(Evaluator):
         del true_scores
         if dense_positive_mask is None:
             raise KeyError("the classification evaluator needs the positive mask (dense_positive_mask)")
-        if target not in _TARGET_COLUMN:
+        if target not in ENTITY_TARGETS:
             raise ValueError(f"target must be 'head' or 'tail', got {target!r}")
-        columns = [i for i in range(3) if i != _TARGET_COLUMN[target]]
-        keys = hrt_batch[:, columns].tolist()
+        keys = hrt_batch[:, QUERY_COLUMNS[target]].tolist()
         rows, mask = scores.detach().float().cpu(), dense_positive_mask.detach().cpu().bool()
         for i, key in enumerate(keys):
             self.all_scores[target][(key[0], key[1])] = rows[i]

@@ -22,13 +22,9 @@ import pandas as pd
 import torch
 
 from kgeval import _checks
-from kgeval.typing import EntityTarget
+from kgeval.typing import ANSWER_COLUMN, ENTITY_TARGETS, QUERY_COLUMNS, EntityTarget
 
 __all__ = ["ListRanks", "RankedListResults", "evaluate_ranked_lists", "wikikg90mv2_mrr"]
-
-#: the query's columns of an (h, r, t) triple, by target: (h, r) asks for tails, (r, t) for heads
-_QUERY_COLUMNS = {"tail": (0, 1), "head": (1, 2)}
-_ANSWER_COLUMN = {"tail": 2, "head": 0}
 
 
 @dataclass(frozen=True)
@@ -146,7 +142,7 @@ def evaluate_ranked_lists(
         For mismatched shapes, a duplicate candidate in a list (naming the row), NaN scores, ids out of range,
         or a target other than head / tail.
     """
-    if target not in _QUERY_COLUMNS:
+    if target not in ENTITY_TARGETS:
         raise ValueError(f"target must be 'head' or 'tail', got {target!r}")
     ids = _as_ids(lists)
     triples = _checks.check_triples(triples, "triples", num_entities=num_entities or 2**62)
@@ -154,8 +150,8 @@ def evaluate_ranked_lists(
         raise ValueError(f"lists must have shape (n, K) with n = {triples.shape[0]} triples, got {ids.shape}")
     values = _as_scores(scores, ids.shape)
     _check_lists(ids, num_entities)
-    query = triples[:, list(_QUERY_COLUMNS[target])].numpy()
-    answers = triples[:, _ANSWER_COLUMN[target]].numpy()
+    query = triples[:, QUERY_COLUMNS[target]].numpy()
+    answers = triples[:, ANSWER_COLUMN[target]].numpy()
     known = (
         _checks.check_filter_triples(filter_triples, num_entities or 2**62, None) if filter_triples is not None else []
     )
@@ -224,12 +220,12 @@ def _check_lists(ids: np.ndarray, num_entities: int | None) -> None:
 
 
 def _known_entries(ids: np.ndarray, query: np.ndarray, answers: np.ndarray, known: list[torch.Tensor],
-                   target: str) -> np.ndarray:  # fmt: skip
+                   target: EntityTarget) -> np.ndarray:  # fmt: skip
     """(n, K) bool: the listed candidate completes a known triple and is not the answer."""
     if not known:
         return np.zeros(ids.shape, dtype=bool)
     triples = torch.cat(known).numpy()
-    known_index = pd.MultiIndex.from_arrays([triples[:, c] for c in (*_QUERY_COLUMNS[target], _ANSWER_COLUMN[target])])
+    known_index = pd.MultiIndex.from_arrays([triples[:, c] for c in (*QUERY_COLUMNS[target], ANSWER_COLUMN[target])])
     n, k = ids.shape
     candidates = pd.MultiIndex.from_arrays([np.repeat(query[:, 0], k), np.repeat(query[:, 1], k), ids.reshape(-1)])
     hit = candidates.isin(known_index).reshape(n, k)
@@ -252,7 +248,7 @@ def _ranks(ids: np.ndarray, values: np.ndarray | None, kept: np.ndarray,
     return np.where(inside, optimistic, 0).astype(np.int64), np.where(inside, pessimistic, 0).astype(np.int64)
 
 
-def _num_candidates(query: np.ndarray, answers: np.ndarray, known: list[torch.Tensor], target: str,
+def _num_candidates(query: np.ndarray, answers: np.ndarray, known: list[torch.Tensor], target: EntityTarget,
                     num_entities: int | None, n: int) -> np.ndarray:  # fmt: skip
     """C per example: every entity less the query's known answers other than its own (0 without num_entities)."""
     if num_entities is None:
@@ -260,9 +256,9 @@ def _num_candidates(query: np.ndarray, answers: np.ndarray, known: list[torch.Te
     if not known:
         return np.full(n, num_entities, dtype=np.int64)
     triples = np.unique(torch.cat(known).numpy(), axis=0)
-    columns = _QUERY_COLUMNS[target]
+    columns = QUERY_COLUMNS[target]
     frame = pd.DataFrame({"a": triples[:, columns[0]], "b": triples[:, columns[1]],
-                          "answer": triples[:, _ANSWER_COLUMN[target]]})  # fmt: skip
+                          "answer": triples[:, ANSWER_COLUMN[target]]})  # fmt: skip
     answers_per_query = frame.groupby(["a", "b"]).size()
     index = pd.MultiIndex.from_arrays([query[:, 0], query[:, 1]])
     counts = answers_per_query.reindex(index, fill_value=0).to_numpy()

@@ -23,7 +23,7 @@ from kgeval import _checks
 from kgeval._engine import FilterIndex, TileJob, TopKOptions, visit_tiles
 from kgeval._inputs import RequestedSizes, check_model_inputs
 from kgeval.exceptions import OptimisticThresholdWarning, warn_caller
-from kgeval.typing import EntityTarget
+from kgeval.typing import QUERY_COLUMNS, EntityTarget
 from kgeval.variants.classification.metrics import _ratio
 from kgeval.variants.classification.pair_counts import Confusion, PairTally, TallyCounter
 from kgeval.variants.classification.pykeen_formulas import pykeen_metrics
@@ -31,8 +31,6 @@ from kgeval.variants.classification.pykeen_formulas import pykeen_metrics
 __all__ = ["AllPairsClassification", "AllPairsResults", "classify_all_pairs", "classify_scored_pairs"]
 
 Threshold = Literal["validation", "top_p"]
-#: the columns of a query, by target: (r, t) asks for heads, (h, r) for tails
-_QUERY_COLUMNS: dict[str, list[int]] = {"head": [1, 2], "tail": [0, 1]}
 #: kgeval's metrics of each side, in this order
 ALL_PAIRS_METRICS: tuple[str, ...] = (
     "roc_auc", "average_precision", "accuracy", "precision", "recall", "f1", "mcc", "balanced_accuracy",
@@ -258,7 +256,7 @@ class _Run:
         with ``thresholds`` among the marks."""
         positives = FilterIndex(torch.cat([triples, *self.known]))
         excluded = FilterIndex(torch.cat(self.excluded)) if self.excluded else None
-        jobs = [TileJob(torch.unique(triples[:, _QUERY_COLUMNS[side]], dim=0), side,
+        jobs = [TileJob(torch.unique(triples[:, QUERY_COLUMNS[side]], dim=0), side,
                         (positives.sides[side], None if excluded is None else excluded.sides[side]))
                 for side in self.sides]  # fmt: skip
         passes = _Passes(thresholds)

@@ -4,7 +4,9 @@ interactions that have a query/candidate form. Imported only when kgeval meets a
 
 from __future__ import annotations
 
-from typing import Any
+import functools
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import torch
 from pykeen.models import ERModel, Model
@@ -23,14 +25,6 @@ SCORING_METHODS: tuple[str, ...] = (
 #: the methods PyKEEN's own evaluator calls: a subclass that redefines one is scored through them, as PyKEEN does
 PREDICT_METHODS: tuple[str, ...] = ("predict", "predict_t", "predict_h", "predict_r")
 
-#: PyKEEN interaction class name -> similarity (None: it depends on the interaction's p)
-SUPPORTED: dict[str, str | None] = {
-    "DistMultInteraction": "dot",
-    "ComplExInteraction": "dot",
-    "RESCALInteraction": "dot",
-    "TransEInteraction": None,
-    "RotatEInteraction": "l2",
-}
 #: PyKEEN interactions that score each (query, candidate) pair from that pair's representations alone, elementwise
 #: and reduced along the pair's own d values: their scores of a block of candidates are their scores of all
 #: (matched by class, not name: a subclass may compute otherwise)
@@ -67,33 +61,30 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
     representations, computed once per evaluation (``PyKEENInductiveScoring``; a subclass redefining a scoring
     method is scored through its ``score_*(..., mode=mode)``).
 
-    An ``ERModel`` with one entity and one relation representation gets the fast path for these interactions
-    (inverse relations through the inverse relation's representation):
+    An ``ERModel`` whose interaction is one of PyKEEN's own with a query/candidate form (:data:`FORMS`: its
+    scores are a dot product of a per-query vector with per-candidate vectors, a candidate bias or a query constant
+    appended as a column; or an L1 / L2 distance) gets the fast path; its representations are those PyKEEN's
+    ``_get_representations`` passes the interaction (several per entity or relation where the interaction takes
+    several). Heads are scored through the inverse relation's tail query for a model trained with inverse triples;
+    without them an interaction whose head scores are not of that form (ConvE, ERMLPE, CrossE, ProjE, Transformer:
+    a network of (h, r)) serves tails only (``kgeval_targets``) and is scored through ``score_h`` for heads.
+    See docs/models.md (PyKEEN) for the table of interactions and their queries.
 
-    ============  ==============  ===================  ==========
-    interaction   tail query      head query           similarity
-    ============  ==============  ===================  ==========
-    DistMult      h ∘ r           r ∘ t                dot
-    ComplEx       h ∘ r           conj(r) ∘ t          dot (real views)
-    RESCAL        h^T R           R t                  dot
-    TransE        h + r           t - r                l1 / l2 (p of the interaction)
-    RotatE        h ∘ r           t ∘ conj(r)          l2 (real views)
-    ============  ==============  ===================  ==========
-
-    With inverse triples the head query is the tail query of (t, r_inv). Ranks equal PyKEEN's except where two
-    scores differ by float rounding only (the fast path sums in another order; for L2 it ranks 2 q.c - ||c||^2).
+    Ranks equal PyKEEN's except where two scores differ by float rounding only (the fast path sums in another order;
+    for L2 it ranks 2 q.c - ||c||^2); kgeval's probe of each form against the model's own scores guards the rest.
     """
     mode = _checked_mode(model, mode)
-    form = _query_candidate_form(model) if mode is None else None
+    found = _query_candidate_form(model) if mode is None else None
+    form, refusal = (None, found) if isinstance(found, str) else (found, None)
     predicting = foreign_override(model, PREDICT_METHODS, "pykeen")
     if predicting is not None:
-        return PyKEENPredicting(model, f"{predicting} redefines PyKEEN's prediction" if form else None, mode)
+        return PyKEENPredicting(model, f"{predicting} redefines PyKEEN's prediction" if form else refusal, mode)
     overridden = foreign_override(model, SCORING_METHODS, "pykeen")
     if mode is not None and overridden is None and isinstance(model, ERModel):
         return PyKEENInductiveScoring(model, mode)
     if form is None or overridden is not None:
-        return PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else None, mode)
-    return PyKEENQueryCandidate(model, *form)
+        return PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else refusal, mode)
+    return PyKEENQueryCandidate(model, form)
 
 
 def _checked_mode(model: Model, mode: Any) -> InductiveMode | None:
@@ -122,27 +113,137 @@ def _is_inductive(model: Model) -> bool:
     return isinstance(model, InductiveERModel)
 
 
-def _query_candidate_form(model: Any) -> tuple[str, str] | None:
-    """(interaction name, similarity) of a model with a GEMM form, else None (see :func:`pykeen_view`)."""
+def _query_candidate_form(model: Any) -> InteractionForm | str | None:
+    """The query/candidate form of a model's interaction (:func:`_interaction_form`); a string: why an interaction of
+    that family has none with the model's settings (kgeval warns it); None: no form."""
     if not isinstance(model, ERModel):
         return None
     return _interaction_form(model)
 
 
-def _interaction_form(model: Any) -> tuple[str, str] | None:
-    """:func:`_query_candidate_form` of an ``ERModel`` (``Any``: torch types its submodules as Tensor | Module)."""
-    if len(model.entity_representations) != 1 or len(model.relation_representations) != 1:
+def _interaction_form(model: Any) -> InteractionForm | str | None:
+    """:func:`_query_candidate_form` of an ``ERModel`` (``Any``: torch types its submodules as Tensor | Module): the
+    form of its interaction (:func:`_form_of`), given the model holds as many entity and relation representations as
+    the interaction takes (PyKEEN's ``entity_shape`` / ``relation_shape``)."""
+    interaction = model.interaction
+    expected = _representation_counts(interaction)
+    if expected is None:
         return None
-    interaction: Any = type(model.interaction)
-    kind = interaction.__name__
-    if kind not in SUPPORTED or not (interaction.__module__ or "").startswith("pykeen."):
-        return None  # an interaction of PyKEEN's own, not a user's class of the same name
-    similarity = SUPPORTED[kind]
-    if kind == "TransEInteraction":
-        similarity = {1: "l1", 2: "l2"}.get(int(model.interaction.p))
-    if kind == "RotatEInteraction" and model.interaction.p != 2:
-        similarity = None
-    return None if similarity is None else (kind, similarity)
+    if (len(model.entity_representations), len(model.relation_representations)) != expected:
+        return None
+    return _form_of(interaction)
+
+
+def _representation_counts(interaction: Any) -> tuple[int, int] | None:
+    """(entity, relation) representations ``interaction`` takes (its shapes), None for a class that is not PyKEEN's
+    own."""
+    if _pykeen_class(interaction) is None:
+        return None
+    return len(interaction.entity_shape), len(interaction.relation_shape)
+
+
+def _pykeen_class(interaction: Any) -> str | None:
+    """The class name of ``interaction`` when its class is PyKEEN's own (``pykeen.nn.modules``), else None: a user's
+    class of the same name, or a subclass of PyKEEN's, may compute otherwise."""
+    from pykeen.nn import modules
+
+    cls = type(interaction)
+    name = cls.__name__
+    if not (cls.__module__ or "").startswith("pykeen.") or getattr(modules, name, None) is not cls:
+        return None
+    return name
+
+
+def _form_of(interaction: Any) -> InteractionForm | str | None:
+    """The form of one interaction: an entry of :data:`FORMS` where its settings allow (:func:`_setting_refusal`),
+    or the form of the interaction it wraps -- unclamped (``ClampedInteraction``), scaled and shifted
+    (``MonotonicAffineTransformationInteraction``), averaged over both directions (``SimplEInteraction``; a plain
+    ``DirectionAverageInteraction`` declares one entity representation, which PyKEEN cannot split into the two
+    directions: none). A string: why it has none (a clamp); None: no form."""
+    name = _pykeen_class(interaction)
+    if name is None:
+        return None
+    if name == "ClampedInteraction":
+        if interaction.clamp_score is None:
+            return _form_of(interaction.base)
+        base = _form_of(interaction.base)
+        if base is None or isinstance(base, str):
+            return base
+        low, high = interaction.clamp_score
+        return (f"its ClampedInteraction clamps the scores to [{low}, {high}], which ties every score beyond them "
+                "(the fast path's dot products keep those apart)")  # fmt: skip
+    if name == "MonotonicAffineTransformationInteraction":
+        return _affine_form(interaction, _form_of(interaction.base))
+    if name == "SimplEInteraction":
+        return _direction_average_form(_form_of(interaction.base))
+    if name not in FORMS:
+        return None
+    query, candidates, similarity, sides = FORMS[name]
+    refusal = _setting_refusal(name, interaction)
+    if refusal is not None:
+        return refusal or None
+    if similarity is None:  # a distance: its p
+        p = int(interaction.p) if float(interaction.p).is_integer() else 0
+        similarity = {1: "l1", 2: "l2"}.get(p) if name != "RotatEInteraction" else ("l2" if p == 2 else None)
+        if similarity is None:
+            return None
+    return InteractionForm(name, functools.partial(query, interaction), functools.partial(candidates, interaction),
+                           similarity, sides)  # fmt: skip
+
+
+def _setting_refusal(name: str, interaction: Any) -> str | None:
+    """Why ``interaction`` (of :data:`FORMS`) has no form with its settings; "" for no form, said nothing about; None
+    where it has its form."""
+    if name == "ProjEInteraction" and type(interaction.outer_activation) is not torch.nn.Identity:
+        return (f"its ProjE interaction applies {type(interaction.outer_activation).__name__} to the dot product, "
+                "which the fast path's scores would leave out")  # fmt: skip
+    if name == "TuckERInteraction":
+        for norm in (interaction.head_batch_norm, interaction.head_relation_batch_norm):
+            if norm is not None and norm.running_mean is None:
+                return ("its TuckER interaction normalises with batch statistics (BatchNorm1d without running "
+                        "statistics), which the fast path's per-query vectors cannot reproduce")  # fmt: skip
+    return None
+
+
+def _affine_form(interaction: Any, base: InteractionForm | str | None) -> InteractionForm | str | None:
+    """The form of ``scale * base + bias`` (scale = exp(log_scale) > 0): a dot form's query scaled, the bias a query
+    constant; an "l2" form unchanged (it ranks the order of the distances, which the transformation keeps)."""
+    if base is None or isinstance(base, str):
+        return base
+    if base.similarity == "l2":
+        return base._replace(name=f"MonotonicAffineTransformation({base.name})")
+    if base.similarity != "dot":
+        return None
+
+    def query(entity: Any, relation: Any, side: str) -> torch.Tensor:
+        vectors = _flat(base.query(entity, relation, side))
+        scale, bias = interaction.log_scale.exp(), interaction.bias
+        return torch.cat([scale * vectors, bias.to(vectors.dtype).expand(len(vectors), 1)], dim=-1)
+
+    def candidates(entities: Any, side: str) -> torch.Tensor:
+        return _with_ones(_flat(base.candidates(entities, side)))
+
+    return InteractionForm(f"MonotonicAffineTransformation({base.name})", query, candidates, "dot", base.sides)
+
+
+def _direction_average_form(base: InteractionForm | str | None) -> InteractionForm | None:
+    """The form of 0.5 (f(h_fwd, r_fwd, t_fwd) + f(t_bwd, r_bwd, h_bwd)) for a base f with a dot form on both sides:
+    the candidate's forward representation takes f's form on the target side, its backward one f's form on the
+    other side (it sits in the other slot), the two parts side by side."""
+    if not isinstance(base, InteractionForm) or base.similarity != "dot" or set(base.sides) != {"head", "tail"}:
+        return None
+    other = {"head": "tail", "tail": "head"}
+
+    def query(entity: Any, relation: Any, side: str) -> torch.Tensor:
+        forward = _flat(base.query(entity[0], relation[0], side))
+        backward = _flat(base.query(entity[1], relation[1], other[side]))
+        return 0.5 * torch.cat([forward, backward], dim=-1)
+
+    def candidates(entities: Any, side: str) -> torch.Tensor:
+        forward = _flat(base.candidates(entities[0], side))
+        return torch.cat([forward, _flat(base.candidates(entities[1], other[side]))], dim=-1)
+
+    return InteractionForm(f"DirectionAverage({base.name})", query, candidates, "dot", ("head", "tail"))
 
 
 class PyKEENScoring:
@@ -224,34 +325,55 @@ class PyKEENPredicting(PyKEENScoring):
 
 
 class PyKEENQueryCandidate(PyKEENScoring):
-    """:class:`PyKEENScoring` with the query/candidate form (kgeval.protocol.QueryCandidateModel)."""
+    """:class:`PyKEENScoring` with the query/candidate form (kgeval.protocol.QueryCandidateModel) of the model's
+    interaction (:class:`InteractionForm`).
 
-    def __init__(self, model: Model, kind: str, similarity: str) -> None:
+    Attributes
+    ----------
+    kind : str
+        The interaction's class name (wrapped ones: ``"DirectionAverage(DistMultInteraction)"``).
+    kgeval_targets : tuple of str
+        The targets the form serves: both with inverse triples (heads through the inverse relation's tail query),
+        else those of the interaction's form.
+    """
+
+    def __init__(self, model: Model, form: InteractionForm) -> None:
         super().__init__(model)
-        self.kind = kind
-        self.kgeval_similarity = similarity
+        self.form = form
+        self.kind = form.name
+        self.kgeval_similarity = form.similarity
+        self.kgeval_targets: tuple[Target, ...] = ("head", "tail") if self.inverse else form.sides
 
-    def _entities(self, ids: torch.Tensor | None) -> torch.Tensor:
-        return self.model.entity_representations[0](indices=ids)
+    def _entities(self, ids: torch.Tensor | None, slot: str) -> Any:
+        """The entity representations PyKEEN passes the interaction as ``slot`` ("head" or "tail"): those of its
+        ``head_indices`` / ``tail_indices``, one tensor where there is one (``ERModel._get_representations``)."""
+        indices = self.model.interaction.head_indices if slot == "head" else self.model.interaction.tail_indices
+        return _single([self.model.entity_representations[i](indices=ids) for i in indices])
 
-    def _relations(self, ids: torch.Tensor) -> torch.Tensor:
-        return self.model.relation_representations[0](indices=ids)
+    def _relations(self, ids: torch.Tensor) -> Any:
+        return _single([representation(indices=ids) for representation in self.model.relation_representations])
+
+    def _side(self, target: Target) -> str:
+        """The slot the candidates of ``target`` take: tails', for heads through the inverse relation."""
+        return "tail" if target == "tail" or self.inverse else "head"
 
     def kgeval_candidates(self, target: Target) -> torch.Tensor:
-        """The (E, d) entity vectors (real views of complex embeddings)."""
-        return _real(self._entities(None))
+        """The (E, d) candidate vectors of ``target`` (real views of complex and quaternion representations, a
+        bias or a column of ones appended where the form has one)."""
+        side = self._side(target)
+        return _flat(self.form.candidates(self._entities(None, side), side))
 
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail") or (r, t) rows (target "head")."""
         if target == "tail":
             mapped = self._mapped(batch, 1)
-            entity, relation, side = self._entities(mapped[:, 0]), self._relations(mapped[:, 1]), "tail"
+            entity, relation, side = self._entities(mapped[:, 0], "head"), self._relations(mapped[:, 1]), "tail"
         elif self.inverse:  # (t, r_inv, ?) as a tail query
             mapped = self._mapped(batch, 0, invert=True)
-            entity, relation, side = self._entities(mapped[:, 1]), self._relations(mapped[:, 0]), "tail"
+            entity, relation, side = self._entities(mapped[:, 1], "head"), self._relations(mapped[:, 0]), "tail"
         else:
-            entity, relation, side = self._entities(batch[:, 1]), self._relations(batch[:, 0]), "head"
-        return _real(_QUERIES[self.kind](entity, relation, side))
+            entity, relation, side = self._entities(batch[:, 1], "tail"), self._relations(batch[:, 0]), "head"
+        return _flat(self.form.query(entity, relation, side))
 
 
 class PyKEENInductiveScoring(PyKEENScoring):
@@ -386,42 +508,258 @@ def _complex(x: torch.Tensor) -> torch.Tensor:
     return x if x.is_complex() else torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2))
 
 
-def _real(x: torch.Tensor) -> torch.Tensor:
-    """(n, d) complex -> (n, 2d) interleaved real; real tensors unchanged."""
-    return torch.view_as_real(x).flatten(start_dim=-2) if x.is_complex() else x
+def _flat(x: torch.Tensor) -> torch.Tensor:
+    """(n, ...) representations as (n, d) real rows: complex ones as interleaved real views, matrices (CP's
+    (k, d), QuatE's (d, 4)) flattened. A query and its candidates of the same layout flatten alike."""
+    if x.is_complex():
+        x = torch.view_as_real(x)
+    return x.reshape(x.shape[0], -1)
 
 
-def _distmult(entity: torch.Tensor, relation: torch.Tensor, target: str) -> torch.Tensor:
+def _single(representations: list[torch.Tensor]) -> Any:
+    """One representation as a tensor, several as the list: what PyKEEN passes its interactions."""
+    return representations[0] if len(representations) == 1 else representations
+
+
+def _with_ones(x: torch.Tensor) -> torch.Tensor:
+    """(n, d) rows with a column of ones appended: the candidates of a form with a query constant."""
+    return torch.cat([x, x.new_ones(x.shape[0], 1)], dim=-1)
+
+
+def _with_column(x: torch.Tensor, column: torch.Tensor) -> torch.Tensor:
+    """(n, d) rows with ``column`` ((n,), or a scalar for every row) appended: a query constant or candidate bias."""
+    return torch.cat([x, column.to(x.dtype).reshape(-1, 1).expand(x.shape[0], 1)], dim=-1)
+
+
+def _dot(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return (a * b).sum(dim=-1)
+
+
+# -- queries: (interaction, the known entity's representation, the relation's, side) -> (B, ...) vectors whose dot
+# -- product with the candidates' rows (or distance to them) are the scores; side "tail": the entity is the head
+
+
+def _distmult(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """DistMult, CP: h * r (t * r for heads), elementwise over (d,) or (k, d)."""
     return entity * relation
 
 
-def _complex_query(entity: torch.Tensor, relation: torch.Tensor, target: str) -> torch.Tensor:
+def _complex_query(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
     entity, relation = _complex(entity), _complex(relation)
-    return entity * relation if target == "tail" else relation.conj() * entity
+    return entity * relation if side == "tail" else relation.conj() * entity
 
 
-def _rescal(entity: torch.Tensor, relation: torch.Tensor, target: str) -> torch.Tensor:
-    if target == "tail":
+def _rescal(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    if side == "tail":
         return torch.einsum("bd,bde->be", entity, relation)
     return torch.einsum("bde,be->bd", relation, entity)
 
 
-def _transe(entity: torch.Tensor, relation: torch.Tensor, target: str) -> torch.Tensor:
-    return entity + relation if target == "tail" else entity - relation
+def _transe(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    return entity + relation if side == "tail" else entity - relation
 
 
-def _rotate(entity: torch.Tensor, relation: torch.Tensor, target: str) -> torch.Tensor:
+def _rotate(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
     entity, relation = _complex(entity), _complex(relation)
-    return entity * relation if target == "tail" else entity * relation.conj()
+    return entity * relation if side == "tail" else entity * relation.conj()
 
 
-_QUERIES = {
-    "DistMultInteraction": _distmult,
-    "ComplExInteraction": _complex_query,
-    "RESCALInteraction": _rescal,
-    "TransEInteraction": _transe,
-    "RotatEInteraction": _rotate,
+def _unstructured(interaction: Any, entity: torch.Tensor, relation: Any, side: str) -> torch.Tensor:
+    """UM: -||h - t||, no relation: the entity itself."""
+    return entity
+
+
+def _distma(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """DistMA: <h, r> + <r, t> + <h, t> = [e + r, <e, r>] . [c, 1] (symmetric in h and t)."""
+    return _with_column(entity + relation, _dot(entity, relation))
+
+
+def _transf(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """TransF: 2 <h, t> + <r, t> - <h, r> = [2h + r, -<h, r>] . [t, 1] = [2t - r, <r, t>] . [h, 1]."""
+    if side == "tail":
+        return _with_column(2 * entity + relation, -_dot(entity, relation))
+    return _with_column(2 * entity - relation, _dot(relation, entity))
+
+
+def _hole(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """HolE: r . (h ⋆ t), with (h ⋆ t)_i = sum_k h_k t_(i+k mod d), is t . (h * r), the circular convolution
+    (h * r)_j = sum_k h_k r_(j-k mod d), and h . (r ⋆ t), the circular correlation; by FFT, as PyKEEN's own."""
+    size = entity.shape[-1]
+    if side == "tail":
+        spectrum = torch.fft.rfft(entity, dim=-1) * torch.fft.rfft(relation, dim=-1)
+    else:
+        spectrum = torch.conj(torch.fft.rfft(relation, dim=-1)) * torch.fft.rfft(entity, dim=-1)
+    return torch.fft.irfft(spectrum, n=size, dim=-1)
+
+
+def _quate(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """QuatE: -sum h_di r_dj t_dk T_ijk (T: the Hamilton product's table) over (d, 4) quaternions."""
+    table = interaction.table.to(entity.dtype)
+    if side == "tail":
+        return -torch.einsum("bdi,bdj,ijk->bdk", entity, relation, table)
+    return -torch.einsum("bdj,bdk,ijk->bdi", relation, entity, table)
+
+
+def _multilinear_tucker(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """MultiLinearTucker: sum Z_ijk h_i r_j t_k, the core contracted with the known entity and the relation."""
+    if side == "tail":
+        return torch.einsum("ijk,bi,bj->bk", interaction.core_tensor, entity, relation)
+    return torch.einsum("ijk,bj,bk->bi", interaction.core_tensor, relation, entity)
+
+
+def _tucker(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """TuckER: BN_hr((Z x_2 r) x_1 BN_h(h)) . t. Tails: PyKEEN's own steps up to the dot product. Heads: the batch
+    norms are affine in evaluation mode (BN(x) = a x + c), so the score is a h . (a_h ∘ M (a_hr ∘ t)) + a
+    constant (M = Z x_2 r): the query [a_h ∘ v, c_h . v + c_hr . t] against [h, 1]."""
+    matrix = interaction.relation_dropout(torch.einsum("ijk,bj->bik", interaction.core_tensor, relation))
+    if side == "tail":
+        head = interaction.head_dropout(_batch_norm(entity, interaction.head_batch_norm))
+        return interaction.head_relation_dropout(
+            _batch_norm(torch.einsum("bik,bi->bk", matrix, head), interaction.head_relation_batch_norm)
+        )
+    scale, shift = _affine(interaction.head_relation_batch_norm, entity)
+    head_scale, head_shift = _affine(interaction.head_batch_norm, entity)
+    vectors = torch.einsum("bik,bk->bi", matrix, scale * entity)
+    return _with_column(head_scale * vectors, _dot(head_shift, vectors) + _dot(shift, entity))
+
+
+def _batch_norm(x: torch.Tensor, norm: Any) -> torch.Tensor:
+    """PyKEEN's ``apply_optional_bn`` on (B, d) rows."""
+    return x if norm is None else norm(x)
+
+
+def _affine(norm: Any, like: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """(scale, shift) of a BatchNorm1d in evaluation mode, (x - mean) / sqrt(var + eps) * weight + bias, as a x + c;
+    (1, 0) for none."""
+    if norm is None:
+        return like.new_ones(like.shape[-1]), like.new_zeros(like.shape[-1])
+    scale = torch.rsqrt(norm.running_var.to(like.dtype) + norm.eps)
+    if norm.weight is not None:
+        scale = scale * norm.weight.to(like.dtype)
+    shift = -norm.running_mean.to(like.dtype) * scale
+    if norm.bias is not None:
+        shift = shift + norm.bias.to(like.dtype)
+    return scale, shift
+
+
+def _autosf(interaction: Any, entity: Any, relation: Any, side: str) -> torch.Tensor:
+    """AutoSF: sum over blocks (i_h, i_r, i_t, s) of s <h[i_h], r[i_r], t[i_t]>: the candidate's block j is
+    multiplied by the sum of s e[i] * r[i_r] over the blocks that put it at j."""
+    entities, relations = _blocks(entity), _blocks(relation)
+    parts = [torch.zeros_like(entities[0]) for _ in interaction.entity_shape]
+    for head, rel, tail, sign in interaction.coefficients:
+        known, slot = (head, tail) if side == "tail" else (tail, head)
+        parts[slot] = parts[slot] + sign * (entities[known] * relations[rel])
+    return torch.stack(parts, dim=1)
+
+
+def _blocks(representation: Any) -> list[torch.Tensor]:
+    return [representation] if isinstance(representation, torch.Tensor) else list(representation)
+
+
+# -- tails only (heads through the inverse relation): a network of (h, r) gives the query
+
+
+def _conve(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """ConvE: PyKEEN's convolution of the (h, r) image up to the dot product, and a 1 for the tail's bias."""
+    info = interaction.shape_info
+    image = (info.input_channels, info.image_height, info.image_width)
+    x = torch.cat([entity.view(-1, *image), relation.view(-1, *image)], dim=-2)
+    x = interaction.hr1d(interaction.hr2d(x).view(-1, info.num_in_features))
+    return _with_ones(x.view(entity.shape[0], -1))
+
+
+def _ermlpe(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """ER-MLP (E): the MLP of [h; r]."""
+    return interaction.mlp(torch.cat([entity, relation], dim=-1))
+
+
+def _crosse(interaction: Any, entity: torch.Tensor, relation: list[torch.Tensor], side: str) -> torch.Tensor:
+    """CrossE: act(b + c_r ∘ h + c_r ∘ h ∘ r), then its dropout, in PyKEEN's order."""
+    embedding, interaction_vector = relation
+    head = interaction_vector * entity
+    x = interaction.activation(interaction.bias.view(1, -1) + head + head * embedding)
+    return x if interaction.dropout is None else interaction.dropout(x)
+
+
+def _proje(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """ProjE (identity outer activation): [f(d_e ∘ h + d_r ∘ r + b_c), b_p] against [t, 1]."""
+    x = interaction.inner_activation(entity * interaction.d_e + relation * interaction.d_r + interaction.b_c)
+    return _with_column(x, interaction.b_p)
+
+
+def _transformer(interaction: Any, entity: torch.Tensor, relation: torch.Tensor, side: str) -> torch.Tensor:
+    """Transformer: the final projection of the sum-pooled encoding of [h + pe_0; r + pe_1]."""
+    x = torch.stack([entity, relation], dim=0) + interaction.position_embeddings.unsqueeze(dim=1)
+    return interaction.final(interaction.transformer(src=x).sum(dim=0))
+
+
+# -- candidates: (interaction, the candidates' representation(s) in the slot they take, side) -> (E, ...)
+
+
+def _plain(interaction: Any, entities: torch.Tensor, side: str) -> torch.Tensor:
+    return entities
+
+
+def _ones_appended(interaction: Any, entities: torch.Tensor, side: str) -> torch.Tensor:
+    return _with_ones(_flat(entities))
+
+
+def _tucker_candidates(interaction: Any, entities: torch.Tensor, side: str) -> torch.Tensor:
+    return entities if side == "tail" else _with_ones(entities)
+
+
+def _stacked(interaction: Any, entities: Any, side: str) -> torch.Tensor:
+    return torch.stack(_blocks(entities), dim=1)
+
+
+def _biased(interaction: Any, entities: list[torch.Tensor], side: str) -> torch.Tensor:
+    """ConvE's tails: [t, b_t]."""
+    embedding, bias = entities
+    return _with_column(embedding, bias)
+
+
+Query = Callable[[Any, Any, Any, str], torch.Tensor]
+Candidates = Callable[[Any, Any, str], torch.Tensor]
+BOTH: tuple[Target, ...] = ("head", "tail")
+TAILS: tuple[Target, ...] = ("tail",)
+
+#: PyKEEN interaction class name -> (query, candidates, similarity (None: "l1" / "l2" by the interaction's p), the
+#: targets it serves without inverse triples); wrappers of these (clamp None, monotonic affine, direction average,
+#: SimplE) in :func:`_form_of`
+FORMS: dict[str, tuple[Query, Candidates, str | None, tuple[Target, ...]]] = {
+    "DistMultInteraction": (_distmult, _plain, "dot", BOTH),
+    "CPInteraction": (_distmult, _plain, "dot", BOTH),
+    "ComplExInteraction": (_complex_query, _plain, "dot", BOTH),
+    "RESCALInteraction": (_rescal, _plain, "dot", BOTH),
+    "TransEInteraction": (_transe, _plain, None, BOTH),
+    "RotatEInteraction": (_rotate, _plain, None, BOTH),
+    "UMInteraction": (_unstructured, _plain, None, BOTH),
+    "DistMAInteraction": (_distma, _ones_appended, "dot", BOTH),
+    "TransFInteraction": (_transf, _ones_appended, "dot", BOTH),
+    "HolEInteraction": (_hole, _plain, "dot", BOTH),
+    "QuatEInteraction": (_quate, _plain, "dot", BOTH),
+    "MultiLinearTuckerInteraction": (_multilinear_tucker, _plain, "dot", BOTH),
+    "TuckERInteraction": (_tucker, _tucker_candidates, "dot", BOTH),
+    "AutoSFInteraction": (_autosf, _stacked, "dot", BOTH),
+    "ConvEInteraction": (_conve, _biased, "dot", TAILS),
+    "ERMLPEInteraction": (_ermlpe, _plain, "dot", TAILS),
+    "CrossEInteraction": (_crosse, _plain, "dot", TAILS),
+    "ProjEInteraction": (_proje, _ones_appended, "dot", TAILS),
+    "TransformerInteraction": (_transformer, _plain, "dot", TAILS),
 }
 
 
-__all__ = ("PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")
+class InteractionForm(NamedTuple):
+    """One interaction's query/candidate form, bound to the interaction: ``query(entity, relation, side)`` and
+    ``candidates(entities, side)`` (side "tail": the entity is the head, the candidates tails), ``similarity``, and
+    the ``sides`` it serves without inverse triples."""
+
+    name: str
+    query: Callable[[Any, Any, str], torch.Tensor]
+    candidates: Callable[[Any, str], torch.Tensor]
+    similarity: str
+    sides: tuple[Target, ...]
+
+
+__all__ = ("FORMS", "InteractionForm", "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")

@@ -118,3 +118,25 @@ def test_the_classification_benchmark_runs_and_agrees_with_pykeen(tmp_path: Path
     assert "thresholds identical" in done.stdout
     written = json.loads(rows.read_text())["rows"]
     assert len(written) == 6 and all("seconds" in row and "peak_rss_mib" in row for row in written), written
+
+
+@pytest.mark.pykeen
+def test_the_models_benchmark_runs_and_compares_mrrs(tmp_path: Path) -> None:
+    """benchmarks/models.py --quick with two interactions (Nations, d=8): each evaluator in its own process, the
+    form kgeval used named, the MRRs of kgeval and PyKEEN's evaluator on the same model equal, the rows written."""
+    import json
+
+    pytest.importorskip("pykeen")
+    rows = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "models.py"), "--quick", "--models", "TransE,NTN",
+         "--json", str(rows)],
+        capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(rows.read_text())
+    assert [row["interaction"] for row in written] == ["TransE", "NTN"]
+    assert all(row["mrr_equal"] is True and row["kgeval_s"] > 0 for row in written), written
+    assert written[0]["form"] == "query/candidate"
+    assert written[1]["form"].startswith("own methods")
+    assert "| interaction | form |" in done.stdout

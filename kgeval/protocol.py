@@ -9,6 +9,9 @@ protocol). A model needs none of these classes as a base: kgeval looks for the m
   query vector and a candidate vector, so a tile of scores is one matrix multiplication.
 - :class:`ShardedCandidateModel`: a query/candidate model whose ranks each hold a shard of the entity table
   (``torch.distributed``).
+- :class:`RelationTableModel`: the per-relation candidate table -- scores are a similarity between a query vector
+  and a candidate vector transformed by the relation alone (TransR's M_r t, TransH's projection, PairRE's t * r_t),
+  so a tile of scores is one matrix multiplication (or cdist) per relation present, against that relation's table.
 
 Models of PyKEEN, PyTorch Geometric, TorchKGE and dicee need none of this: :mod:`kgeval.adapters` gives them the
 protocol their own library's scoring implies.
@@ -26,6 +29,7 @@ __all__ = [
     "SHARD_METHOD",
     "SIMILARITIES",
     "QueryCandidateModel",
+    "RelationTableModel",
     "ScoringModel",
     "ShardedCandidateModel",
     "TripleScoringModel",
@@ -96,3 +100,36 @@ class ShardedCandidateModel(QueryCandidateModel, Protocol):
     """
 
     def kgeval_candidate_shard(self, target: Target) -> tuple[int, int]: ...
+
+
+@runtime_checkable
+class RelationTableModel(Protocol):
+    """A model whose scores are a similarity between a query vector and a candidate vector that depends on the
+    candidate and the query's relation only (a per-relation candidate table).
+
+    ``kgeval_query(batch, target)`` maps a (B, 2) batch ((h, r) for target "tail", (r, t) for "head") to queries
+    of shape (B, d), as for :class:`QueryCandidateModel`. ``kgeval_relation_candidates(relation, target,
+    entities)`` maps one relation id (an ``int``, the id of the batch's relation column) and a LongTensor (k,) of
+    entity ids to the (k, d) candidate vectors of those entities transformed for that relation: tails for target
+    "tail", heads for "head". kgeval asks for one candidate slice at a time (k is at most the evaluation's slice
+    size), so the memory of a call is bounded; it builds each (relation, slice) table once per batch and scores
+    the queries of that relation against it. ``kgeval_similarity`` names the similarity: ``"dot"`` (q . c),
+    ``"l2"`` (the model's scores are a decreasing function of ||q - c||_2), ``"l1"`` (likewise for ||q - c||_1).
+
+    Optional attributes: ``kgeval_candidate_bias`` (default False): when True, each candidate row holds one more
+    column, the last, a per-candidate bias b added to the similarity -- the model's scores then rank as q . c + b
+    ("dot"), -||q - c||_2^2 + b ("l2": the squared distance, as MuRE's) or -||q - c||_1 + b ("l1"); a constant of
+    the query (a head bias for tail candidates) is left out, it does not change a query's ranks. ``kgeval_targets``
+    (default ("head", "tail")) names the targets the table serves.
+
+    A model with both this protocol and :class:`QueryCandidateModel` is scored through the latter. kgeval uses
+    the table only where it computes the scores of the model's own methods (the class check and the probe of
+    docs/models.md, The model protocol), else the model's own methods score it, with a
+    :class:`~kgeval.exceptions.FastPathWarning`.
+    """
+
+    kgeval_similarity: str
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor: ...
+
+    def kgeval_relation_candidates(self, relation: int, target: Target, entities: torch.Tensor) -> torch.Tensor: ...

@@ -1,6 +1,7 @@
 """Which scorer a model gets (:func:`make_scorer`): the query/candidate GEMM when the model has that form for the
-target, else its scoring method per slice or for whole rows, else whole triples; and whether the scores it gives
-are a function of the query (the stability probe, :func:`kgeval._engine.form_check.probe_instability`).
+target, else its per-relation candidate table (``kgeval._engine.relation_tables``), else its scoring method per
+slice or for whole rows, else whole triples; and whether the scores it gives are a function of the query (the
+stability probe, :func:`kgeval._engine.form_check.probe_instability`).
 """
 
 from __future__ import annotations
@@ -22,12 +23,14 @@ from kgeval._engine.form_check import (
     stale_parametrizations,
 )
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer
+from kgeval._engine.relation_tables import RelationTableScorer
 from kgeval._engine.scoring import CANDIDATE_KEYWORD, SCORE_METHOD, CandidateScorer, FullRowScorer, SlicedScorer
 from kgeval._engine.triple_scoring import TripleScorer
 from kgeval._inputs import ResolvedModel, resolve_model
 from kgeval.adapters.overrides import method_below_form
 from kgeval.adapters.signatures import candidate_argument
 from kgeval.adapters.triples import TripleFunction, triple_function
+from kgeval.protocol import SIMILARITIES, RelationTableModel
 from kgeval.typing import Target
 
 
@@ -88,7 +91,7 @@ def _check_stability(
     if instability is not None:
         if score_fn is not None:
             method = "score_fn"
-        elif isinstance(scorer, GemmScorer):
+        elif isinstance(scorer, GemmScorer | RelationTableScorer):
             method = "its query/candidate form"
         else:
             method = own_method(view, target) or "its scoring method"
@@ -106,8 +109,10 @@ def _chosen_scorer(
     checks: FormChecks,
     model_scores_only: bool,
 ) -> CandidateScorer:
-    """The fastest scorer the model supports: GEMM (or cdist for L1), then per-slice calls, then whole rows, then
-    whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
+    """The fastest scorer the model supports: GEMM (or cdist for L1), then the per-relation candidate table
+    (:class:`kgeval.protocol.RelationTableModel`, for a model without the query/candidate form), then per-slice
+    calls, then whole rows, then whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn``
+    wins over everything).
 
     ``resolved`` is the model resolved once by the caller (:func:`kgeval._inputs.resolve_model`: a model of another
     library, or inside torch's wrappers, is scored through an adapter's view), or by :func:`make_scorer` when it is
@@ -121,11 +126,15 @@ def _chosen_scorer(
     - not when the probe of ``probe_queries`` (the evaluation's (B, 2) queries of this side; None: no probe)
       finds the form and the model's own method disagree.
 
+    A per-relation candidate table passes the same checks (its tiles are GEMMs or cdists per relation of the
+    tile, :class:`kgeval._engine.relation_tables.RelationTableScorer`).
+
     A module with no form of its own that holds one model with a form (a LightningModule whose ``score_t`` calls
     ``self.model.score_t``) is scored through that model's form only where the probe, run on one query of every
     relation among ``probe_queries``, finds it agrees with the module's own method (never without the probe). A
     FastPathWarning says when a form is not used, through ``checks`` (one evaluation's verdicts and warnings).
-    ``model_scores_only``: no form whose tiles order the candidates like the scores without being them ("l2").
+    ``model_scores_only``: no form whose tiles order the candidates like the scores without being them ("l2", or
+    a relation table with a candidate bias, whose tiles leave out the query's constant).
 
     Raises
     ------
@@ -139,12 +148,16 @@ def _chosen_scorer(
         return TripleScorer(view, target, num_entities, candidate_ids, function, name)
     own_name = own_method(view, target)
     form = resolved.form if fast_path else None
+    table = form is None and fast_path and _relation_table(view)
+    form = view if table else form
     delegated = form is None and fast_path and own_name is not None and checks.probe and probe_queries is not None
     form = resolved.held_form if delegated else form
     delegated = delegated and form is not None
     if form is not None and target not in getattr(form, "kgeval_targets", ("head", "tail")):
         form = None  # a form for entity candidates only
     if form is not None and model_scores_only and form.kgeval_similarity == "l2":
+        form = None
+    if form is not None and model_scores_only and table and getattr(form, "kgeval_candidate_bias", False) is True:
         form = None
     refused = getattr(view, "kgeval_form_refused", None)
     if fast_path and refused:
@@ -162,7 +175,8 @@ def _chosen_scorer(
         return own
     if form is None:
         return _own_scorer(view, target, num_entities, candidate_ids, probe_queries)
-    scorer = (L1Scorer if form.kgeval_similarity == "l1" else GemmScorer)(form, target, num_entities, candidate_ids)
+    chosen = RelationTableScorer if table else L1Scorer if form.kgeval_similarity == "l1" else GemmScorer
+    scorer = chosen(form, target, num_entities, candidate_ids)
     if own_name is None:
         return scorer
     if scorer.vector_dtype in HALF_DTYPES:
@@ -196,6 +210,21 @@ def _chosen_scorer(
                 f"{name} is scored through {own_name} instead, with the ranks it gives. If the model is known "
                 "to be right, RankBasedEvaluator(check_fast_path=False) skips this check")  # fmt: skip
     return own
+
+
+def _relation_table(view: Any) -> bool:
+    """Whether ``view`` declares a per-relation candidate table (:class:`kgeval.protocol.RelationTableModel`).
+
+    Raises
+    ------
+    ValueError
+        For a table whose ``kgeval_similarity`` is none of :data:`kgeval.protocol.SIMILARITIES`.
+    """
+    if not isinstance(view, RelationTableModel):
+        return False
+    if view.kgeval_similarity not in SIMILARITIES:
+        raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {view.kgeval_similarity!r}")
+    return True
 
 
 #: vector dtypes whose fast path is not used for a model with scoring methods of its own (see make_scorer)

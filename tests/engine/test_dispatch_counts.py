@@ -11,8 +11,11 @@ import dataclasses
 import pytest
 import torch
 
+from benchmarks.dispatch import TransRTable
 from kgeval import RankBasedEvaluator
 from kgeval._engine.dispatch_count import DispatchCounter, format_table
+from kgeval._engine.relation_tables import RelationTableScorer
+from kgeval._engine.scorer_choice import make_scorer
 from kgeval.datasets import load_dataset
 from kgeval.models import DistMult
 from tests.helpers.graphs import random_graph
@@ -96,11 +99,14 @@ def test_the_device_path_is_a_checked_setting() -> None:
         evaluator.pair_layout = "dense"  # type: ignore[assignment]
 
 
-def _counted(device_path: bool, num_triples: int | None, layout: str | None = None) -> DispatchCounter:
+def _counted(
+    device_path: bool, num_triples: int | None, layout: str | None = None, model: torch.nn.Module | None = None
+) -> DispatchCounter:
     """The second of two evaluations by one evaluator (as a training loop calls it) of UMLS's first
-    ``num_triples`` test triples (None: all 661), a seeded DistMult, filtered by train + valid, one batch per side."""
+    ``num_triples`` test triples (None: all 661), a seeded DistMult (or ``model``), filtered by train + valid, one
+    batch per side."""
     data = load_dataset("umls")
-    model = DistMult(data.num_entities, data.num_relations, dim=32, seed=0)
+    model = DistMult(data.num_entities, data.num_relations, dim=32, seed=0) if model is None else model
     test = data.test if num_triples is None else data.test[:num_triples]
     evaluator = RankBasedEvaluator(kernel="eager", batch_size=10**6, slice_size=data.num_entities)
     evaluator.device_path = device_path
@@ -138,3 +144,34 @@ def test_the_host_cost_of_an_evaluation_does_not_grow_with_its_tasks(path: str) 
         assert counter.ops <= max_ops and counter.syncs <= max_syncs, format_table(counter, rows=40)
     assert many.ops <= 1.1 * few.ops, (format_table(few, rows=40), format_table(many, rows=40))
     assert many.syncs == few.syncs, (dict(few.sync_sites), dict(many.sync_sites))
+
+
+#: (fixed ops, ops per relation of the test triples (both sides together), sync ops) of one evaluation of a
+#: relation-table model (benchmarks/dispatch.py's TransRTable, kgeval._engine.relation_tables) on each path: on
+#: UMLS ~1,370 fixed and ~22 per relation (per side and relation of the one tile: its table built -- the model's
+#: gather and GEMM, the "l2" norms --, its rows' GEMM and norms subtracted, the rows gathered and put back); the
+#: probe of the table against the model's own methods and the table scorer's one read per batch (each distinct
+#: query's relation, to group a tile's rows) are the sync ops beyond DistMult's. The same model through its own
+#: score_t / score_h (fast_path=False) costs 965 ops and 10 sync ops on the device's path, but transforms every
+#: candidate once per query instead of once per relation
+TABLE_BOUNDS = {"device-path": (1450, 25, 16), "device-path-sorted": (1450, 25, 16), "cpu-path": (1450, 25, 20)}
+
+
+@pytest.mark.parametrize("path", list(PATHS))
+def test_a_relation_table_costs_ops_per_relation_not_per_query(path: str) -> None:
+    """The table scorer's ops grow with the relations of a tile (a loop step per relation present), not with its
+    queries; its sync ops are a fixed number per evaluation."""
+    data = load_dataset("umls")
+    model = TransRTable(data.num_entities, data.num_relations, dim=16, relation_dim=8, seed=0)
+    assert isinstance(make_scorer(model, "tail", data.num_entities, None), RelationTableScorer)
+    device_path, layout = PATHS[path]
+    fixed, per_relation, max_syncs = TABLE_BOUNDS[path]
+    counters = {}
+    for num_triples in (20, 100, None):
+        counter = _counted(device_path, num_triples, layout, model)
+        test = data.test if num_triples is None else data.test[:num_triples]
+        relations = len(set(test[:, 1].tolist()))
+        assert counter.ops <= fixed + per_relation * relations, format_table(counter, rows=40)
+        assert counter.syncs <= max_syncs, format_table(counter, rows=40)
+        counters[num_triples] = counter
+    assert counters[20].syncs == counters[None].syncs, (dict(counters[20].sync_sites), dict(counters[None].sync_sites))

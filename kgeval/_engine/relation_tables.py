@@ -53,7 +53,7 @@ class RelationTableScorer(CandidateScorer):
         device = candidate_ids.device if candidate_ids is not None else _model_device(model)
         first = candidate_ids[:1] if candidate_ids is not None else torch.zeros(1, dtype=torch.int64, device=device)
         # one candidate of relation 0: the table's width and dtype, checked before the first batch
-        sample = self._checked_table(self.model.kgeval_relation_candidates(0, target, first), 1)
+        sample = self._checked_table(self.model.kgeval_relation_candidates(0, target, first), first.numel())
         self._dims = sample.shape[1] - self.bias
         self._dtype = sample.dtype
         self._columns = torch.empty(0, dtype=self._dtype, device=sample.device)  #: the tile buffer

@@ -416,9 +416,9 @@ class _Sides:
         )
         tasks = _side_tasks(group, target, candidate_ids, id_space, *side_indices)
         requested = inputs.sizes
-        if requested.batch_size is None and measures_memory(scorer):  # a graph-conditioned model: from its memory
+        if requested.batch_size is None and measures_memory(scorer):  # the model's own methods: from their memory
             sizes = measured_sizes(scorer, tasks.queries, requested.slice_size, requested.memory_budget,
-                                   self.state.memory_probes)  # fmt: skip
+                                   self.state.memory_probes, inputs.model.model)  # fmt: skip
         else:
             sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size,
                                  requested.memory_budget)  # fmt: skip

@@ -1,17 +1,20 @@
-"""The peak memory one call allocates (:func:`peak_call_bytes`): what the automatic batch size of a graph-conditioned
-model is derived from (kgeval._engine.sizes.measure_memory_per_query).
+"""The peak memory one call allocates (:func:`peak_call_bytes`): what the automatic batch and slice sizes of a model
+scored through its own methods are derived from (kgeval._engine.sizes.measure_memory_per_query and
+measure_memory_per_pair, a few small calls once per model, side and device).
 
 - On CUDA, the caching allocator's own statistics: ``torch.cuda.max_memory_allocated`` after
   ``torch.cuda.reset_peak_memory_stats``, above ``torch.cuda.memory_allocated`` before the call -- exact, every
   allocation of the device counted (an operation's temporaries, a custom extension's buffers). It resets the
-  device's peak statistics (a caller's own ``max_memory_allocated`` then starts again from that point).
+  device's peak statistics (a caller's own ``max_memory_allocated`` then starts again from that point: at an
+  evaluation's first side scored through a model's own methods without a ``batch_size``).
 - Elsewhere (CPU), :class:`LiveTensorBytes`: a ``TorchDispatchMode`` that adds the bytes of the storage every
   operation creates while the call runs and subtracts them when its last tensor dies, keeping the maximum. It counts
-  every tensor an operation returns, intermediates freed inside the call included, at no cost outside the probe and
-  without printing anything (the profiler's memory events, exact at the allocator, print two lines per use in some
-  torch builds and take a second to start). It does not see the scratch memory an operation allocates and frees
-  inside its own kernel (a sort's buffers, a sparse product's workspace), so it is a lower bound of the allocator's
-  peak: the sizes leave the budget's pairs share beside it (kgeval._engine.sizes).
+  every tensor an operation returns, intermediates freed inside the call included, at no cost outside the probe's
+  calls (inside them, a Python dispatch per operation) and without printing anything (the profiler's memory events,
+  exact at the allocator, print two lines per use in some torch builds and take a second to start). It does not see
+  the scratch memory an operation allocates and frees inside its own kernel (a sort's buffers, a sparse product's
+  workspace), so it is a lower bound of the allocator's peak: the sizes leave the budget's pairs share beside it
+  (kgeval._engine.sizes).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """Batch sizes of a graph-conditioned model from its measured memory per query (kgeval._engine.sizes.measured_sizes,
 kgeval._engine.memory_meter): the meter against the profiler's allocator events, the batch a known workspace gives,
 the peak of a whole evaluation within the budget, exact ranks, a given batch size, a budget below one query, the
-CPU and CUDA defaults (CUDA's memory functions mocked)."""
+CPU and CUDA defaults (CUDA's memory functions mocked). Every other model scored through its own methods:
+tests/engine/test_measured_own_methods.py."""
 
 from __future__ import annotations
 
@@ -228,14 +229,18 @@ def test_a_budget_below_one_query_scores_one_at_a_time_with_a_warning() -> None:
     assert_same_ranks(results.records, _loop(model, data, kwargs))
 
 
-def test_a_model_without_the_declaration_keeps_the_usual_sizes() -> None:
+def test_a_model_without_the_declaration_is_measured_too_and_keeps_its_usual_sizes() -> None:
+    """Every model scored through its own methods is measured (tests/engine/test_measured_own_methods.py); one whose
+    rows cost their scores keeps the usual batch (here every task), without a warning."""
     table = torch.randint(0, 5, (30, 7, 30)).float()
     triples = torch.tensor([[0, 1, 2], [3, 4, 5], [6, 0, 7]])
     evaluator = RankBasedEvaluator(memory_budget=MiB)
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemoryBudgetWarning)
         evaluator.evaluate(FullScoreTableModel(table), triples, use_tqdm=False)
-    assert evaluator.measured_batches == {}
+    measured = evaluator.measured_batches[None, "tail", "cpu"]
+    assert (measured.model, measured.batch_size, measured.slice_size) == ("FullScoreTableModel", 3, 30)
+    assert measured.queries_within_budget > 1000
 
 
 def test_the_measure_lowers_the_usual_batch_and_never_raises_it(monkeypatch) -> None:

@@ -37,7 +37,9 @@ def foreign_override(model: Any, names: Iterable[str], library: str) -> str | No
 
 
 #: the attributes of the query/candidate form: the class that defines the last of them owns the form
-FORM_ATTRIBUTES: tuple[str, ...] = ("kgeval_query", "kgeval_candidates", "kgeval_similarity", "kgeval_targets")
+FORM_ATTRIBUTES: tuple[str, ...] = (
+    "kgeval_query", "kgeval_candidates", "kgeval_relation_candidates", "kgeval_similarity", "kgeval_targets",
+)  # fmt: skip
 
 
 def method_below_form(form: Any, method: str) -> str | None:

@@ -82,9 +82,21 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
     overridden = foreign_override(model, SCORING_METHODS, "pykeen")
     if mode is not None and overridden is None and isinstance(model, ERModel):
         return PyKEENInductiveScoring(model, mode)
+    if form is None and overridden is None and mode is None and refusal is None:
+        table = _relation_table(model)
+        if table is not None:
+            return table
     if form is None or overridden is not None:
         return PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else refusal, mode)
     return PyKEENQueryCandidate(model, form)
+
+
+def _relation_table(model: Any) -> PyKEENScoring | None:
+    """The per-relation candidate-table view of a model whose interaction has one
+    (``kgeval.adapters.pykeen_tables``, which builds on this module's views: imported here, when first needed)."""
+    from kgeval.adapters.pykeen_tables import relation_table_form
+
+    return relation_table_form(model)
 
 
 def _checked_mode(model: Model, mode: Any) -> InductiveMode | None:
@@ -123,7 +135,7 @@ def _query_candidate_form(model: Any) -> InteractionForm | str | None:
 
 def _interaction_form(model: Any) -> InteractionForm | str | None:
     """:func:`_query_candidate_form` of an ``ERModel`` (``Any``: torch types its submodules as Tensor | Module): the
-    form of its interaction (:func:`_form_of`), given the model holds as many entity and relation representations as
+    form of its interaction (``_form_of``), given the model holds as many entity and relation representations as
     the interaction takes (PyKEEN's ``entity_shape`` / ``relation_shape``)."""
     interaction = model.interaction
     expected = _representation_counts(interaction)
@@ -324,7 +336,37 @@ class PyKEENPredicting(PyKEENScoring):
         return self._predict(ht_batch, "relation", self._stored_relations(ht_batch, relations))
 
 
-class PyKEENQueryCandidate(PyKEENScoring):
+class PyKEENRepresentations(PyKEENScoring):
+    """:class:`PyKEENScoring` that reads the representations PyKEEN passes the model's interaction: the base of the
+    fast-path views (:class:`PyKEENQueryCandidate`, ``kgeval.adapters.pykeen_tables.PyKEENRelationTable``)."""
+
+    def _entities(self, ids: torch.Tensor | None, slot: str) -> Any:
+        """The entity representations PyKEEN passes the interaction as ``slot`` ("head" or "tail"): those of its
+        ``head_indices`` / ``tail_indices``, one tensor where there is one (``ERModel._get_representations``)."""
+        indices = self.model.interaction.head_indices if slot == "head" else self.model.interaction.tail_indices
+        return _single([self.model.entity_representations[i](indices=ids) for i in indices])
+
+    def _relations(self, ids: torch.Tensor) -> Any:
+        return _single([representation(indices=ids) for representation in self.model.relation_representations])
+
+    def _side(self, target: Target) -> str:
+        """The slot the candidates of ``target`` take: tails', for heads through the inverse relation."""
+        return "tail" if target == "tail" or self.inverse else "head"
+
+    def _query_parts(self, batch: torch.Tensor, target: Target) -> tuple[Any, Any, str]:
+        """(entity representations, relation representations, the candidates' slot) of the queries of a (B, 2)
+        batch: (h, r) rows for target "tail", (r, t) rows for "head" -- (t, r_inv, ?) as a tail query for a model
+        trained with inverse triples."""
+        if target == "tail":
+            mapped = self._mapped(batch, 1)
+            return self._entities(mapped[:, 0], "head"), self._relations(mapped[:, 1]), "tail"
+        if self.inverse:
+            mapped = self._mapped(batch, 0, invert=True)
+            return self._entities(mapped[:, 1], "head"), self._relations(mapped[:, 0]), "tail"
+        return self._entities(batch[:, 1], "tail"), self._relations(batch[:, 0]), "head"
+
+
+class PyKEENQueryCandidate(PyKEENRepresentations):
     """:class:`PyKEENScoring` with the query/candidate form (kgeval.protocol.QueryCandidateModel) of the model's
     interaction (:class:`InteractionForm`).
 
@@ -344,19 +386,6 @@ class PyKEENQueryCandidate(PyKEENScoring):
         self.kgeval_similarity = form.similarity
         self.kgeval_targets: tuple[Target, ...] = ("head", "tail") if self.inverse else form.sides
 
-    def _entities(self, ids: torch.Tensor | None, slot: str) -> Any:
-        """The entity representations PyKEEN passes the interaction as ``slot`` ("head" or "tail"): those of its
-        ``head_indices`` / ``tail_indices``, one tensor where there is one (``ERModel._get_representations``)."""
-        indices = self.model.interaction.head_indices if slot == "head" else self.model.interaction.tail_indices
-        return _single([self.model.entity_representations[i](indices=ids) for i in indices])
-
-    def _relations(self, ids: torch.Tensor) -> Any:
-        return _single([representation(indices=ids) for representation in self.model.relation_representations])
-
-    def _side(self, target: Target) -> str:
-        """The slot the candidates of ``target`` take: tails', for heads through the inverse relation."""
-        return "tail" if target == "tail" or self.inverse else "head"
-
     def kgeval_candidates(self, target: Target) -> torch.Tensor:
         """The (E, d) candidate vectors of ``target`` (real views of complex and quaternion representations, a
         bias or a column of ones appended where the form has one)."""
@@ -365,15 +394,7 @@ class PyKEENQueryCandidate(PyKEENScoring):
 
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail") or (r, t) rows (target "head")."""
-        if target == "tail":
-            mapped = self._mapped(batch, 1)
-            entity, relation, side = self._entities(mapped[:, 0], "head"), self._relations(mapped[:, 1]), "tail"
-        elif self.inverse:  # (t, r_inv, ?) as a tail query
-            mapped = self._mapped(batch, 0, invert=True)
-            entity, relation, side = self._entities(mapped[:, 1], "head"), self._relations(mapped[:, 0]), "tail"
-        else:
-            entity, relation, side = self._entities(batch[:, 1], "tail"), self._relations(batch[:, 0]), "head"
-        return _flat(self.form.query(entity, relation, side))
+        return _flat(self.form.query(*self._query_parts(batch, target)))
 
 
 class PyKEENInductiveScoring(PyKEENScoring):

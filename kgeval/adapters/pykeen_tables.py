@@ -18,8 +18,8 @@ sum. Not given a table (and why):
   here), subclasses of PyKEEN's interactions and a user's own (matched by class, never by name), inductive models
   (scored per mode), and a model whose class redefines a scoring or prediction method below PyKEEN's.
 
-Imported only when kgeval meets a PyKEEN model; this module does not import ``kgeval.adapters.pykeen``, so that
-module may import it.
+Imported when ``kgeval.adapters.pykeen.pykeen_view`` first meets a model without a plain query/candidate form; the
+views build on that module's (:class:`kgeval.adapters.pykeen.PyKEENRepresentations`).
 """
 
 from __future__ import annotations
@@ -34,18 +34,14 @@ from pykeen.nn import modules
 from pykeen.utils import clamp_norm, project_entity
 
 from kgeval.adapters.overrides import foreign_override
+from kgeval.adapters.pykeen import PREDICT_METHODS, SCORING_METHODS, PyKEENRepresentations, _flat
 from kgeval.typing import Target
 
 __all__ = ["OWN_METHODS", "TABLES", "PyKEENRelationTable", "Table", "relation_table_form"]
 
-#: the methods through which a PyKEEN model computes and predicts its scores (those of
-#: ``kgeval.adapters.pykeen.SCORING_METHODS`` and ``PREDICT_METHODS``): a subclass that redefines one may score
+#: the methods through which a PyKEEN model computes and predicts its scores: a subclass that redefines one may score
 #: otherwise than its interaction's table
-OWN_METHODS: tuple[str, ...] = (
-    "score_hrt", "score_t", "score_h", "score_r", "score_hrt_inverse", "score_t_inverse", "score_h_inverse",
-    "forward", "_get_representations", "_prepare_batch", "_prepare_inverse_batch",
-    "predict", "predict_t", "predict_h", "predict_r",
-)  # fmt: skip
+OWN_METHODS: tuple[str, ...] = SCORING_METHODS + PREDICT_METHODS
 
 
 class Table(NamedTuple):
@@ -199,10 +195,10 @@ def _similarity(interaction: Any, bias: bool) -> str | None:
     return "l1" if int(p) == 1 else "l2"
 
 
-class PyKEENRelationTable:
+class PyKEENRelationTable(PyKEENRepresentations):
     """A PyKEEN model with a per-relation candidate table (:class:`kgeval.protocol.RelationTableModel`): its own
-    scores as PyKEEN predicts them, without sigmoid (``score_t``; ``score_h``, for a model trained with inverse
-    triples through the inverse relation's tail scorer), and the table of its interaction (:data:`TABLES`).
+    scores as PyKEEN predicts them (:class:`kgeval.adapters.pykeen.PyKEENScoring`), and the table of its interaction
+    (:data:`TABLES`).
 
     Attributes
     ----------
@@ -220,76 +216,21 @@ class PyKEENRelationTable:
     kgeval_targets: tuple[Target, ...] = ("head", "tail")
 
     def __init__(self, model: ERModel, kind: str, similarity: str) -> None:
-        self.model: Any = model  # its attributes are PyKEEN's (typed by torch as Tensor | Module)
+        super().__init__(model)
         self.kind = kind
         self.table = TABLES[kind]
         self.kgeval_similarity = similarity
         self.kgeval_candidate_bias = self.table.bias
-        self.num_entities = model.num_entities
-        self.num_relations = model.num_real_relations
-        self.inverse = bool(model.use_inverse_triples)
-
-    @property
-    def device(self) -> torch.device:
-        return self.model.device
-
-    def _mapped(self, batch: torch.Tensor, relation_column: int, invert: bool = False) -> torch.Tensor:
-        """The batch with relation ids as the model stores them (unchanged without inverse triples)."""
-        if not self.inverse:
-            return batch
-        return self.model.relation_inverter.map(batch=batch, index=relation_column, invert=invert)
-
-    def score_t(self, hr_batch: torch.Tensor, *, tails: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, ``|tails|``) scores of (h, r, e): PyKEEN's ``predict_t`` without sigmoid."""
-        return self.model.score_t(self._mapped(hr_batch, 1), tails=tails)
-
-    def score_h(self, rt_batch: torch.Tensor, *, heads: torch.Tensor | None = None) -> torch.Tensor:
-        """(B, ``|heads|``) scores of (e, r, t): PyKEEN's ``predict_h`` without sigmoid ((t, r_inv, e) scored as
-        tails for a model trained with inverse triples)."""
-        if self.inverse:
-            return self.model.score_h_inverse(rt_batch=self._mapped(rt_batch, 0), heads=heads)
-        return self.model.score_h(rt_batch, heads=heads)
-
-    def _entities(self, ids: torch.Tensor, slot: str) -> Any:
-        """The entity representations PyKEEN passes the interaction as ``slot`` ("head" or "tail")."""
-        interaction = self.model.interaction
-        indices = interaction.head_indices if slot == "head" else interaction.tail_indices
-        return _single([self.model.entity_representations[i](indices=ids) for i in indices])
-
-    def _relations(self, ids: torch.Tensor) -> Any:
-        return _single([representation(indices=ids) for representation in self.model.relation_representations])
-
-    def _slot(self, target: Target) -> str:
-        """The slot the candidates of ``target`` take: tails', for heads through the inverse relation."""
-        return "tail" if target == "tail" or self.inverse else "head"
 
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail") or (r, t) rows (target "head")."""
-        if target == "tail":
-            mapped = self._mapped(batch, 1)
-            entity, relation, side = self._entities(mapped[:, 0], "head"), self._relations(mapped[:, 1]), "tail"
-        elif self.inverse:  # (t, r_inv, ?) as a tail query
-            mapped = self._mapped(batch, 0, invert=True)
-            entity, relation, side = self._entities(mapped[:, 1], "head"), self._relations(mapped[:, 0]), "tail"
-        else:
-            entity, relation, side = self._entities(batch[:, 1], "tail"), self._relations(batch[:, 0]), "head"
-        return _flat(self.table.query(self.model.interaction, entity, relation, side))
+        return _flat(self.table.query(self.model.interaction, *self._query_parts(batch, target)))
 
     def kgeval_relation_candidates(self, relation: int, target: Target, entities: torch.Tensor) -> torch.Tensor:
         """The (k, d) candidates ``entities`` of ``target`` transformed for ``relation`` (a relation of the data;
         its inverse for heads of a model trained with inverse triples), a bias column last for MuRE."""
         ids = torch.tensor([[relation]], dtype=torch.int64, device=entities.device)
         stored = self._mapped(ids, 0, invert=target == "head")[:, 0]
-        side = self._slot(target)
+        side = self._side(target)
         candidates = self._entities(entities, side)
         return _flat(self.table.candidates(self.model.interaction, candidates, self._relations(stored), side))
-
-
-def _single(representations: list[torch.Tensor]) -> Any:
-    """One representation as a tensor, several as the list: what PyKEEN passes its interactions."""
-    return representations[0] if len(representations) == 1 else representations
-
-
-def _flat(x: torch.Tensor) -> torch.Tensor:
-    """(n, ...) rows as (n, d)."""
-    return x.reshape(x.shape[0], -1)

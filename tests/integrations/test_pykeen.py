@@ -23,9 +23,11 @@ from pykeen.models.inductive import InductiveERModel  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
+from kgeval._engine.relation_tables import RelationTableScorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer  # noqa: E402
 from kgeval.adapters import scoring_view  # noqa: E402
+from kgeval.adapters.pykeen_tables import PyKEENRelationTable  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.integrations.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
 
@@ -40,8 +42,11 @@ CONFIGS = {
     "TransE-L1": ("TransE", {"scoring_fct_norm": 1}, "l1"),
     "TransE-L2": ("TransE", {"scoring_fct_norm": 2}, "l2"),
     "RotatE": ("RotatE", {}, "l2"),
-    "TransH": ("TransH", {}, None),  # no GEMM form: scored through PyKEEN's own score_t / score_h
+    "TransH": ("TransH", {}, "table"),  # candidates projected per relation: a per-relation candidate table
+    "ERMLP": ("ERMLP", {}, None),  # no form: scored through PyKEEN's own score_t / score_h
 }
+#: the scorer each CONFIGS similarity gets (None: the model's own methods)
+SCORERS = {None: SlicedScorer, "l1": L1Scorer, "table": RelationTableScorer, "dot": GemmScorer, "l2": GemmScorer}
 TARGETS = ("head", "tail")
 
 
@@ -134,13 +139,12 @@ def test_the_fast_path_is_taken_where_the_interaction_has_one(dataset: Nations, 
     model = build(dataset, name)
     view = scoring_view(model)
     similarity = CONFIGS[name][2]
-    assert isinstance(view, PyKEENQueryCandidate if similarity else PyKEENScoring)
+    views = {None: PyKEENScoring, "table": PyKEENRelationTable}
+    assert type(view) is views.get(similarity, PyKEENQueryCandidate)
     assert view.num_relations == dataset.training.real_num_relations == 55  # without the inverse relations
     for target in TARGETS:
-        scorer = make_scorer(model, target, dataset.num_entities, None)
-        expected = {None: SlicedScorer, "l1": L1Scorer}.get(similarity, GemmScorer)
-        assert type(scorer) is expected
-    if similarity:
+        assert type(make_scorer(model, target, dataset.num_entities, None)) is SCORERS[similarity]
+    if similarity not in (None, "table"):
         assert view.kgeval_similarity == similarity
 
 
@@ -403,8 +407,7 @@ def test_a_compiled_model_ranks_as_pykeens_evaluator_ranks_the_same_object(
         warnings.simplefilter("error", FastPathWarning)
         fast = kgeval_ranks(model, dataset)
     assert_near_ties_only(model, dataset, fast, exact)
-    expected_scorer = SlicedScorer if CONFIGS[name][2] is None else GemmScorer
-    assert type(make_scorer(model, "head", dataset.num_entities, None)) is expected_scorer
+    assert type(make_scorer(model, "head", dataset.num_entities, None)) is SCORERS[CONFIGS[name][2]]
 
 
 def test_a_model_in_half_precision_ranks_as_its_own_scores_or_is_refused_at_the_door(dataset: Nations) -> None:

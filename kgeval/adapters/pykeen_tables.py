@@ -18,8 +18,8 @@ sum. Not given a table (and why):
   here), subclasses of PyKEEN's interactions and a user's own (matched by class, never by name), inductive models
   (scored per mode), and a model whose class redefines a scoring or prediction method below PyKEEN's.
 
-Imported when ``kgeval.adapters.pykeen.pykeen_view`` first meets a model without a plain query/candidate form; the
-views build on that module's (:class:`kgeval.adapters.pykeen.PyKEENRepresentations`).
+Imported with ``kgeval.adapters.pykeen``, whose ``pykeen_view`` offers these views where the interaction has no plain
+query/candidate form; they build on :class:`kgeval.adapters.pykeen_base.PyKEENRepresentations`.
 """
 
 from __future__ import annotations
@@ -34,7 +34,8 @@ from pykeen.nn import modules
 from pykeen.utils import clamp_norm, project_entity
 
 from kgeval.adapters.overrides import foreign_override
-from kgeval.adapters.pykeen import PREDICT_METHODS, SCORING_METHODS, PyKEENRepresentations, _flat
+from kgeval.adapters.pykeen_base import PREDICT_METHODS, SCORING_METHODS, PyKEENRepresentations
+from kgeval.adapters.pykeen_base import flat_rows as _flat
 from kgeval.typing import Target
 
 __all__ = ["OWN_METHODS", "TABLES", "PyKEENRelationTable", "Table", "relation_table_form"]

@@ -141,7 +141,8 @@ def rank_side(
         by_true_slice = True  # every answer at position -1: one "slice group", no first pass
     if not by_true_slice and scorer.sizing != "gemm":  # the model's calls: batches small enough to keep their
         sizes = batching.for_mixed_slices(sizes, device, scorer.num_candidates)  # answer slices' scores for counting
-    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice)
+    plan = SidePlan(queries, true_positions, sizes.slice_size, lengths, starts, group_min_pairs, by_true_slice,
+                    scorer.query_order)  # fmt: skip
     workspace = Workspace()
     # scores a mixed-slice batch may keep between its passes
     scorer.keep_budget = batching.keep_budget(device, sizes.memory_budget)

@@ -65,6 +65,9 @@ class SidePlan:
         Group the tasks by the slice of their true answer, so each batch reads its true scores from the tiles
         it counts. False (few tasks over many slices) mixes the slices in a batch: the true scores then come
         from a first pass over the true answers' tiles (same tile shapes), at most doubling the scoring.
+    key_columns : (int, int), default=(0, 1)
+        The query columns the tasks of a slice group are ordered by, the first first (the scorer's
+        ``query_order``: a per-relation candidate table wants a relation's tasks together).
     """
 
     def __init__(
@@ -76,9 +79,10 @@ class SidePlan:
         pair_starts: torch.Tensor | None = None,
         group_min_pairs: int | None = None,
         by_true_slice: bool = True,
+        key_columns: tuple[int, int] = (0, 1),
     ) -> None:
         device = queries.device
-        keys = pack_pairs(queries[:, 0], queries[:, 1])
+        keys = pack_pairs(queries[:, key_columns[0]], queries[:, key_columns[1]])
         columns = [keys, true_positions]
         if pair_counts is not None:
             columns.append(pair_counts)

@@ -65,6 +65,9 @@ class RelationTableScorer(CandidateScorer):
         self._tables: dict[int, tuple[torch.Tensor, torch.Tensor | None]] = {}
         self._table_slice: tuple[int, int] | None = None
         self._slice_ids: torch.Tensor | None = None
+        # the tasks of a relation meet in a batch, which then builds its tables for as few batches as may be: a tail
+        # query (h, r) is ordered by its relation first (a head query (r, t) is already)
+        self.query_order = (1, 0) if target == "tail" else (0, 1)
         if self.similarity == "l2":
             self.model_scores = False  # 2 q.c - ||c||^2, not -||q - c||
         elif self.bias:

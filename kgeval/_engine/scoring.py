@@ -57,6 +57,9 @@ class CandidateScorer:
     keep_budget: int = 0
     #: whether the current scores are known to hold no NaN (then counting skips its NaN checks)
     nan_free: bool = False
+    #: the columns of a (B, 2) query the plan orders each slice group's tasks by, first column first
+    #: (kgeval._engine.plan.SidePlan): tasks sharing the first column's id meet in a batch
+    query_order: tuple[int, int] = (0, 1)
 
     def __init__(self, model: Any, target: Target, num_entities: int, candidate_ids: torch.Tensor | None) -> None:
         self.model = model

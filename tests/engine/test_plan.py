@@ -125,3 +125,20 @@ def test_batches_and_blocks_by_distinct_queries(batch_size: int, tile_rows: int)
     # a batch holds every task of its queries unless the size or a slice group cuts it
     sizes = [len(set(plan.query_id[b:e].tolist())) for b, e in ranges]
     assert max(sizes) == min(batch_size, len(set(plan.query_id.tolist())))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_key_columns_order_each_slice_group_by_the_first_named_column(seed: int) -> None:
+    """A scorer's query_order (1, 0) -- a per-relation table's tail side, queries (h, r) -- orders each slice group
+    by relation, then head: a relation's tasks are contiguous there; the distinct queries are the same."""
+    rng = np.random.default_rng(seed)
+    queries = torch.from_numpy(rng.integers(0, 5, size=(60, 2)))
+    true_positions = torch.from_numpy(rng.integers(0, 12, size=60))
+    plan = SidePlan(queries, true_positions, 4, key_columns=(1, 0))
+    order = plan.order.tolist()
+    keys = [(int(true_positions[i]) // 4, int(queries[i, 1]), int(queries[i, 0])) for i in order]
+    assert keys == sorted(keys)
+    default = SidePlan(queries, true_positions, 4)
+    assert sorted(map(tuple, plan.distinct_queries.tolist())) == sorted(map(tuple, default.distinct_queries.tolist()))
+    for position, task in enumerate(order):
+        assert plan.distinct_queries[plan.query_id[position]].tolist() == queries[task].tolist()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
 import pytest
 import torch
 
@@ -191,6 +192,29 @@ def _scored_by_relation(model: TableTransR, calls: list[int]) -> None:
     for _ in range(2):
         assert torch.equal(scorer.query_tile(0, 5), own[:, 5:17])
     assert len(calls) == 6  # every tile asks for its three relations again: one table kept at a time
+
+
+def test_a_relations_tail_tasks_meet_in_one_batch() -> None:
+    """The tail side's tasks are planned by relation first (the scorer's query_order): with batches of 4 tasks, each
+    relation's table of a slice is built for at most (its tasks / 4 + 2) batches, not for every batch."""
+    model = TableTransR("l2", seed=3)
+    calls: list[int] = []
+    ask = model.kgeval_relation_candidates
+
+    def counted(relation, target, entities):
+        if target == "tail":
+            calls.append(relation)
+        return ask(relation, target, entities)
+
+    model.kgeval_relation_candidates = counted  # type: ignore[method-assign]
+    evaluator = RankBasedEvaluator(batch_size=4, slice_size=None)
+    results = evaluator.evaluate(model, GRAPH.triples, additional_filter_triples=GRAPH.filter_triples,
+                                 targets=("tail",), use_tqdm=False)  # fmt: skip
+    assert_same_ranks(results.records, reference_ranks(own_table(model), GRAPH.triples, GRAPH.filter_triples),
+                      sides=("tail",))  # fmt: skip
+    per_relation = np.bincount(GRAPH.triples[:, 1].numpy())
+    built = np.bincount(np.asarray(calls[1:], dtype=np.int64), minlength=len(per_relation))  # the first: the probe's
+    assert (built[: len(per_relation)] <= per_relation // 4 + 2).all(), (built, per_relation)
 
 
 def test_a_subclass_overriding_score_t_falls_back_with_a_warning() -> None:

@@ -94,9 +94,10 @@ class RankingSettings:
 
     @property
     def measured_batches(self) -> dict[tuple[str | None, str, str], MeasuredBatch]:
-        """The batch sizes this evaluator derived from a graph-conditioned model's measured memory (a model bound by
-        :func:`kgeval.adapters.graph.on_graphs`, evaluated without ``batch_size``), by (mode, side, device), the
-        latest of each: the model's memory per call and per query, the budget and the batch size chosen
+        """The batch (and slice) sizes this evaluator derived from the measured memory of a model scored through its own
+        methods (evaluated without ``batch_size``; a graph-conditioned model bound by
+        :func:`kgeval.adapters.graph.on_graphs` among them), by (mode, side, device), the latest of each: the model's
+        memory per call, per query, per candidate and per (query, candidate) pair, the budget and the sizes chosen
         (kgeval._engine.sizes.MeasuredBatch; also logged at INFO level by the logger ``kgeval.sizes``). Empty when
         none was measured."""
         return dict(self._state.memory_probes.batches)
@@ -121,9 +122,10 @@ class RankBasedEvaluator(RankingSettings):
     batch_size : int, optional
         Ranking tasks scored at once (with the numba kernel: distinct queries, whatever number of tasks
         share them). None: chosen from the device's memory (kgeval._engine.sizes), and a batch that runs out of
-        memory is halved and retried; for a graph-conditioned model (bound by ``on_graphs``), from its memory per
-        query, measured once on a few of the evaluation's queries, and the memory budget (reported in
-        ``measured_batches``).
+        memory is halved and retried; for a model scored through its own methods (no fast path), lowered where its
+        memory per call -- measured once per model, side and device by a few small calls -- would exceed the memory
+        budget (reported in ``measured_batches``; a graph-conditioned model bound by ``on_graphs`` is called for
+        whole rows).
     slice_size : int, optional
         Candidates scored per model call / GEMM. None: all when they fit the memory budget, otherwise slices.
     memory_budget : int, optional

@@ -116,8 +116,9 @@ class IgnoredCandidatesWarning(UserWarning):
 
 
 class MemoryBudgetWarning(UserWarning):
-    """One query of a graph-conditioned model needs more memory than the budget its batch size was derived from
-    holds (kgeval._engine.sizes.measured_sizes): the evaluation runs one query at a time, beyond the budget."""
+    """One query of a model scored through its own methods (one query against one candidate, where it takes candidate
+    ids) needs more memory than the budget its batch size was derived from holds (kgeval._engine.sizes.measured_sizes):
+    the evaluation runs one query at a time, beyond the budget."""
 
 
 class PrecisionWarning(UserWarning):

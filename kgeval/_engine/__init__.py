@@ -9,8 +9,8 @@
   locating the known answers of given indices (:class:`TileJob`, :class:`ScoreTile`) -- the all-pairs classification;
 - :func:`candidate_scorer`, :class:`FilterIndex`, :func:`pack_pairs`, :func:`exact_arithmetic`: the pieces the sampled
   evaluator ranks its negatives with;
-- :class:`MeasuredBatch`: a batch size derived from a graph-conditioned model's measured memory, as the evaluator
-  reports it.
+- :class:`MeasuredBatch`: the batch (and slice) size derived from the measured memory of a model scored through its
+  own methods, as the evaluator reports it.
 
 Nothing here is public API.
 """

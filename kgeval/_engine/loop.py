@@ -57,7 +57,7 @@ class EngineState:
     batch_sizes: dict[Hashable, int] = field(default_factory=dict)
     filter_indices: FilterIndexCache = field(default_factory=FilterIndexCache)
     load_sample: LoadSample = field(default_factory=LoadSample)
-    #: the memory per query measured of graph-conditioned models, and the batch sizes derived (sizes.measured_sizes)
+    #: the memory measured of models scored through their own methods, and the sizes derived (sizes.measured_sizes)
     memory_probes: batching.MemoryProbes = field(default_factory=batching.MemoryProbes)
 
 

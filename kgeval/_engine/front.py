@@ -35,7 +35,7 @@ from kgeval._engine.resume import EvaluationProgress, rank_file
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
 from kgeval._engine.sharding import CandidateShard, ShardedSide, declared_shard, gather_shards
-from kgeval._engine.sizes import choose_sizes, measured_sizes, measures_memory
+from kgeval._engine.sizes import sizes_for
 from kgeval._engine.threads import threads_for_the_machine
 from kgeval._fingerprints import ScoreSignature, model_fingerprint, model_settings, view_settings
 from kgeval._inputs import CheckedInputs
@@ -416,12 +416,8 @@ class _Sides:
         )
         tasks = _side_tasks(group, target, candidate_ids, id_space, *side_indices)
         requested = inputs.sizes
-        if requested.batch_size is None and measures_memory(scorer):  # the model's own methods: from their memory
-            sizes = measured_sizes(scorer, tasks.queries, requested.slice_size, requested.memory_budget,
-                                   self.state.memory_probes, inputs.model.model)  # fmt: skip
-        else:
-            sizes = choose_sizes(scorer, group.shape[0], group.device, requested.batch_size, requested.slice_size,
-                                 requested.memory_budget)  # fmt: skip
+        sizes = sizes_for(scorer, tasks.queries, requested.batch_size, requested.slice_size, requested.memory_budget,
+                          self.state.memory_probes, inputs.model.model)  # fmt: skip
         return rank_side(scorer, tasks, sizes, self.state, observer)
 
 

@@ -17,7 +17,7 @@ from kgeval._engine.form_check import RANDOMNESS, FormChecks, caller_rng_restore
 from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import candidate_positions
-from kgeval._engine.sizes import choose_sizes
+from kgeval._engine.sizes import sizes_for
 from kgeval._inputs import RequestedSizes, ResolvedModel
 from kgeval._modes import evaluation_mode
 from kgeval.typing import Target
@@ -92,8 +92,8 @@ def _top_k_of_set(
                          model_scores_only=True,  # the L2 GEMM ranks a transform of the scores
                          batch_size=options.sizes.batch_size, slice_size=options.sizes.slice_size)  # fmt: skip
     requested = options.sizes
-    sizes = choose_sizes(scorer, queries.shape[0], device, requested.batch_size, requested.slice_size,
-                         requested.memory_budget)  # fmt: skip
+    sizes = sizes_for(scorer, queries, requested.batch_size, requested.slice_size, requested.memory_budget,
+                      owner=model.model)  # fmt: skip
     position_of = candidate_positions(candidate_ids, num_entities, device)
     bounds = slice_bounds(scorer.num_candidates, sizes.slice_size)
     parts = [

@@ -579,6 +579,24 @@ def _queries_within(room: int, memory: MemoryPerQuery, per_query: int, per_pair:
     return (room - memory.fixed - memory.per_candidate * width) // (per_query + per_pair * width)
 
 
+def sizes_for(
+    scorer: CandidateScorer,
+    queries: torch.Tensor,
+    batch_size: int | None,
+    slice_size: int | None,
+    memory_budget: int | None,
+    probes: MemoryProbes | None = None,
+    owner: Any = None,
+) -> Sizes:
+    """The sizes of one side's ``queries`` (B, 2; one per task): without a ``batch_size``, a model scored through its
+    own methods gets them from its measured memory (:func:`measured_sizes`, the measure remembered in ``probes`` --
+    None: a new one, measured here -- under ``owner``, the caller's model); every other scorer, and a given
+    ``batch_size``, from the scores alone (:func:`choose_sizes`)."""
+    if batch_size is None and measures_memory(scorer):
+        return measured_sizes(scorer, queries, slice_size, memory_budget, probes or MemoryProbes(), owner)
+    return choose_sizes(scorer, queries.shape[0], queries.device, batch_size, slice_size, memory_budget)
+
+
 def measured_sizes(
     scorer: CandidateScorer,
     queries: torch.Tensor,

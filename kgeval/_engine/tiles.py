@@ -35,7 +35,7 @@ from kgeval._engine.precision import exact_arithmetic
 from kgeval._engine.predictions import TopKOptions, _first_k, _known_pairs
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import Workspace
-from kgeval._engine.sizes import Sizes, choose_sizes
+from kgeval._engine.sizes import Sizes, sizes_for
 from kgeval._inputs import ResolvedModel
 from kgeval._modes import evaluation_mode
 from kgeval.typing import EntityTarget
@@ -146,8 +146,10 @@ def _plan(
                          probe_queries=job.queries, checks=checks,
                          model_scores_only=True,  # the L2 GEMM ranks a transform of the scores
                          batch_size=requested.batch_size, slice_size=requested.slice_size)  # fmt: skip
-    sizes = choose_sizes(scorer, job.queries.shape[0], job.queries.device, requested.batch_size,
-                         requested.slice_size, requested.memory_budget)  # fmt: skip
+    # a model scored through its own methods: sized from its measured memory (a PyKEEN DistMult's score_t holds a
+    # (queries x entities x d) product, far more than its scores)
+    sizes = sizes_for(scorer, job.queries, requested.batch_size, requested.slice_size, requested.memory_budget,
+                      owner=model.model)  # fmt: skip
     return job, scorer, sizes
 
 

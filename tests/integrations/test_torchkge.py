@@ -17,10 +17,11 @@ torchkge = pytest.importorskip("torchkge")
 
 from torchkge.data_structures import KnowledgeGraph  # noqa: E402
 from torchkge.evaluation import LinkPredictionEvaluator  # noqa: E402
-from torchkge.models import DistMultModel, TransEModel, TransHModel  # noqa: E402
+from torchkge.models import ConvKBModel, DistMultModel, TransEModel, TransHModel  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
+from kgeval._engine.relation_tables import RelationTableScorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.triple_scoring import TripleScorer  # noqa: E402
 from kgeval.adapters import scoring_view  # noqa: E402
@@ -36,7 +37,8 @@ CONFIGS = {
     "TransE-L1": (lambda: TransEModel(6, E, R, dissimilarity_type="L1"), L1Scorer),
     "TransE-L2": (lambda: TransEModel(6, E, R, dissimilarity_type="L2"), GemmScorer),
     "DistMult": (lambda: DistMultModel(6, E, R), GemmScorer),
-    "TransH": (lambda: TransHModel(6, E, R), TripleScorer),  # no GEMM form: its scoring_function
+    "TransH": (lambda: TransHModel(6, E, R), RelationTableScorer),  # a per-relation candidate table
+    "ConvKB": (lambda: ConvKBModel(6, 2, E, R), TripleScorer),  # no form: its scoring_function
 }
 
 

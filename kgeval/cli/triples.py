@@ -56,6 +56,7 @@ from kgeval.datasets.labelled import Duplicates, LabelNotInIdsError, Unseen
 from kgeval.datasets.reading import train_relations
 from kgeval.evaluator import RankBasedEvaluator
 from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.keys import format_key
 from kgeval.models import DistMult
 from kgeval.models.checkpoint import READ_OPTIONS, LoadedModel, load_model_file, save_checkpoint
 from kgeval.models.training import train_model
@@ -487,10 +488,8 @@ def add_strat_arguments(parser: argparse.ArgumentParser) -> None:
 def _bucket_or_group_table(args: argparse.Namespace, ranks: pd.DataFrame, popularity: Any, dataset: Any) -> str:
     """The --buckets or --relation-groups table, printed instead of the stratified one."""
     if args.relation_groups:
-        groups = json.loads(Path(args.relation_groups).read_text(encoding="utf-8"))
-        if not isinstance(groups, dict):
-            raise ValueError(f"--relation-groups {args.relation_groups} must hold a JSON object: name -> relations")
-        table = relation_groups(ranks, groups, relation_labels=dataset.relation_to_id).to_frame()
+        table = relation_groups(ranks, _read_groups(args.relation_groups), relation_labels=dataset.relation_to_id)
+        table = table.to_frame()
         return f"Relation groups (micro and macro)\n{table.to_string(float_format=lambda x: f'{x:.4f}')}"
     reference = popularity if isinstance(popularity, torch.Tensor) else torch.cat(list(popularity))
     buckets = frequency_buckets(ranks, reference, by=args.buckets, scheme=args.bucket_scheme,
@@ -498,6 +497,14 @@ def _bucket_or_group_table(args: argparse.Namespace, ranks: pd.DataFrame, popula
     table = buckets.to_frame(("mrr", "hits@1", "hits@10"))
     return (f"Metrics per {args.buckets} frequency bucket ({args.bucket_scheme} scheme; counted on the "
             f"{args.popularity} triples)\n{table.to_string(float_format=lambda x: f'{x:.4f}')}")  # fmt: skip
+
+
+def _read_groups(path: str) -> dict[str, Any]:
+    """The JSON object of --relation-groups: group name -> relation labels or ids."""
+    groups = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(groups, dict):
+        raise ValueError(f"--relation-groups {path} must hold a JSON object: name -> relations")
+    return groups
 
 
 def _dataset_of_ranks(args: argparse.Namespace, command: str) -> str:
@@ -586,6 +593,16 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     add("--sampled-method", choices=("hypergeometric", "ultra"), default="hypergeometric", help="the exact "
         "expectation of N - 1 distinct negatives, or ULTRA's / NBFNet's binomial hits@k_N "
         "(default: %(default)s)")  # fmt: skip
+    add("--buckets", choices=("answer", "query_entity", "relation"), help="also every bucket's metrics (task "
+        "count, every metric, MRR interval) by how often the answer / query entity / relation occurs in the "
+        "--bucket-reference triples (an unseen bucket first); with --ranks, give --dataset")  # fmt: skip
+    add("--bucket-scheme", choices=("kgeval", "libkge"), default="kgeval", help="kgeval: quantile buckets that "
+        "never split equal counts; libkge: LibKGE's argument_frequency quartiles (default: %(default)s)")  # fmt: skip
+    add("--bucket-reference", choices=("train", "train+valid", "all"), default="train", help="the dataset triples "
+        "the bucket counts come from (default: %(default)s)")  # fmt: skip
+    add("--relation-groups", metavar="JSON", help="also each named group's metrics side by side, micro and "
+        'macro, with its MRR interval; JSON: {"group name": [relation labels or ids], ...} (labels: the '
+        "dataset's)")  # fmt: skip
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
@@ -606,6 +623,7 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if temporal is not None:
             return run_temporal_evaluate(args, temporal, loaded.model)
     about: dict[str, Any] = {}
+    dataset: Any = None  # the buckets' reference triples and the groups' relation labels, where there is one
     with warnings.catch_warnings(record=True) as undefined:
         warnings.simplefilter("always", UndefinedMetricWarning)  # collected: one line (text) or nulls (JSON)
         if args.ranks:
@@ -616,6 +634,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
             if "num_candidates" not in records:
                 raise ValueError(f"rank table {args.ranks} needs a num_candidates column to compute every metric")
             results = RankBasedMetricResults.from_records(records, ks=tuple(args.ks))
+            if args.buckets or args.relation_groups:  # their reference triples and relation labels
+                if args.buckets and not args.dataset:
+                    _dataset_of_ranks(args, "evaluate")  # the error that says to give --dataset
+                if args.dataset:
+                    dataset = load_dataset(args.dataset, kind="triples", **_reading(args))
+                    check_ranks_fit(records, frame, dataset, args.ranks)
             title = f"== ranks of {args.ranks} =="
             about["source"] = {"ranks": args.ranks, **table_provenance(frame)}
         else:
@@ -633,10 +657,15 @@ def run_evaluate(args: argparse.Namespace) -> int:
         if not issubclass(caught.category, UndefinedMetricWarning):
             warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
     sampled = _sampled(results, args)
+    buckets, groups = _breakdowns(results, args, dataset)
     if args.json:
         document = _json_document(results, about, args.ks)
         if sampled:
             document["sampled"] = {key: (None if value != value else value) for key, value in sampled.items()}
+        if buckets is not None:
+            document["frequency_buckets"] = _buckets_document(buckets, args.bucket_reference)
+        if groups is not None:
+            document["relation_groups"] = _groups_document(groups)
         print(json.dumps(document, allow_nan=False))
         return 0
     print(title)
@@ -646,6 +675,13 @@ def run_evaluate(args: argparse.Namespace) -> int:
         for key, value in sampled.items():
             if key.startswith("both.") and ".optimistic." not in key:
                 print(f"  {key}: {value:.4f}")
+    if buckets is not None:
+        print(f"\nMetrics per {buckets.by} frequency bucket ({buckets.scheme} scheme; counted on the "
+              f"{args.bucket_reference} triples; CI: {buckets.interval_key})")  # fmt: skip
+        print(buckets.to_frame(("mrr", "hits@1", "hits@10")).to_string(float_format=_four))
+    if groups is not None:
+        print(f"\nRelation groups (micro and macro; CI: micro {groups.interval_key})")
+        print(groups.to_frame(("mrr", "hits@1", "hits@10")).to_string(float_format=_four))
     if "ranks_file" in about:
         print(f"(the per-task ranks are in {about['ranks_file']})")
     names = sorted({str(caught.message).split(" ", 1)[0] for caught in undefined
@@ -661,6 +697,65 @@ def _sampled(results: Any, args: argparse.Namespace) -> dict[str, float]:
     if getattr(args, "sampled", None) is None:
         return {}
     return cast(dict[str, float], results.sampled_metrics(args.sampled, ks=tuple(args.ks), method=args.sampled_method))
+
+
+def _four(value: float) -> str:
+    return f"{value:.4f}"
+
+
+#: --bucket-reference -> the dataset splits counted
+_REFERENCE = {"train": ("train",), "train+valid": ("train", "valid"), "all": ("train", "valid", "test")}
+
+
+def _breakdowns(results: Any, args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
+    """(--buckets' BucketTable, --relation-groups' GroupTable), None where not asked for; a bucket's or group's
+    undefined metrics (adjusted hits@k of few candidates) are NaN without a warning."""
+    buckets = groups = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        if getattr(args, "buckets", None):
+            reference = torch.cat([getattr(dataset, split) for split in _REFERENCE[args.bucket_reference]])
+            sizes = {"num_entities": dataset.num_entities, "num_relations": dataset.num_relations}
+            buckets = frequency_buckets(results, reference, by=args.buckets, scheme=args.bucket_scheme, **sizes)
+        if getattr(args, "relation_groups", None):
+            labels = dataset.relation_to_id if dataset is not None else None
+            groups = relation_groups(results, _read_groups(args.relation_groups), relation_labels=labels)
+    return buckets, groups
+
+
+def _finite(value: float) -> float | None:
+    """A JSON number: None for NaN (strict JSON has none)."""
+    return None if value != value else float(value)
+
+
+def _interval_document(interval: Any) -> dict[str, Any] | None:
+    if interval is None:
+        return None
+    return {"estimate": _finite(interval.estimate), "low": _finite(interval.low), "high": _finite(interval.high),
+            "level": interval.level, "n": interval.n, "n_resamples": interval.n_resamples}  # fmt: skip
+
+
+def _metrics_document(metrics: Any) -> dict[str, float | None]:
+    return {format_key(key): _finite(value) for key, value in metrics.items()}
+
+
+def _buckets_document(table: Any, reference: str) -> dict[str, Any]:
+    """--json's ``frequency_buckets``: how the buckets were made, then per bucket its label, count range, task
+    count, every metric (``side.rank_type.metric``) and the bootstrap interval of ``interval_key``."""
+    return {"by": table.by, "scheme": table.scheme, "reference": reference, "interval_key": table.interval_key,
+            "buckets": [{"label": b.label, "low": b.low, "high": b.high, "num_tasks": b.num_tasks,
+                         "metrics": _metrics_document(b.metrics), "interval": _interval_document(b.interval)}
+                        for b in table.buckets]}  # fmt: skip
+
+
+def _groups_document(table: Any) -> dict[str, Any]:
+    """--json's ``relation_groups``: per group its name, relation ids, evaluated relations, task count, every
+    metric micro and macro, and the bootstrap interval of ``interval_key`` (micro)."""
+    return {"interval_key": table.interval_key,
+            "groups": [{"name": g.name, "relations": list(g.relations), "num_evaluated": g.num_evaluated,
+                        "num_tasks": g.num_tasks, "micro": _metrics_document(g.micro),
+                        "macro": _metrics_document(g.macro), "interval": _interval_document(g.interval)}
+                       for g in table.groups]}  # fmt: skip
 
 
 def _check_rank_output(path: str) -> None:

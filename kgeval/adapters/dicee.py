@@ -4,9 +4,26 @@ folders read with their entity and relation indices (:func:`load_dicee_experimen
 
 dicee scores tails against every entity with ``forward_k_vs_all(x=(h, r) batch)`` (the method its KvsAll
 evaluation ranks with) and whole triples with ``forward_triples`` (its evaluation of heads, and of models without
-an all-entity method). No fast path: dicee's scores pass through its own normalisation and dropout layers
-(identity in evaluation mode, but the model's own modules all the same), and the model's own methods are what
-kgeval ranks.
+an all-entity method). kgeval ranks through these methods, or through the query/candidate form they imply
+(:class:`DiceeQueryCandidate`) where it computes the same scores.
+
+**The fast path.** DistMult, ComplEx, QMult, OMult, Keci and CKeci compute ``forward_k_vs_all`` as
+``k_vs_all_score(h, r, E)``, E the entity table, and that score is affine in E: a query vector q(h, r) dotted with
+each entity's row, plus (Keci with p >= 2 or q >= 2) a constant of the query. kgeval reads q off the model's own
+``k_vs_all_score``: its scores against the d unit vectors, less its score against the zero vector (that constant,
+kept as an extra column of the form); the query vectors pass through the model's own representation, dropout and
+normalisation modules (``get_head_relation_representation``), so the form follows them in evaluation mode, and the
+probe against ``forward_k_vs_all`` refuses it where they act otherwise (dropout or batch norm in training mode).
+Heads of a model trained with reciprocal relations are the tails of (t, r_inverse): the same form. Heads of a
+model trained without them (scored by ``forward_triples``) are linear in the head's representation for DistMult,
+ComplEx, QMult and OMult: the query is the model's own ``score`` of the d unit vectors with (r, t) as
+``get_triple_representation`` gives them, the candidates the entity table through its head modules. Keci's heads
+without reciprocals have no form: its ``forward_triples`` with p > 0 sums the terms of e_1..e_p over every tail of
+the batch (an ``einsum('brp, erp -> b')``), so a triple's score depends on the batch it is scored in. Other dicee
+models (TransE, RotatE, MuRE, TransH, the convolutional ConEx / ConvQ / ConvO and their attentive variants, DualE,
+Pyke, Shallom, CoKE, DeCaL, KeciTransformer, the function-space and PyKEEN-wrapping models) are ranked through their
+own methods; so are a user's subclass that redefines a scoring method (:data:`FORM_METHODS`) and a model with
+sharded entity embeddings.
 
 **Reciprocal relations.** dicee trains KvsAll, 1vsAll, AllvsAll, 1vsSample and KvsSample models on the triples
 plus a reverse triple (t, r_inverse, h) for each (its ``apply_reciprical_or_noise``), with relation ids for
@@ -38,11 +55,18 @@ from typing import Any
 
 import pandas as pd
 import torch
-from dicee.models.base_model import BaseKGE
+from dicee import models as dicee_models
+from dicee.models.base_model import BaseKGE, IdentityClass
+
+from kgeval.adapters.overrides import foreign_override
+from kgeval.typing import Target
 
 __all__ = [
+    "FORMS",
+    "FORM_METHODS",
     "INVERSE_SUFFIX",
     "DiceeExperiment",
+    "DiceeQueryCandidate",
     "DiceeScoring",
     "dicee_view",
     "inverse_relations",
@@ -57,6 +81,18 @@ INVERSE_SUFFIX = "_inverse"
 INVERSE_ATTRIBUTE = "kgeval_inverse_relations"
 #: the files of a dicee experiment folder kgeval reads
 EXPERIMENT_FILES = ("configuration.json", "report.json", "model.pt", "entity_to_idx.csv", "relation_to_idx.csv")
+#: dicee class name -> whether heads without reciprocal relations have the form (``forward_triples`` linear in the
+#: head's representation, as ``score`` computes it); every class here has ``forward_k_vs_all`` =
+#: ``k_vs_all_score(h, r, entity_embeddings.weight)``, affine in its entity table
+FORMS: dict[str, bool] = {"DistMult": True, "ComplEx": True, "QMult": True, "OMult": True, "Keci": False,
+                          "CKeci": False}  # fmt: skip
+#: the methods through which these dicee models score: a subclass that redefines one may score otherwise than the
+#: form read off them
+FORM_METHODS: tuple[str, ...] = (
+    "forward", "forward_k_vs_all", "k_vs_all_score", "forward_triples", "score", "get_head_relation_representation",
+    "get_triple_representation", "construct_cl_multivector", "apply_coefficients", "compute_sigma_pp",
+    "compute_sigma_qq", "compute_sigma_pq", "quaternion_normalizer", "octonion_normalizer",
+)  # fmt: skip
 
 
 def dicee_view(model: BaseKGE) -> DiceeScoring:
@@ -85,7 +121,26 @@ def dicee_view(model: BaseKGE) -> DiceeScoring:
             "its relation index. Load it with kgeval.adapters.dicee.load_dicee_experiment(folder), or pass its "
             "index with kgeval.adapters.dicee.with_relation_index(model, relation_to_idx)"
         )
-    return DiceeScoring(model, inverse)
+    if not _form_class(model):
+        return DiceeScoring(model, inverse)
+    overridden = foreign_override(model, FORM_METHODS, "dicee")
+    if overridden is not None:  # a subclass that scores differently keeps its own methods
+        return DiceeScoring(model, inverse, refusal=f"{overridden} redefines dicee's scoring")
+    return DiceeQueryCandidate(model, inverse)
+
+
+def _form_class(model: BaseKGE) -> bool:
+    """Whether ``model`` is of a dicee class of :data:`FORMS` (the nearest dicee class in its MRO, the class
+    ``dicee.models`` exports under that name) with its entity table whole (not sharded)."""
+    library = _library_class(model)
+    if library is None or library.__name__ not in FORMS or getattr(dicee_models, library.__name__, None) is not library:
+        return False
+    return isinstance(getattr(model, "entity_embeddings", None), torch.nn.Embedding)
+
+
+def _library_class(model: BaseKGE) -> type | None:
+    """The nearest class of the ``dicee`` package in the MRO of ``model``'s class."""
+    return next((cls for cls in type(model).__mro__ if (cls.__module__ or "").startswith("dicee.")), None)
 
 
 def trained_with_reciprocal_args(args: Mapping[str, Any]) -> bool:
@@ -153,10 +208,12 @@ def _implements(model: BaseKGE, method: str) -> bool:
 class DiceeScoring:
     """A dicee model's scores for kgeval: ``score_t`` through ``forward_k_vs_all`` when the model has it, whole
     triples through ``forward_triples``, and for a model trained with reciprocal relations (``inverse``: {relation
-    id: its inverse's id}) ``score_h`` as the tails of (t, r_inverse); its entity / relation counts and device."""
+    id: its inverse's id}) ``score_h`` as the tails of (t, r_inverse); its entity / relation counts and device.
+    ``kgeval_form_refused`` says why a fast path is not used (None: it is, or there is none)."""
 
-    def __init__(self, model: BaseKGE, inverse: Mapping[int, int] | None = None) -> None:
+    def __init__(self, model: BaseKGE, inverse: Mapping[int, int] | None = None, refusal: str | None = None) -> None:
         self.model = model
+        self.kgeval_form_refused = refusal
         self.num_entities: int = model.num_entities
         self.num_relations: int = model.num_relations
         if _implements(model, "forward_k_vs_all"):
@@ -195,6 +252,72 @@ class DiceeScoring:
     def score_hrt(self, hrt_batch: torch.Tensor) -> torch.Tensor:
         """(n,) scores of (h, r, t) rows: ``forward_triples``."""
         return self.model.forward_triples(hrt_batch).reshape(-1)
+
+
+class DiceeQueryCandidate(DiceeScoring):
+    """:class:`DiceeScoring` with the query/candidate form of a dicee model of :data:`FORMS` (the module docstring):
+    tails, heads through reciprocal relations, and heads through ``score`` where the class allows it
+    (``kgeval_targets``). Candidates are the entity table as the model's method reads it, with a column of ones
+    where its score has a constant of the query (Keci with p >= 2 or q >= 2: the last query column). The class
+    check was made on the model (:func:`dicee_view`): the view's own methods, bound per instance, are no subclass's
+    (``kgeval_form_checked``); the probe still compares the two."""
+
+    kgeval_similarity = "dot"
+    kgeval_form_checked = True
+
+    def __init__(self, model: BaseKGE, inverse: Mapping[int, int] | None = None) -> None:
+        super().__init__(model, inverse)
+        name = type(model).__name__ if (library := _library_class(model)) is None else library.__name__
+        self._constant = name in ("Keci", "CKeci") and (model.p >= 2 or model.q >= 2)
+        heads_by_score = FORMS[name] and isinstance(model.hidden_normalizer, IdentityClass)
+        reciprocal = self._inverse_of is not None
+        self.kgeval_targets: tuple[Target, ...] = ("head", "tail") if reciprocal or heads_by_score else ("tail",)
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        """(B, d) queries (one more column for Keci's constant) from (h, r) rows (target "tail") or (r, t) rows
+        (target "head")."""
+        if target == "tail":
+            return self._tail_query(batch)
+        if self._inverse_of is not None:
+            inverse = self._inverse_of.to(batch.device)[batch[:, 0]]
+            if bool((inverse < 0).any()):
+                self._score_h_reciprocal(batch)  # raises its error
+            return self._tail_query(torch.stack([batch[:, 1], inverse], dim=1))
+        return self._head_query(batch)
+
+    def kgeval_candidates(self, target: Target) -> torch.Tensor:
+        """The (num_entities, d) entity table as the model's scoring method reads it: raw for
+        ``forward_k_vs_all``, through its head modules for ``forward_triples``' heads."""
+        model = self.model
+        table = model.entity_embeddings.weight
+        if target == "head" and self._inverse_of is None:
+            table = model.normalize_head_entity_embeddings(model.input_dp_ent_real(table))
+        if self._constant:
+            table = torch.cat([table, torch.ones_like(table[:, :1])], dim=1)
+        return table
+
+    def _tail_query(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        """q(h, r) off ``k_vs_all_score``: its scores of the unit vectors less its score of the zero vector."""
+        model = self.model
+        head, relation = model.get_head_relation_representation(hr_batch)
+        dim = model.entity_embeddings.weight.shape[1]
+        basis = torch.cat([torch.eye(dim, dtype=head.dtype, device=head.device), head.new_zeros(1, dim)])
+        scores = model.k_vs_all_score(head, relation, basis)
+        constant = scores[:, dim:]
+        if self._constant:
+            return torch.cat([scores[:, :dim] - constant, constant], dim=1)
+        return scores[:, :dim]
+
+    def _head_query(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        """q(r, t) off ``score``: the scores of the unit vectors as heads with (r, t) as ``forward_triples`` reads
+        them (linear in the head: no constant)."""
+        model = self.model
+        rows = torch.stack([rt_batch[:, 1], rt_batch[:, 0], rt_batch[:, 1]], dim=1)
+        _head, relation, tail = model.get_triple_representation(rows)
+        batch, dim = tail.shape
+        basis = torch.eye(dim, dtype=tail.dtype, device=tail.device).repeat(batch, 1)
+        scores = model.score(basis, relation.repeat_interleave(dim, dim=0), tail.repeat_interleave(dim, dim=0))
+        return scores.reshape(batch, dim)
 
 
 @dataclass(frozen=True)

@@ -119,13 +119,19 @@ class RelationTableModel(Protocol):
     Optional attributes: ``kgeval_candidate_bias`` (default False): when True, each candidate row holds one more
     column, the last, a per-candidate bias b added to the similarity -- the model's scores then rank as q . c + b
     ("dot"), -||q - c||_2^2 + b ("l2": the squared distance, as MuRE's) or -||q - c||_1 + b ("l1"); a constant of
-    the query (a head bias for tail candidates) is left out, it does not change a query's ranks. ``kgeval_targets``
-    (default ("head", "tail")) names the targets the table serves.
+    the query (a head bias for tail candidates) is left out, it does not change a query's ranks.
+    ``kgeval_table_targets`` names the targets the table serves; without it, a model without
+    :class:`QueryCandidateModel`'s form serves its ``kgeval_targets`` (default ("head", "tail")) through the table,
+    and a model with that form none.
 
-    A model with both this protocol and :class:`QueryCandidateModel` is scored through the latter. kgeval uses
-    the table only where it computes the scores of the model's own methods (the class check and the probe of
-    docs/models.md, The model protocol), else the model's own methods score it, with a
-    :class:`~kgeval.exceptions.FastPathWarning`.
+    A model may have both protocols, the targets split between them: each target is scored through the
+    query/candidate form where the form serves it (its ``kgeval_targets``), else through the table where
+    ``kgeval_table_targets`` names it, else through the model's own methods. ``kgeval_query`` then gives each
+    target the query of what serves it, and ``kgeval_similarity`` is both forms'. (A ConvE-like model: its tails
+    have the form, a network of (h, r) against t; its heads the table, the network's vector of each candidate head
+    with the relation against t.) kgeval uses the table only where it computes the scores of the model's own
+    methods (the class check and the probe of docs/models.md, The model protocol), else the model's own methods
+    score it, with a :class:`~kgeval.exceptions.FastPathWarning`.
     """
 
     kgeval_similarity: str

@@ -30,7 +30,7 @@ from kgeval._inputs import ResolvedModel, resolve_model
 from kgeval.adapters.overrides import method_below_form
 from kgeval.adapters.signatures import candidate_argument
 from kgeval.adapters.triples import TripleFunction, triple_function
-from kgeval.protocol import SIMILARITIES, RelationTableModel
+from kgeval.protocol import SIMILARITIES, QueryCandidateModel, RelationTableModel
 from kgeval.typing import Target
 
 
@@ -109,10 +109,11 @@ def _chosen_scorer(
     checks: FormChecks,
     model_scores_only: bool,
 ) -> CandidateScorer:
-    """The fastest scorer the model supports: GEMM (or cdist for L1), then the per-relation candidate table
-    (:class:`kgeval.protocol.RelationTableModel`, for a model without the query/candidate form), then per-slice
-    calls, then whole rows, then whole triples (``score_fn``, ``score_hrt`` or ``forward(h, r, t)``; ``score_fn``
-    wins over everything).
+    """The fastest scorer the model supports: GEMM (or cdist for L1) where the query/candidate form serves the
+    target (its ``kgeval_targets``), then the per-relation candidate table where it serves the target
+    (:class:`kgeval.protocol.RelationTableModel`, :func:`table_targets`: a view may serve tails through the plain
+    form and heads through a table), then per-slice calls, then whole rows, then whole triples (``score_fn``,
+    ``score_hrt`` or ``forward(h, r, t)``; ``score_fn`` wins over everything).
 
     ``resolved`` is the model resolved once by the caller (:func:`kgeval._inputs.resolve_model`: a model of another
     library, or inside torch's wrappers, is scored through an adapter's view), or by :func:`make_scorer` when it is
@@ -148,13 +149,15 @@ def _chosen_scorer(
         return TripleScorer(view, target, num_entities, candidate_ids, function, name)
     own_name = own_method(view, target)
     form = resolved.form if fast_path else None
-    table = form is None and fast_path and _relation_table(view)
+    if form is not None and target not in getattr(form, "kgeval_targets", ENTITY_TARGETS):
+        form = None  # a form for other targets only: the table's, if the view has one for this target
+    table = form is None and fast_path and _relation_table(view, target)
     form = view if table else form
     delegated = form is None and fast_path and own_name is not None and checks.probe and probe_queries is not None
     form = resolved.held_form if delegated else form
     delegated = delegated and form is not None
-    if form is not None and target not in getattr(form, "kgeval_targets", ("head", "tail")):
-        form = None  # a form for entity candidates only
+    if delegated and target not in getattr(form, "kgeval_targets", ENTITY_TARGETS):
+        form = None  # a held form for other targets only
     if form is not None and model_scores_only and form.kgeval_similarity == "l2":
         form = None
     if form is not None and model_scores_only and table and getattr(form, "kgeval_candidate_bias", False) is True:
@@ -212,15 +215,32 @@ def _chosen_scorer(
     return own
 
 
-def _relation_table(view: Any) -> bool:
-    """Whether ``view`` declares a per-relation candidate table (:class:`kgeval.protocol.RelationTableModel`).
+#: the targets a form or table serves when it does not say (``kgeval_targets``)
+ENTITY_TARGETS: tuple[Target, ...] = ("head", "tail")
+
+
+def table_targets(view: Any) -> tuple[Target, ...]:
+    """The targets ``view``'s per-relation candidate table serves: its ``kgeval_table_targets`` where it declares
+    them; else, for a view without the plain query/candidate form, its ``kgeval_targets`` (default both entity
+    sides); else none (the plain form serves what it serves, and the rest is scored by the model's own methods)."""
+    declared = getattr(view, "kgeval_table_targets", None)
+    if declared is not None:
+        return tuple(declared)
+    if isinstance(view, QueryCandidateModel):
+        return ()
+    return tuple(getattr(view, "kgeval_targets", ENTITY_TARGETS))
+
+
+def _relation_table(view: Any, target: Target) -> bool:
+    """Whether ``view`` declares a per-relation candidate table (:class:`kgeval.protocol.RelationTableModel`) that
+    serves ``target`` (:func:`table_targets`).
 
     Raises
     ------
     ValueError
         For a table whose ``kgeval_similarity`` is none of :data:`kgeval.protocol.SIMILARITIES`.
     """
-    if not isinstance(view, RelationTableModel):
+    if not isinstance(view, RelationTableModel) or target not in table_targets(view):
         return False
     if view.kgeval_similarity not in SIMILARITIES:
         raise ValueError(f"model.kgeval_similarity must be one of {SIMILARITIES}, got {view.kgeval_similarity!r}")

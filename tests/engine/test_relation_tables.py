@@ -3,7 +3,8 @@ TransR-like model written by hand, with integer-valued embeddings and projection
 float32 whatever the order of the sums and ties are many and real, ranked through its table and compared with a
 brute force over its own score_t / score_h (tests/helpers/reference.py); the table is chosen, and refused with a
 FastPathWarning where it cannot stand in for the model's own scores (a subclass redefining score_t, a table that
-disagrees with them).
+disagrees with them). A model may serve one target through the plain query/candidate form and another through its
+table (``kgeval_table_targets``): each side gets its own, with the same checks.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import torch
 
 from kgeval import RankBasedEvaluator
 from kgeval._engine.form_check import FormChecks
+from kgeval._engine.gemm_scoring import GemmScorer
 from kgeval._engine.relation_tables import RelationTableScorer
 from kgeval._engine.scorer_choice import make_scorer
 from kgeval._engine.scoring import FullRowScorer, SlicedScorer
@@ -272,3 +274,130 @@ def test_a_malformed_similarity_is_refused() -> None:
     model = TableTransR("cosine")
     with pytest.raises(ValueError, match="kgeval_similarity must be one of"):
         make_scorer(model, "tail", E, None)
+
+
+class TailFormHeadTable(torch.nn.Module):
+    """ConvE-like: score(h, r, t) = g(h, r) . t + b_t with g(h, r) = relu(h M_r), all integers. Tails have the plain
+    form ([g(h, r), 1] against [t, b_t]); heads a per-relation table ([t, b_t] against [g(h, r), 1]: g of the
+    candidate and the relation only)."""
+
+    kgeval_similarity = "dot"
+    kgeval_targets = ("tail",)
+    kgeval_table_targets: tuple[str, ...] | None = ("head",)
+
+    def __init__(self, seed: int = 0) -> None:
+        super().__init__()
+        generator = torch.Generator().manual_seed(seed)
+        self.entities = torch.nn.Parameter(torch.randint(-2, 3, (E, 4), generator=generator).float())
+        self.matrices = torch.nn.Parameter(torch.randint(-1, 2, (R, 4, 3), generator=generator).float())
+        self.tails = torch.nn.Parameter(torch.randint(-1, 2, (E, 3), generator=generator).float())
+        self.biases = torch.nn.Parameter(torch.randint(-2, 3, (E,), generator=generator).float())
+        self.num_entities, self.num_relations = E, R
+
+    def _network(self, entities: torch.Tensor, relations: torch.Tensor) -> torch.Tensor:
+        return torch.relu(torch.einsum("be,bed->bd", self.entities[entities], self.matrices[relations]))
+
+    def score_t(self, hr_batch: torch.Tensor) -> torch.Tensor:
+        return self._network(hr_batch[:, 0], hr_batch[:, 1]) @ self.tails.T + self.biases
+
+    def score_h(self, rt_batch: torch.Tensor) -> torch.Tensor:
+        rows = []
+        for relation, tail in rt_batch.tolist():  # the network of every candidate head, per query
+            heads = self._network(torch.arange(E), torch.full((E,), relation))
+            rows.append(heads @ self.tails[tail] + self.biases[tail])
+        return torch.stack(rows)
+
+    def kgeval_query(self, batch: torch.Tensor, target: str) -> torch.Tensor:
+        if target == "tail":
+            vectors = self._network(batch[:, 0], batch[:, 1])
+            return torch.cat([vectors, torch.ones(len(batch), 1)], dim=1)
+        return torch.cat([self.tails[batch[:, 1]], self.biases[batch[:, 1]].unsqueeze(1)], dim=1)
+
+    def kgeval_candidates(self, target: str) -> torch.Tensor:
+        return torch.cat([self.tails, self.biases.unsqueeze(1)], dim=1)
+
+    def kgeval_relation_candidates(self, relation: int, target: str, entities: torch.Tensor) -> torch.Tensor:
+        vectors = self._network(entities, torch.full_like(entities, relation))
+        return torch.cat([vectors, torch.ones(len(entities), 1)], dim=1)
+
+
+def _scorers(model: torch.nn.Module, **options) -> dict[str, object]:
+    return {target: make_scorer(model, target, E, None, probe_queries=GRAPH.triples[:, :2] if target == "tail" else
+                                GRAPH.triples[:, 1:], **options) for target in ("tail", "head")}  # fmt: skip
+
+
+@pytest.mark.parametrize(("batch_size", "slice_size"), SIZES)
+def test_tails_through_the_plain_form_and_heads_through_the_table(batch_size: int | None, slice_size: int | None
+                                                                   ) -> None:  # fmt: skip
+    model = TailFormHeadTable(seed=1)
+    assert isinstance(model, RelationTableModel) and isinstance(model, QueryCandidateModel)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        scorers = _scorers(model)
+        assert type(scorers["tail"]) is GemmScorer and type(scorers["head"]) is RelationTableScorer
+        assert scorers["head"].model_scores  # the query's constant is a column of the query
+        results, triples = evaluate(model, batch_size, slice_size, filtered="both")
+    table = own_table(model)
+    assert_same_ranks(results.records, reference_ranks(table, triples, GRAPH.filter_triples))
+    assert_same_ranks(results.raw.records, reference_ranks(table, triples, GRAPH.filter_triples, filtered=False))
+
+
+def test_a_model_with_both_forms_and_no_table_targets_keeps_the_table_unused() -> None:
+    """Without ``kgeval_table_targets`` a model with the plain form is scored as before the split: its form where
+    it serves the target, its own methods elsewhere (no warning: nothing was refused)."""
+
+    class Undeclared(TailFormHeadTable):
+        kgeval_table_targets = None
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        scorers = _scorers(Undeclared(seed=2))
+    assert type(scorers["tail"]) is GemmScorer and isinstance(scorers["head"], FullRowScorer | SlicedScorer)
+
+
+def test_the_plain_form_wins_where_both_serve_a_target() -> None:
+    class Both(TailFormHeadTable):
+        kgeval_table_targets = ("head", "tail")
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        scorers = _scorers(Both(seed=3))
+    assert type(scorers["tail"]) is GemmScorer and type(scorers["head"]) is RelationTableScorer
+
+
+def test_table_targets_narrow_a_table_only_model() -> None:
+    class TailsOnly(TableTransR):
+        kgeval_table_targets = ("tail",)
+
+    scorers = _scorers(TailsOnly("l1", seed=4))
+    assert type(scorers["tail"]) is RelationTableScorer and isinstance(scorers["head"], FullRowScorer | SlicedScorer)
+
+
+def test_a_subclass_overriding_score_h_loses_the_head_table_only() -> None:
+    """The class check of the head table is against score_h: redefined below the class declaring the forms, heads
+    fall back with a FastPathWarning, tails keep the plain form, and the ranks are the own methods'."""
+
+    class Negated(TailFormHeadTable):
+        def score_h(self, rt_batch):
+            return -super().score_h(rt_batch)
+
+    model = Negated(seed=5)
+    with pytest.warns(FastPathWarning, match=r"Negated\.score_h overrides the scoring method") as caught:
+        scorers = _scorers(model)
+    assert len(caught) == 1
+    assert type(scorers["tail"]) is GemmScorer and isinstance(scorers["head"], FullRowScorer | SlicedScorer)
+    with pytest.warns(FastPathWarning, match=r"Negated\.score_h"):
+        results, triples = evaluate(model, 3, 4)
+    tables = own_tables_by_side(model)
+    expected = {side: reference_ranks(tables[side], triples, GRAPH.filter_triples)[side] for side in tables}
+    assert_same_ranks(results.records, expected)
+
+
+def own_tables_by_side(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A model whose score_h is not score_t's function: each side's (E, R, E) table from its own method."""
+    heads, relations = torch.meshgrid(torch.arange(E), torch.arange(R), indexing="ij")
+    with torch.no_grad():
+        tails = model.score_t(torch.stack([heads.reshape(-1), relations.reshape(-1)], dim=1)).reshape(E, R, E)
+        relations, tail_ids = torch.meshgrid(torch.arange(R), torch.arange(E), indexing="ij")
+        by_heads = model.score_h(torch.stack([relations.reshape(-1), tail_ids.reshape(-1)], dim=1)).reshape(R, E, E)
+    return {"tail": tails, "head": by_heads.permute(2, 0, 1)}

@@ -67,7 +67,8 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
     ``_get_representations`` passes the interaction (several per entity or relation where the interaction takes
     several). Heads are scored through the inverse relation's tail query for a model trained with inverse triples;
     without them an interaction whose head scores are not of that form (ConvE, ERMLPE, CrossE, ProjE, Transformer:
-    a network of (h, r)) serves tails only (``kgeval_targets``) and is scored through ``score_h`` for heads.
+    a network of (h, r)) serves tails through the form (``kgeval_targets``) and heads through a per-relation
+    candidate table of that network's vectors (:class:`PyKEENHeadTable`, ``kgeval_table_targets``).
     See docs/models.md (PyKEEN) for the table of interactions and their queries.
 
     Ranks equal PyKEEN's except where two scores differ by float rounding only (the fast path sums in another order;
@@ -88,6 +89,8 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
             return table
     if form is None or overridden is not None:
         return PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else refusal, mode)
+    if _has_head_table(model, form):
+        return PyKEENHeadTable(model, form)
     return PyKEENQueryCandidate(model, form)
 
 
@@ -279,6 +282,93 @@ class PyKEENQueryCandidate(PyKEENRepresentations):
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail") or (r, t) rows (target "head")."""
         return _flat(self.form.query(*self._query_parts(batch, target)))
+
+
+class PyKEENHeadTable(PyKEENQueryCandidate):
+    """:class:`PyKEENQueryCandidate` of a tails-only dot form (a network of (h, r) makes the tail query: ConvE,
+    ERMLPE, CrossE, ProjE, Transformer, and those wrapped by a monotonic affine transformation or a clamp of None)
+    without inverse triples, whose heads are ranked through a per-relation candidate table
+    (:class:`kgeval.protocol.RelationTableModel`).
+
+    The score of (h, r, t) is q(h, r) . c(t), the form's tail query against its tail candidate, whichever side is
+    ranked. For a head query (r, t) the candidate h's vector q(h, r) depends on the candidate and the relation
+    only: the table of relation r holds the form's tail query of every candidate head with r (the interaction's
+    own network, in evaluation mode as the engine scores), and the head query is c(t), the form's candidate vector
+    of the tail (ConvE's [t, b_t], ProjE's [t, 1]), so the table's dot products are the model's scores, their
+    constants included. The network runs on at most ``NETWORK_CHUNK_ELEMENTS`` elements of its widest layers at a
+    time (``network_width``), however wide the slice the engine asks for.
+
+    Attributes
+    ----------
+    kgeval_targets : tuple of str
+        ("tail",): the plain form's.
+    kgeval_table_targets : tuple of str
+        ("head",): the table's.
+    chunk_rows : int
+        The candidates the network computes at once.
+    """
+
+    kgeval_table_targets: tuple[Target, ...] = ("head",)
+
+    def __init__(self, model: Model, form: InteractionForm) -> None:
+        super().__init__(model, form)
+        self.kgeval_candidate_bias = False
+        self.chunk_rows = max(1, NETWORK_CHUNK_ELEMENTS // network_width(self.model.interaction))
+
+    def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
+        """(B, d) queries from (h, r) rows (target "tail": the form's query) or (r, t) rows (target "head": the
+        form's candidate vector of t, as PyKEEN passes the interaction t)."""
+        if target == "tail":
+            return super().kgeval_query(batch, target)
+        return _flat(self.form.candidates(self._entities(batch[:, 1], "tail"), "tail"))
+
+    def kgeval_relation_candidates(self, relation: int, target: Target, entities: torch.Tensor) -> torch.Tensor:
+        """The (k, d) vectors q(h, r) of the candidate heads ``entities`` with ``relation``: the form's tail query,
+        the interaction's network applied to (h, r), in chunks of ``chunk_rows`` candidates."""
+        if target != "head":
+            raise ValueError(f"{self.kind}'s per-relation table ranks heads only, not {target!r}")
+        parts = []
+        for start in range(0, max(1, entities.numel()), self.chunk_rows):
+            chunk = entities[start : start + self.chunk_rows]
+            relations = torch.full_like(chunk, relation)
+            parts.append(_flat(self.form.query(self._entities(chunk, "head"), self._relations(relations), "tail")))
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
+
+
+#: elements of the network's widest layers a head table computes at once (:class:`PyKEENHeadTable`: 128 MiB of
+#: float32), its candidates in chunks of as many rows as that allows
+NETWORK_CHUNK_ELEMENTS = 2**25
+
+
+def _has_head_table(model: Any, form: InteractionForm) -> bool:
+    """Whether ``model`` (with ``form``) ranks heads through :class:`PyKEENHeadTable`: a dot form that serves tails
+    only, without inverse triples, of an interaction with no batch norm that normalises with batch statistics (in
+    evaluation mode a batch norm without running statistics depends on the batch: the table's chunks are not
+    PyKEEN's batches)."""
+    if model.use_inverse_triples or form.similarity != "dot" or "head" in form.sides:
+        return False
+    norms = (torch.nn.modules.batchnorm._BatchNorm,)
+    return all(module.running_mean is not None for module in model.interaction.modules() if isinstance(module, norms))
+
+
+def network_width(interaction: Any) -> int:
+    """About how many elements per candidate the network of a tails-only interaction holds at once (the widest
+    layers' outputs alive together), for :class:`PyKEENHeadTable`'s chunks; wrappers (``base``) unwrapped."""
+    while _pykeen_class(interaction) in ("ClampedInteraction", "MonotonicAffineTransformationInteraction"):
+        interaction = interaction.base
+    linear = [module for module in interaction.modules() if isinstance(module, torch.nn.Linear)]
+    widest = max([module.in_features for module in linear] + [module.out_features for module in linear] + [1])
+    name = _pykeen_class(interaction)
+    if name == "ConvEInteraction":  # the feature maps: the convolution's, its batch norm's and ReLU's outputs
+        return 3 * interaction.shape_info.num_in_features + 4 * interaction.shape_info.embedding_dim
+    if name == "TransformerInteraction":  # a sequence of two: the feed-forward layers' and the attention's outputs
+        return 2 * 4 * widest
+    return 4 * max(widest, _entity_width(interaction))
+
+
+def _entity_width(interaction: Any) -> int:
+    """The width of the interaction's bias-like parameters (CrossE's, ProjE's: d), 1 without one."""
+    return max([parameter.shape[-1] for parameter in interaction.parameters() if parameter.dim() >= 1] + [1])
 
 
 class PyKEENInductiveScoring(PyKEENScoring):
@@ -654,4 +744,7 @@ class InteractionForm(NamedTuple):
     sides: tuple[Target, ...]
 
 
-__all__ = ("FORMS", "InteractionForm", "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring", "pykeen_view")
+__all__ = (
+    "FORMS", "InteractionForm", "PyKEENHeadTable", "PyKEENPredicting", "PyKEENQueryCandidate", "PyKEENScoring",
+    "pykeen_view",
+)  # fmt: skip

@@ -1,6 +1,8 @@
 """The query/candidate forms of PyKEEN's interactions beyond DistMult / ComplEx / RESCAL / TransE / RotatE
 (kgeval.adapters.pykeen.FORMS and its wrappers): each is chosen where it computes the model's scores, and ranks every
-task as a brute force over the PyKEEN model's own ``predict`` does, ties included.
+task as a brute force over the PyKEEN model's own ``predict`` does, ties included. The tails-only forms (a network of
+(h, r): ConvE, ERMLPE, CrossE, ProjE, Transformer) rank heads without inverse triples through a per-relation
+candidate table of that network's vectors (kgeval.adapters.pykeen.PyKEENHeadTable), held to the same brute force.
 
 The expectations come from the PyKEEN model itself: every score row from ``model.predict(batch, target=...)``, the
 known answers masked, the optimistic rank 1 + #(scores above the true one), the pessimistic #(scores at least the
@@ -30,11 +32,14 @@ from pykeen.triples import TriplesFactory  # noqa: E402
 
 from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.gemm_scoring import GemmScorer, L1Scorer  # noqa: E402
+from kgeval._engine.relation_tables import RelationTableScorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval._engine.scoring import SlicedScorer  # noqa: E402
+from kgeval.adapters import pykeen as pykeen_adapter  # noqa: E402
 from kgeval.adapters import scoring_view  # noqa: E402
-from kgeval.adapters.pykeen import PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
+from kgeval.adapters.pykeen import PyKEENHeadTable, PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
+from kgeval.protocol import RelationTableModel  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
@@ -249,10 +254,17 @@ def test_the_form_is_chosen(name: str, inverse: bool) -> None:
         assert view.kgeval_similarity == similarity
         served = TARGETS if inverse else sides
         assert tuple(view.kgeval_targets) == tuple(served)
+        tables = () if inverse else tuple(target for target in TARGETS if target not in sides)
+        assert (type(view) is PyKEENHeadTable) == bool(tables)
+        assert isinstance(view, RelationTableModel) == bool(tables)
+        assert tuple(getattr(view, "kgeval_table_targets", ())) == tables
+        evaluated = split()[0]
         for target in TARGETS:
-            scorer = make_scorer(model, target, NUM_ENTITIES, None)
-            expected = (L1Scorer if similarity == "l1" else GemmScorer) if target in served else SlicedScorer
+            queries = evaluated[:, :2] if target == "tail" else evaluated[:, 1:]
+            scorer = make_scorer(model, target, NUM_ENTITIES, None, probe_queries=queries)
+            expected = (L1Scorer if similarity == "l1" else GemmScorer) if target in served else RelationTableScorer
             assert type(scorer) is expected, target
+            assert scorer.model_scores == (similarity != "l2"), target  # a head table's constants are in its query
 
 
 @pytest.mark.parametrize("sizes", [(1, 1), (3, 4), (None, None)], ids=["1x1", "3x4", "whole"])
@@ -318,6 +330,120 @@ def test_query_and_candidates_give_the_models_scores(name: str, inverse: bool) -
                     form = -((-form) ** p)
             scale = own.abs().max()
             assert ((form - own).abs().max() / scale).item() < 1e-5, target
+
+
+#: the cases whose heads (without inverse triples) are ranked through a per-relation table of the network's vectors
+HEAD_TABLES = [name for name, (_builder, _similarity, sides) in CASES.items() if "head" not in sides]
+
+
+@pytest.mark.parametrize("chunk_rows", [None, 5], ids=["whole", "chunks-of-5"])
+@pytest.mark.parametrize("name", HEAD_TABLES)
+def test_the_head_table_gives_the_models_scores(name: str, chunk_rows: int | None) -> None:
+    """kgeval_query(., "head") against each relation's kgeval_relation_candidates equals PyKEEN's own head score
+    rows within 1e-5 relative, on random float weights; in chunks of 5 candidates as in one piece."""
+    model = random_weights(build(name, False))
+    view = scoring_view(model)
+    assert isinstance(view, PyKEENHeadTable)
+    if chunk_rows is not None:
+        view.chunk_rows = chunk_rows
+    triples = split()[0][:16]
+    everyone = torch.arange(NUM_ENTITIES)
+    with torch.inference_mode():
+        own = model.predict(triples, target="head").double()
+        queries = view.kgeval_query(triples[:, 1:], "head").double()
+        form = torch.stack([queries[row] @ view.kgeval_relation_candidates(relation, "head", everyone).double().T
+                            for row, relation in enumerate(triples[:, 1].tolist())])  # fmt: skip
+    assert ((form - own).abs().max() / own.abs().max()).item() < 1e-5
+
+
+@pytest.mark.parametrize("sizes", [(1, 1), (3, 4), (None, None)], ids=["1x1", "3x4", "whole"])
+@pytest.mark.parametrize("name", ["ConvE", "ERMLPE", "ProjE"])
+def test_head_tables_computed_in_chunks_rank_exactly(
+    name: str, sizes: tuple[int | None, int | None], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The network's chunks (here a few candidates each, so that every table of a slice is several) change no
+    rank: integer weights, every head rank equal to the brute force's, ties included."""
+    model = integer_weights(build(name, False), name)
+    width = pykeen_adapter.network_width(model.interaction)
+    monkeypatch.setattr(pykeen_adapter, "NETWORK_CHUNK_ELEMENTS", 3 * width)
+    view = scoring_view(model)
+    assert isinstance(view, PyKEENHeadTable) and view.chunk_rows == 3
+    evaluated, known = split()
+    expected = brute_force(model, evaluated, known)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        ours = kgeval_ranks(model, evaluated, known, batch_size=sizes[0], slice_size=sizes[1])
+    for got, want in zip(ours["head"], expected["head"], strict=True):
+        np.testing.assert_array_equal(got, want)
+    assert (expected["head"][1] > expected["head"][0]).any()  # ties among the heads
+
+
+@pytest.mark.parametrize("name", HEAD_TABLES)
+def test_a_subclass_overriding_score_h_falls_back_from_the_head_table(name: str) -> None:
+    """A subclass redefining score_h alone (a PyKEEN model class, or ERModel for the Transformer) loses both the
+    tail form and the head table, with a FastPathWarning, and ranks as its own methods do."""
+    model = integer_weights(build(name, False), name)
+    base = type(model)
+
+    class Overriding(base):  # type: ignore[misc, valid-type]
+        def score_h(self, rt_batch, **kwargs):
+            return super().score_h(rt_batch, **kwargs)
+
+    model.__class__ = Overriding
+    view = scoring_view(model)
+    assert type(view) is PyKEENScoring and "Overriding.score_h redefines PyKEEN's scoring" in view.kgeval_form_refused
+    evaluated, known = split()
+    with pytest.warns(FastPathWarning, match=r"Overriding\.score_h redefines PyKEEN's scoring"):
+        scorer = make_scorer(model, "head", NUM_ENTITIES, None, probe_queries=evaluated[:, 1:])
+    assert type(scorer) is SlicedScorer
+    expected = brute_force(model, evaluated, known)
+    with pytest.warns(FastPathWarning, match=r"Overriding\.score_h redefines PyKEEN's scoring"):
+        ours = kgeval_ranks(model, evaluated, known, batch_size=3, slice_size=4)
+    for target in TARGETS:
+        if name in INEXACT:
+            assert_equal_but_near_ties(model, evaluated, target, ours[target], expected[target])
+        else:
+            for got, want in zip(ours[target], expected[target], strict=True):
+                np.testing.assert_array_equal(got, want, err_msg=target)
+
+
+def test_a_batch_norm_without_running_statistics_has_no_head_table() -> None:
+    """In evaluation mode such a batch norm normalises with the statistics of its batch: the table's chunks are not
+    PyKEEN's batches, so heads are left to the model's own score_h (the tail form is the probe's concern)."""
+    model = build("ERMLPE", False)
+    model.interaction.mlp[3] = torch.nn.BatchNorm1d(4, track_running_stats=False)
+    view = scoring_view(model)
+    assert type(view) is PyKEENQueryCandidate and tuple(view.kgeval_targets) == ("tail",)
+    assert type(make_scorer(model, "head", NUM_ENTITIES, None)) is SlicedScorer
+
+
+def test_a_wrapped_tails_only_form_gets_the_head_table_too() -> None:
+    """A monotonic affine transformation of ConvE: the table of the wrapped form's tail query, the scale and the
+    shift in it, against the tail's [t, b_t, 1]."""
+    interaction = pykeen_modules.MonotonicAffineTransformationInteraction(
+        base=pykeen_modules.ConvEInteraction(**CONVE, input_dropout=0.0), initial_bias=2.0, initial_scale=3.0
+    )
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = ERModel(triples_factory=_factory(False), interaction=interaction,
+                        entity_representations_kwargs=[{"shape": 8}, {"shape": tuple()}],
+                        relation_representations_kwargs={"shape": 8}, random_seed=0).eval()  # fmt: skip
+    model = integer_weights(model, "ConvE")
+    with torch.no_grad():  # a scale of exactly 2 (exp in float32 of log 2): every score stays exact
+        model.interaction.log_scale.fill_(math.log(2.0))
+    assert model.interaction.log_scale.exp().item() == 2.0
+    view = scoring_view(model)
+    assert type(view) is PyKEENHeadTable and view.kind == "MonotonicAffineTransformation(ConvEInteraction)"
+    evaluated, known = split()
+    expected = brute_force(model, evaluated, known)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        assert type(make_scorer(model, "head", NUM_ENTITIES, None, probe_queries=evaluated[:, 1:])) is (
+            RelationTableScorer)  # fmt: skip
+        ours = kgeval_ranks(model, evaluated, known, batch_size=3, slice_size=4)
+    for target in TARGETS:
+        for got, want in zip(ours[target], expected[target], strict=True):
+            np.testing.assert_array_equal(got, want, err_msg=target)
 
 
 def _negated(base: type) -> type:

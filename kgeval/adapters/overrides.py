@@ -39,6 +39,7 @@ def foreign_override(model: Any, names: Iterable[str], library: str) -> str | No
 #: the attributes of the query/candidate form: the class that defines the last of them owns the form
 FORM_ATTRIBUTES: tuple[str, ...] = (
     "kgeval_query", "kgeval_candidates", "kgeval_relation_candidates", "kgeval_similarity", "kgeval_targets",
+    "kgeval_table_targets",
 )  # fmt: skip
 
 

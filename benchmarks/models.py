@@ -88,6 +88,10 @@ MODELS: dict[str, tuple[str | None, dict[str, Any]]] = {
     "TuckER": ("tucker", {"embedding_dim": "{dim}", "relation_dim": 32}),
     "UM": ("um", {"embedding_dim": "{dim}"}),
 }
+#: PyKEEN's evaluator batch for models whose scoring broadcasts a (batch x entities x ...) tensor: on CPU PyKEEN has
+#: no automatic batch size, and at ``--pykeen-batch`` (128) CP's (B, E, rank, d) product and ConvE's / ConvKB's
+#: feature maps per (query, candidate) exceed this machine's 24 GiB (the process is killed)
+PYKEEN_BATCH: dict[str, int] = {"CP": 8, "ConvE": 16, "ConvKB": 16, "NTN": 16, "KG2E": 32, "BoxE": 32}
 #: the wrapper interactions and the row whose model exercises them
 WRAPPERS: dict[str, str] = {
     "ClampedInteraction": "SimplE (clamp_score)",
@@ -161,8 +165,9 @@ def _pykeen(args: argparse.Namespace) -> dict[str, Any]:
     evaluator = PyKEENEvaluator()
     before = rss_mib()
     start = time.perf_counter()
+    batch = min(args.pykeen_batch, PYKEEN_BATCH.get(args.model, args.pykeen_batch))
     results = evaluator.evaluate(model, test, additional_filter_triples=[data.train, data.valid],
-                                 batch_size=args.pykeen_batch, use_tqdm=False)  # fmt: skip
+                                 batch_size=batch, use_tqdm=False)  # fmt: skip
     seconds = time.perf_counter() - start
     return {"seconds": seconds, "mrr": float(results.get_metric("both.realistic.inverse_harmonic_mean_rank")),
             "peak_rss_mib": peak_rss_mib(), "rss_before_mib": before}  # fmt: skip

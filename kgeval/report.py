@@ -3,8 +3,9 @@
 The page needs no network when it is viewed: all CSS is inline, every chart is an inline SVG drawn here (so it shows
 with JavaScript off), and the only script is a few lines that make table columns sortable. Every number printed
 carries ``data-key`` (what it is: a :meth:`kgeval.RankBasedMetricResults.to_flat_dict` key, or ``ci.`` / ``tie_gap.`` /
-``hits_curve.`` / ``relation.<id>.`` / ``compare.`` / ``strat.`` prefixed names), ``data-model`` and ``data-value``
-(the ``repr`` of the float), so tests and scripts read the page's numbers back exactly.
+``hits_curve.`` / ``relation.<id>.`` / ``compare.`` / ``strat.`` / ``bucket.<label>.`` / ``group.<name>.`` /
+``sampled.`` prefixed names), ``data-model`` and ``data-value`` (the ``repr`` of the float), so tests and scripts
+read the page's numbers back exactly.
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ import itertools
 import math
 import os
 import re
-from collections.abc import Mapping
+import warnings
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -25,8 +27,15 @@ import pandas as pd
 from kgeval._checks import check_writable_file
 from kgeval._display import HEADLINE_SIDES, headline_rows
 from kgeval.analysis import plot, stats
+from kgeval.analysis.buckets import BucketTable, frequency_buckets
+from kgeval.analysis.groups import GroupTable
+from kgeval.analysis.groups import relation_groups as group_table
 from kgeval.analysis.readings import ReportedResults
+from kgeval.analysis.sampled_estimates import ULTRA_MAX_SAMPLES, sampled_metrics
 from kgeval.analysis.stratified import strat_curve
+from kgeval.exceptions import UndefinedMetricWarning
+from kgeval.keys import format_key, parse_key
+from kgeval.typing import Side
 
 __all__ = ["many_report_html", "report_html", "write_report"]
 
@@ -97,6 +106,11 @@ def report_html(
     audit: Any = None,
     popularity_triples: Any = None,
     min_count: float | None = None,
+    frequency_buckets: Any = None,
+    bucket_options: Mapping[str, Any] | None = None,
+    relation_groups: Any = None,
+    group_options: Mapping[str, Any] | None = None,
+    sampled: int | Sequence[int] | None = None,
     n_resamples: int = 1000,
     seed: int | None = 0,
     about: Mapping[str, Mapping[str, str]] | None = None,
@@ -122,6 +136,27 @@ def report_html(
     min_count : float, optional
         The floor popularity count of the curves for entities and relations absent from ``popularity_triples``
         (e.g. WN18RR's test entities unseen in train); without it, the section says which are absent instead.
+    frequency_buckets : LongTensor of shape (n, 3), BucketTable, or mapping of str to BucketTable, optional
+        Adds the frequency-bucket section: per bucket its count range, task count, MRR with its bootstrap interval,
+        Hits@1 and Hits@10 (both sides, realistic ranks) and a bar chart of MRR per bucket. Reference triples
+        (usually train) give each model's table by :func:`kgeval.analysis.buckets.frequency_buckets` with
+        ``bucket_options``; a table (one model) or a table per model name is shown as it is.
+    bucket_options : mapping, optional
+        Keywords of :func:`kgeval.analysis.buckets.frequency_buckets` (``by``, ``scheme``, ``num_buckets``,
+        ``edges``, ``num_entities``, ``num_relations``, ...); ``n_resamples`` and ``seed`` default to the report's.
+    relation_groups : mapping of str to relation ids or labels, GroupTable, or mapping of str to GroupTable, optional
+        Adds the relation-group section: per group its relations, task count, and MRR, Hits@1, Hits@10 micro and
+        macro side by side, with the micro MRR's interval. Groups (name -> relation ids or labels, labels read
+        with ``relation_labels``) give each model's table by :func:`kgeval.analysis.groups.relation_groups` with
+        ``group_options``; a table (one model) or a table per model name is shown as it is.
+    group_options : mapping, optional
+        Keywords of :func:`kgeval.analysis.groups.relation_groups` (``other``, ``allow_overlap``,
+        ``relation_labels``, ...); ``n_resamples`` and ``seed`` default to the report's.
+    sampled : int or sequence of int, optional
+        Adds the "full vs sampled" section: for each N, the full MRR and Hits@k (realistic and pessimistic) beside
+        their estimates among N sampled candidates (the answer and N - 1 negatives) from the same ranks: the exact
+        hypergeometric expectation and ULTRA's / NBFNet's binomial estimator
+        (:func:`kgeval.analysis.sampled_estimates.sampled_metrics`, both sides pooled).
     n_resamples : int, default=1000
         Bootstrap resamples of the confidence intervals and the paired tests (:mod:`kgeval.analysis.stats`).
     seed : int or None, default=0
@@ -147,8 +182,17 @@ def report_html(
         _distribution_section(named),
         _relation_section(named, labels),
     ]
+    if relation_groups is not None:
+        resampling = {"n_resamples": n_resamples, "seed": seed}
+        groups = _group_tables(named, relation_groups, group_options, labels, resampling)
+        sections.append(_group_section(named, groups, labels))
+    if frequency_buckets is not None:
+        resampling = {"n_resamples": n_resamples, "seed": seed}
+        sections.append(_bucket_section(named, _bucket_tables(named, frequency_buckets, bucket_options, resampling)))
     if popularity_triples is not None:
         sections.append(_strat_section(named, popularity_triples, min_count))
+    if sampled is not None:
+        sections.append(_sampled_section(named, _sample_sizes(sampled)))
     if len(named) > 1:
         sections.append(_compare_section(named, n_resamples, seed))
     if audit is not None:
@@ -709,6 +753,244 @@ def _compare_section(named: Mapping[str, ReportedResults], n_resamples: int, see
     )
 
 
+# -- breakdowns: frequency buckets, relation groups, full vs sampled ---------------------------------------------
+#: the metrics of a bucket or group row: (column heading, short key); hits@k only where the table has that k
+BREAKDOWN_HITS = (1, 10)
+
+
+def _tables_given(
+    named: Mapping[str, ReportedResults], given: Any, kind: type, what: str, options: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The tables of ``kind`` given for the report's models (one table for one model, or a mapping of model name to
+    table), or None where ``given`` is what to compute them from."""
+    if isinstance(given, kind):
+        tables: Mapping[str, Any] = {next(iter(named)): given}
+        if len(named) > 1:
+            raise ValueError(f"one {kind.__name__} for {len(named)} models: pass a mapping of model name to table, "
+                             f"or the {what} to compute each model's")  # fmt: skip
+    elif isinstance(given, Mapping) and given and all(isinstance(value, kind) for value in given.values()):
+        tables = given
+    else:
+        return None
+    if options:
+        raise ValueError(f"{what} options apply where the report computes the tables, not to given {kind.__name__}s")
+    missing = [name for name in named if name not in tables]
+    if missing:
+        raise ValueError(f"no {kind.__name__} for model(s) {', '.join(map(repr, missing))}; got {sorted(tables)}")
+    return {name: tables[name] for name in named}
+
+
+def _bucket_tables(named: Mapping[str, ReportedResults], given: Any, options: Mapping[str, Any] | None,
+                   resampling: Mapping[str, Any]) -> dict[str, BucketTable]:  # fmt: skip
+    """Each model's BucketTable: as given, or computed from the reference triples ``given``."""
+    tables = _tables_given(named, given, BucketTable, "bucket", options)
+    if tables is not None:
+        return tables
+    keywords = {**resampling, **(options or {})}
+    with warnings.catch_warnings():  # a bucket's undefined metrics the page does not show (adjusted hits@k)
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        return {name: frequency_buckets(results, given, **keywords) for name, results in named.items()}
+
+
+def _group_tables(named: Mapping[str, ReportedResults], given: Any, options: Mapping[str, Any] | None,
+                  labels: Mapping[int, str], resampling: Mapping[str, Any]) -> dict[str, GroupTable]:  # fmt: skip
+    """Each model's GroupTable: as given, or computed from the groups ``given`` (labels read with the report's
+    ``relation_labels`` unless ``options`` names others)."""
+    tables = _tables_given(named, given, GroupTable, "group", options)
+    if tables is not None:
+        return tables
+    if not isinstance(given, Mapping):
+        raise TypeError(f"relation_groups must map group names to relation ids or labels (or be GroupTables), got "
+                        f"{type(given).__name__}")  # fmt: skip
+    keywords = {**resampling, "relation_labels": labels or None, **(options or {})}
+    with warnings.catch_warnings():  # a group's undefined metrics the page does not show (adjusted hits@k)
+        warnings.simplefilter("ignore", UndefinedMetricWarning)
+        return {name: group_table(results, given, **keywords) for name, results in named.items()}
+
+
+def _short_keys(ks: Sequence[int]) -> list[tuple[str, str]]:
+    """(heading, short key) of a breakdown row: MRR, then Hits@1 and Hits@10 where the table has them (else its
+    first two ks)."""
+    shown = [k for k in BREAKDOWN_HITS if k in ks] or list(ks)[:2]
+    return [("MRR", "both.realistic.mrr"), *((f"Hits@{k}", f"both.realistic.hits@{k}") for k in shown)]
+
+
+def _metric(metrics: Mapping[Any, float], short: str) -> tuple[str, float]:
+    """(flat key, value; NaN where the table has none) of a short key in a bucket's or group's metrics."""
+    parsed = parse_key(short)
+    return format_key(parsed), float(metrics.get(parsed, math.nan))
+
+
+def _spans_cell(prefix: str, interval: Any, model: str, extra: Mapping[str, str]) -> str:
+    """A cell of an interval's two ends (``prefix.low`` / ``prefix.high`` spans), a dash where there is none."""
+    if interval is None:
+        return '<td title="no interval: no task">\u2013</td>'
+    attributes = "".join(f' data-{name}="{_e(text)}"' for name, text in extra.items())
+    spans = [
+        f'<span data-key="{_e(prefix)}.{end}" data-model="{_e(model)}"{attributes} data-value="{float(v)!r}">'
+        f"{float(v):.4f}</span>"
+        for end, v in (("low", interval.low), ("high", interval.high))
+    ]
+    return f'<td data-value="{float(interval.low)!r}">[{spans[0]}, {spans[1]}]</td>'
+
+
+def _count_range(low: int | None, high: int | None, dash: str = "\u2013", comma: str = ",") -> str:
+    """A bucket's counts as text: ``1\u201360``, ``12``, ``100+`` (``unseen``: 0; a LibKGE bucket of no id: a dash)."""
+    if low is None:
+        return "\u2013"
+    if low == 0 and high == 0:
+        return "unseen" if dash == "-" else "0"
+    text = f"{low:,}+" if high is None else f"{low:,}" if low == high else f"{low:,}{dash}{high:,}"
+    return text.replace(",", comma)
+
+
+def _bucket_section(named: Mapping[str, ReportedResults], tables: Mapping[str, BucketTable]) -> str:
+    first = next(iter(tables.values()))
+    columns = _short_keys(first.ks)
+    head = "".join(f"<th>{_e(heading)}</th>" + ("<th>95% CI of MRR</th>" if index == 0 else "")
+                   for index, (heading, _) in enumerate(columns))  # fmt: skip
+    # the count range where a label does not say it (LibKGE's "25%", ...; kgeval's labels are their ranges)
+    ranged = any(_count_range(b.low, b.high, "-", "") != b.label for t in tables.values() for b in t.buckets)
+    rows = []
+    for name, table in tables.items():
+        for bucket in table.buckets:
+            where = {"bucket": bucket.label}
+            prefix = f"bucket.{bucket.label}"
+            cells = [f'<td class="label">{_e(name)}</td>', f'<td class="label">{_e(bucket.label)}</td>']
+            if ranged:
+                cells.append(f"<td>{_e(_count_range(bucket.low, bucket.high))}</td>")
+            cells.append(_count_cell(bucket.num_tasks, f"{prefix}.num_tasks", name, where))
+            for index, (_heading, short) in enumerate(columns):
+                key, value = _metric(bucket.metrics, short)
+                cells.append(_cell(value, f"{prefix}.{key}", name, extra=where))
+                if index == 0:
+                    interval_key = f"{prefix}.ci.{table.interval_key}"
+                    cells.append(_spans_cell(interval_key, bucket.interval, name, where))
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+    labels = list(dict.fromkeys(bucket.label for table in tables.values() for bucket in table.buckets))
+    bars = [(label, [(name, _bucket_mrr(table, label)) for name, table in tables.items()]) for label in labels]
+    chart = _bar_svg(bars, list(named), "MRR per frequency bucket", "MRR (both sides)", left=90)
+    schemes = {(table.by, table.scheme) for table in tables.values()}
+    how = "; ".join(f"tasks by how often their {by.replace('_', ' ')} occurs in the reference triples, "
+                    f"{scheme} scheme" for by, scheme in sorted(schemes))  # fmt: skip
+    libkge = any(table.scheme == "libkge" for table in tables.values())
+    note = (" LibKGE's buckets hold quarters of the ids sorted by count (subject and object counted apart): "
+            "a head task's bucket is its subject's, a tail task's its object's; both sides are pooled here."
+            if libkge else "")  # fmt: skip
+    return (
+        f'<section id="buckets"><h2>Frequency buckets</h2><figure data-chart="buckets">{chart}<figcaption>MRR '
+        f"(both sides, realistic ranks) per bucket: {_e(how)}.</figcaption></figure>"
+        '<table class="sortable" id="bucket-table"><thead><tr><th class="label">model</th>'
+        f'<th class="label">bucket</th>{"<th>count</th>" if ranged else ""}<th>tasks</th>{head}</tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table><p class="note">A bucket holds the tasks whose '
+        f"{_e(_by_text(tables))} occurs that many times in the reference triples; unseen: never. The interval is "
+        "a percentile bootstrap of the bucket's evaluation "
+        f"triples (kgeval.analysis.buckets.frequency_buckets).{_e(note)}</p></section>"
+    )
+
+
+def _by_text(tables: Mapping[str, BucketTable]) -> str:
+    return " / ".join(dict.fromkeys(table.by.replace("_", " ") for table in tables.values()))
+
+
+def _bucket_mrr(table: BucketTable, label: str) -> float:
+    for bucket in table.buckets:
+        if bucket.label == label:
+            return _metric(bucket.metrics, "both.realistic.mrr")[1]
+    return math.nan
+
+
+def _group_section(named: Mapping[str, ReportedResults], tables: Mapping[str, GroupTable],
+                   labels: Mapping[int, str]) -> str:  # fmt: skip
+    first = next(iter(tables.values()))
+    columns = _short_keys(first.ks)
+    head = "".join(f"<th>{_e(heading)} micro</th><th>{_e(heading)} macro</th>"
+                   + ("<th>95% CI of MRR (micro)</th>" if index == 0 else "")
+                   for index, (heading, _) in enumerate(columns))  # fmt: skip
+    rows = []
+    for name, table in tables.items():
+        for group in table.groups:
+            where = {"group": group.name}
+            prefix = f"group.{group.name}"
+            members = ", ".join(labels.get(r, str(r)) for r in group.relations)
+            cells = [f'<td class="label">{_e(name)}</td>',
+                     f'<td class="label" title="{_e(members)}">{_e(group.name)}</td>',
+                     _count_cell(len(group.relations), f"{prefix}.num_relations", name, where),
+                     _count_cell(group.num_evaluated, f"{prefix}.num_evaluated", name, where),
+                     _count_cell(group.num_tasks, f"{prefix}.num_tasks", name, where)]  # fmt: skip
+            for index, (_heading, short) in enumerate(columns):
+                for average, metrics in (("micro", group.micro), ("macro", group.macro)):
+                    key, value = _metric(metrics, short)
+                    cells.append(_cell(value, f"{prefix}.{average}.{key}", name, extra=where))
+                if index == 0:
+                    cells.append(_spans_cell(f"{prefix}.ci.micro.{table.interval_key}", group.interval, name, where))
+            rows.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        '<section id="groups"><h2>Relation groups</h2><table class="sortable" id="group-table"><thead><tr>'
+        '<th class="label">model</th><th class="label">group</th><th>relations</th><th>evaluated</th>'
+        f'<th>tasks</th>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table><p class="note">micro: every task '
+        "of the group's relations pooled (what an evaluation restricted to them reports); macro: the unweighted "
+        "mean over the group's evaluated relations. Both sides, realistic ranks; hover a group for its relations "
+        "(kgeval.analysis.groups.relation_groups).</p></section>"
+    )
+
+
+def _sample_sizes(sampled: Any) -> list[int]:
+    """The N of the sampled section: one int or a sequence of them, each at least 2."""
+    sizes = [sampled] if isinstance(sampled, int | np.integer) else list(sampled)
+    if not sizes or not all(isinstance(n, int | np.integer) and not isinstance(n, bool) and n >= 2 for n in sizes):
+        raise ValueError(f"sampled must be an integer N >= 2 (the answer and N - 1 negatives), or a sequence of "
+                         f"them; got {sampled!r}")  # fmt: skip
+    return [int(n) for n in dict.fromkeys(sizes)]
+
+
+def _sampled_section(named: Mapping[str, ReportedResults], sizes: Sequence[int]) -> str:
+    rows, notes = [], []
+    for name, results in named.items():
+        side = cast(Side, "both" if "both" in _sides(results) else _sides(results)[0])
+        records = results.records
+        assert records is not None
+        ks = tuple(results.ks)
+        for n in sizes:
+            exact = sampled_metrics(records, ks, n, rank_types=("realistic", "pessimistic"), sides=(side,))
+            ultra_ks = tuple(k for k in ks if k <= n)
+            ultra: dict[str, float] = {}
+            if n <= ULTRA_MAX_SAMPLES and ultra_ks:
+                ultra = sampled_metrics(records, ultra_ks, n, method="ultra", sides=(side,))
+            elif n > ULTRA_MAX_SAMPLES:
+                notes.append(n)
+            where = {"samples": str(n)}
+            for label, metric in (("MRR", "inverse_harmonic_mean_rank"), *((f"Hits@{k}", f"hits_at_{k}") for k in ks)):
+                cells = [f'<td class="label">{_e(name)}</td>', f"<td>{n:,}</td>", f'<td class="label">{label}</td>']
+                for rank_type in ("realistic", "pessimistic"):
+                    key = f"{side}.{rank_type}.{metric}"
+                    cells.append(_cell(_value(results, side, rank_type, metric), key, name, extra=where))
+                for rank_type in ("realistic", "pessimistic"):
+                    key = f"{side}.{rank_type}.{metric}_sampled_{n}"
+                    cells.append(_cell(exact[key], f"sampled.{key}", name, extra=where))
+                key = f"{side}.pessimistic.{metric}_sampled_{n}_ultra"
+                if key in ultra:
+                    cells.append(_cell(ultra[key], f"sampled.{key}", name, extra=where))
+                else:
+                    why = ("ULTRA estimates no sampled MRR (its MRR is the full ranking's)" if metric.startswith("inv")
+                           else f"ULTRA's formula needs N <= {ULTRA_MAX_SAMPLES} and k <= N")  # fmt: skip
+                    cells.append(f'<td title="{_e(why)}">\u2013</td>')
+                rows.append("<tr>" + "".join(cells) + "</tr>")
+    beyond = (f" ULTRA's formula divides factorials as floats and is not computed beyond N = {ULTRA_MAX_SAMPLES}."
+              if notes else "")  # fmt: skip
+    return (
+        '<section id="sampled"><h2>Full vs sampled</h2><table class="sortable" id="sampled-table"><thead><tr>'
+        '<th class="label">model</th><th>N</th><th class="label">metric</th><th>full realistic</th>'
+        "<th>full pessimistic</th><th>sampled realistic</th><th>sampled pessimistic</th><th>sampled ULTRA</th>"
+        f'</tr></thead><tbody>{"".join(rows)}</tbody></table><p class="note">What the same ranks give among N '
+        "sampled candidates (the answer and N \u2212 1 negatives drawn from each task's filtered candidates), with "
+        "no re-scoring: sampled realistic / pessimistic are the exact hypergeometric expectations (N \u2212 1 "
+        "distinct negatives); sampled ULTRA is ULTRA's / NBFNet's binomial hits@k_N estimator (pessimistic ranks, "
+        "with replacement, float32), the number their papers report (kgeval.analysis.sampled_estimates; "
+        f"docs/conventions.md).{_e(beyond)}</p></section>"
+    )
+
+
 # -- SVG --------------------------------------------------------------------------------------------------------
 WIDTH, HEIGHT, LEFT, RIGHT, TOP, BOTTOM = 480, 260, 48, 12, 12, 36
 
@@ -836,9 +1118,10 @@ def _line_svg(
     return _frame(label, "".join(body), ticks, _y_ticks(low, high), x_label, y_label)
 
 
-def _bar_svg(bars: list[tuple[str, list[tuple[str, float]]]], models: list[str]) -> str:
-    """Horizontal bars: one group per relation, one bar per model, MRR in [0, 1]."""
-    bar, gap, left = 9, 6, 170
+def _bar_svg(bars: list[tuple[str, list[tuple[str, float]]]], models: list[str], label: str = "MRR per relation",
+             axis: str = "MRR (both sides)", left: int = 170) -> str:  # fmt: skip
+    """Horizontal bars: one group per row (a relation, a bucket), one bar per model, MRR in [0, 1]."""
+    bar, gap = 9, 6
     group = bar * len(models) + gap
     height = TOP + group * len(bars) + BOTTOM
     body = []
@@ -863,8 +1146,8 @@ def _bar_svg(bars: list[tuple[str, list[tuple[str, float]]]], models: list[str])
         for x in [_scale(v, 0.0, 1.0, left, WIDTH - RIGHT)]
     )
     return (
-        f'<svg viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-label="MRR per '
-        f'relation"><title>MRR per relation</title>{ticks}'
+        f'<svg viewBox="0 0 {WIDTH} {height}" width="{WIDTH}" height="{height}" role="img" aria-label="{_e(label)}">'
+        f"<title>{_e(label)}</title>{ticks}"
         f'<line x1="{left}" y1="{TOP}" x2="{left}" y2="{bottom}" stroke="#999"/>{"".join(body)}'
-        f'<text x="{(left + WIDTH - RIGHT) / 2}" y="{height - 4}" text-anchor="middle">MRR (both sides)</text></svg>'
+        f'<text x="{(left + WIDTH - RIGHT) / 2}" y="{height - 4}" text-anchor="middle">{_e(axis)}</text></svg>'
     )

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -14,6 +16,7 @@ from kgeval._version import __version__
 from kgeval.datasets import dataset_fingerprint
 
 __all__ = [
+    "BUCKET_REFERENCES",
     "RANK_TYPE_RULES",
     "check_ranks_fit",
     "count_of",
@@ -23,6 +26,7 @@ __all__ = [
     "one_line",
     "positive_float",
     "provenance",
+    "read_groups",
     "refuse_options",
     "version",
     "with_provenance",
@@ -31,6 +35,19 @@ __all__ = [
 #: how each rank type counts, as every ``--json`` document states it
 RANK_TYPE_RULES = {"optimistic": "1 + #(score > true)", "pessimistic": "1 + #(score >= true)",
                    "realistic": "(optimistic + pessimistic) / 2"}  # fmt: skip
+
+
+#: ``--bucket-reference`` -> the dataset splits whose triples the frequency buckets count
+BUCKET_REFERENCES: dict[str, tuple[str, ...]] = {"train": ("train",), "train+valid": ("train", "valid"),
+                                                 "all": ("train", "valid", "test")}  # fmt: skip
+
+
+def read_groups(path: str) -> dict[str, Any]:
+    """The JSON object of ``--relation-groups``: group name -> relation labels or ids."""
+    groups = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(groups, dict):
+        raise ValueError(f"--relation-groups {path} must hold a JSON object: name -> relations")
+    return groups
 
 
 def count_of(count: int, noun: str) -> str:

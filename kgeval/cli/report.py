@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+import torch
 
 from kgeval._checks import check_writable_file
 from kgeval.audit import audit_dataset
 from kgeval.audit.temporal import audit_temporal_dataset
-from kgeval.cli._common import check_ranks_fit
+from kgeval.cli._common import BUCKET_REFERENCES, check_ranks_fit, int_at_least, read_groups
 from kgeval.datasets import FullyInductiveDataset, InductiveDataset, TemporalDataset, load_dataset
 from kgeval.exceptions import UndefinedMetricWarning
 from kgeval.records import read_ranks, settings_of, table_provenance
@@ -42,6 +43,19 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
         help="the filter setting shown of a temporal rank table (default: %(default)s)")  # fmt: skip
     add("--ks", type=int, nargs="+", default=[1, 3, 5, 10], help="k of hits@k (default: 1 3 5 10, as kgeval evaluate)")
     add("--resamples", type=int, default=1000, help="bootstrap resamples of intervals and tests (default: 1000)")
+    add("--buckets", choices=("answer", "query_entity", "relation"), help="add the frequency-bucket section: every "
+        "bucket's task count, MRR with its interval, Hits@1, Hits@10 and a chart of MRR per bucket, by how often the "
+        "answer / query entity / relation occurs in the --bucket-reference triples (needs --dataset)")  # fmt: skip
+    add("--bucket-scheme", choices=("kgeval", "libkge"), default="kgeval", help="kgeval: quantile buckets that "
+        "never split equal counts; libkge: LibKGE's argument_frequency quartiles (default: %(default)s)")  # fmt: skip
+    add("--bucket-reference", choices=tuple(BUCKET_REFERENCES), default="train", help="the dataset triples the "
+        "bucket counts come from (default: %(default)s)")  # fmt: skip
+    add("--relation-groups", metavar="JSON", help="add the relation-group section: each named group's MRR, Hits@1 "
+        'and Hits@10 micro and macro side by side; JSON: {"group name": [relation labels or ids], ...} (labels: '
+        "the dataset's, else the tables' relation_label column)")  # fmt: skip
+    add("--sampled", type=int_at_least(2), nargs="+", metavar="N", help="add the full-vs-sampled section: the full "
+        "MRR and Hits@k beside their estimates among N sampled candidates from the same ranks (hypergeometric and "
+        "ULTRA's estimator)")  # fmt: skip
     add("--output", "-o", metavar="HTML", help="the page to write (required)")
 
 
@@ -71,6 +85,12 @@ def run_report(args: argparse.Namespace) -> int:
         extra: dict[str, Any] = {"relation_labels": labels_from_frames(frames), "about": about}
         if args.dataset:
             extra.update(_dataset_parts(args, dict(zip(names, args.ranks, strict=True)), frames, models))
+        elif args.buckets:
+            raise ValueError("--buckets counts the dataset's triples: give --dataset with the rank tables' dataset")
+        if args.relation_groups:
+            extra["relation_groups"] = read_groups(args.relation_groups)
+        if args.sampled:
+            extra["sampled"] = args.sampled
         path = write_report(models, output, title=args.title, n_resamples=args.resamples, **extra)
     except (FileNotFoundError, ValueError, TypeError, KeyError, ImportError) as error:
         message = " ".join(str(error).split())
@@ -122,5 +142,11 @@ def _dataset_parts(args: argparse.Namespace, paths: dict[str, str], frames: dict
     else:
         audit = audit_dataset(dataset, rule_baseline=not args.no_rule_baseline)
         popularity = dataset.train
-    return {"audit": audit, "popularity_triples": popularity, "relation_labels": dataset.relation_to_id,
-            "min_count": args.min_count}  # fmt: skip
+    parts = {"audit": audit, "popularity_triples": popularity, "relation_labels": dataset.relation_to_id,
+             "min_count": args.min_count}  # fmt: skip
+    if args.buckets:  # the counts of --bucket-reference's splits (a temporal split's triples without their times)
+        reference = torch.cat([getattr(dataset, split)[:, :3] for split in BUCKET_REFERENCES[args.bucket_reference]])
+        sizes = {"num_entities": dataset.num_entities, "num_relations": dataset.num_relations}
+        parts["frequency_buckets"] = reference
+        parts["bucket_options"] = {"by": args.buckets, "scheme": args.bucket_scheme, **sizes}
+    return parts

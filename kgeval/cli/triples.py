@@ -25,6 +25,7 @@ from kgeval.analysis.buckets import frequency_buckets
 from kgeval.analysis.groups import relation_groups
 from kgeval.audit import audit_dataset
 from kgeval.cli._common import (
+    BUCKET_REFERENCES,
     check_ranks_fit,
     count_of,
     int_at_least,
@@ -32,6 +33,7 @@ from kgeval.cli._common import (
     one_line,
     positive_float,
     provenance,
+    read_groups,
     with_provenance,
 )
 from kgeval.cli.inductive import run_inductive_audit, run_inductive_demo, run_inductive_evaluate
@@ -63,6 +65,7 @@ from kgeval.models.training import train_model
 from kgeval.records import RankRecords, check_rank_path, read_ranks, settings_of, table_provenance, write_ranks
 from kgeval.results import RankBasedMetricResults
 from kgeval.typing import Target
+from kgeval.variants.examples import EXAMPLE_SUFFIXES, rank_examples, write_examples
 from kgeval.variants.temporal import TemporalRankBasedMetricResults
 
 __all__ = [
@@ -314,15 +317,21 @@ def _evaluate_checkpoint(
     use_tqdm: bool,
     targets: Sequence[Target] = ("head", "tail"),
     about: dict[str, Any] | None = None,
+    loaded: LoadedModel | None = None,
+    also_filter: Sequence[str] = (),
 ) -> tuple[Any, Any]:
     """(results, dataset): the checkpoint evaluated on the split for ``targets``, filtered by every triple known to
-    it (valid: train + valid; test: train + valid + test). ``about``, if given, receives the model's class name."""
-    loaded, dataset = _checkpoint_and_dataset(args)
+    it (valid: train + valid; test: train + valid + test), and with ``also_filter`` (split names) by those splits as
+    well at a second level (``results.also_filtered``). ``about``, if given, receives the model's class name;
+    ``loaded``: the checkpoint, where the caller has read it already."""
+    loaded, dataset = _checkpoint_and_dataset(args, loaded)
     model = loaded.model
     if about is not None:
         about["model"] = type(model).__name__
     evaluator = RankBasedEvaluator(ks=tuple(ks))
     kwargs = dataset.evaluation_kwargs(args.split)
+    if also_filter:
+        kwargs["also_filter_triples"] = [getattr(dataset, split) for split in also_filter]
     progress_file = getattr(args, "progress_file", None)
     if progress_file is not None:
         check_writable_file(progress_file, "--progress-file", create_folder=True)
@@ -488,7 +497,7 @@ def add_strat_arguments(parser: argparse.ArgumentParser) -> None:
 def _bucket_or_group_table(args: argparse.Namespace, ranks: pd.DataFrame, popularity: Any, dataset: Any) -> str:
     """The --buckets or --relation-groups table, printed instead of the stratified one."""
     if args.relation_groups:
-        table = relation_groups(ranks, _read_groups(args.relation_groups), relation_labels=dataset.relation_to_id)
+        table = relation_groups(ranks, read_groups(args.relation_groups), relation_labels=dataset.relation_to_id)
         table = table.to_frame()
         return f"Relation groups (micro and macro)\n{table.to_string(float_format=lambda x: f'{x:.4f}')}"
     reference = popularity if isinstance(popularity, torch.Tensor) else torch.cat(list(popularity))
@@ -497,14 +506,6 @@ def _bucket_or_group_table(args: argparse.Namespace, ranks: pd.DataFrame, popula
     table = buckets.to_frame(("mrr", "hits@1", "hits@10"))
     return (f"Metrics per {args.buckets} frequency bucket ({args.bucket_scheme} scheme; counted on the "
             f"{args.popularity} triples)\n{table.to_string(float_format=lambda x: f'{x:.4f}')}")  # fmt: skip
-
-
-def _read_groups(path: str) -> dict[str, Any]:
-    """The JSON object of --relation-groups: group name -> relation labels or ids."""
-    groups = json.loads(Path(path).read_text(encoding="utf-8"))
-    if not isinstance(groups, dict):
-        raise ValueError(f"--relation-groups {path} must hold a JSON object: name -> relations")
-    return groups
 
 
 def _dataset_of_ranks(args: argparse.Namespace, command: str) -> str:
@@ -603,21 +604,97 @@ def add_evaluate_arguments(parser: argparse.ArgumentParser) -> None:
     add("--relation-groups", metavar="JSON", help="also each named group's metrics side by side, micro and "
         'macro, with its MRR interval; JSON: {"group name": [relation labels or ids], ...} (labels: the '
         "dataset's)")  # fmt: skip
+    add("--also-filter", type=_split_list, metavar="SPLIT[,SPLIT]", help="also the metrics under a second, wider "
+        "filter level counted in the same pass: the split's ranks filtered by these splits as well (--split valid "
+        "--also-filter test: valid filtered by train + valid and by train + valid + test, LibKGE's "
+        "filter_with_test); a checkpoint's evaluation only")  # fmt: skip
+    add("--examples", metavar="PATH", help="also write one row per evaluated (triple, side) to PATH (.jsonl or "
+        ".csv): its filtered ranks and the model's filtered top-k predictions with labels "
+        "(kgeval.variants.rank_examples); a checkpoint's evaluation only")  # fmt: skip
+    add("--examples-k", type=int_at_least(1), metavar="K", help="predictions per --examples row (default: 10)")
+
+
+def _split_list(text: str) -> list[str]:
+    """An argparse ``type`` of --also-filter: split names (train, valid, test) separated by commas, each once."""
+    names = [name.strip() for name in text.split(",")]
+    wrong = [name for name in names if name not in ("train", "valid", "test")]
+    if wrong:
+        raise argparse.ArgumentTypeError(f"expected train, valid or test (comma-separated), got {text!r}")
+    if len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(f"a split is named twice in {text!r}")
+    return names
+
+
+def _known_splits(split: str) -> list[str]:
+    """The splits a checkpoint's evaluation of ``split`` is filtered by: every triple known to it."""
+    return ["train", "valid"] if split == "valid" else ["train", "valid", "test"]
+
+
+def _check_model_options(args: argparse.Namespace) -> None:
+    """--also-filter, --examples and --examples-k checked before any work: a checkpoint's options (a rank table has
+    one filter level and no model), splits not in the filter already, a path that takes the rows."""
+    also, examples = getattr(args, "also_filter", None), getattr(args, "examples", None)
+    if args.ranks:
+        if also:
+            raise ValueError("--also-filter counts a second filter level while a model is ranked: give --checkpoint "
+                             "(a rank table holds the ranks of one filter level)")  # fmt: skip
+        if examples:
+            raise ValueError("--examples writes a model's ranks and top-k predictions: give --checkpoint (a rank "
+                             "table has ranks but no model to predict with)")  # fmt: skip
+    if getattr(args, "examples_k", None) is not None and not examples:
+        raise ValueError("--examples-k sets the predictions of each --examples row: give --examples PATH")
+    if also:
+        known = _known_splits(args.split)
+        already = [split for split in also if split in known]
+        if already:
+            raise ValueError(f"--also-filter {','.join(also)}: a {args.split} evaluation is filtered by "
+                             f"{' + '.join(known)} already ({', '.join(already)} included); the wider level adds "
+                             "splits outside it (--split valid --also-filter test)")  # fmt: skip
+    if examples:
+        if tuple(args.targets) == ("relation",):
+            raise ValueError("--examples writes rows of head and tail tasks: give --targets head and / or tail")
+        if Path(examples).suffix.lower() not in EXAMPLE_SUFFIXES:
+            raise ValueError(f"--examples {examples}: the suffix must be one of {', '.join(EXAMPLE_SUFFIXES)} (JSON "
+                             "lines or CSV)")  # fmt: skip
+        check_writable_file(examples, "--examples", create_folder=True)
+
+
+def _refuse_model_options(args: argparse.Namespace, kind: str) -> None:
+    """--also-filter and --examples are refused for temporal and inductive data (the evaluation of triples only)."""
+    for option in ("also_filter", "examples"):
+        if getattr(args, option, None):
+            flag = "--" + option.replace("_", "-")
+            raise ValueError(f"{flag} is not available for {kind} data yet: it takes a checkpoint of a triples dataset")
+
+
+def _write_examples(args: argparse.Namespace, model: Any, dataset: TriplesDataset, use_tqdm: bool) -> str:
+    """--examples: the rows of :func:`kgeval.variants.rank_examples` of the evaluated split, with the evaluation's
+    filter and the dataset's labels, written to the path; the path written."""
+    kwargs = dataset.evaluation_kwargs(args.split)
+    targets = [target for target in args.targets if target != "relation"]
+    rows = rank_examples(model, kwargs["mapped_triples"], filter_triples=kwargs["additional_filter_triples"],
+                         k=args.examples_k or 10, targets=targets, entity_labels=dataset.entity_to_id,
+                         relation_labels=dataset.relation_to_id, use_tqdm=use_tqdm)  # fmt: skip
+    return str(write_examples(args.examples, rows))
 
 
 def run_evaluate(args: argparse.Namespace) -> int:
     """Print the metrics of a checkpoint on a dataset split (filtered), or of a rank table."""
     if not (args.checkpoint or args.ranks):
         raise ValueError("give what to evaluate: --checkpoint PATH or --ranks PATH")
+    _check_model_options(args)
     if args.save_ranks:
         if not args.checkpoint:
             raise ValueError(
                 "--save-ranks writes the ranks of a --checkpoint's evaluation (a rank table is one already)"
             )
         _check_rank_output(args.save_ranks)  # before the evaluation, not after it
+    loaded = None
     if args.checkpoint:
         loaded = load_model_file(args.checkpoint, trust=args.trust_checkpoint)
         inductive, temporal = _special_datasets(args, loaded)
+        if inductive is not None or temporal is not None:
+            _refuse_model_options(args, "inductive" if inductive is not None else "temporal")
         if inductive is not None:
             return run_inductive_evaluate(args, inductive, loaded.model)
         if temporal is not None:
@@ -644,8 +721,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
             about["source"] = {"ranks": args.ranks, **table_provenance(frame)}
         else:
             use_tqdm = not args.no_progress and not args.json
-            results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm, args.targets, about)
-            known = ["train", "valid"] if args.split == "valid" else ["train", "valid", "test"]
+            also = args.also_filter or ()
+            results, dataset = _evaluate_checkpoint(args, args.ks, use_tqdm, args.targets, about, loaded, also)
+            known = _known_splits(args.split)
             title = f"== {dataset.name} {args.split}, filtered by {' + '.join(known)} =="
             about["source"] = {"checkpoint": args.checkpoint, "model": about.pop("model"), "dataset": dataset.name,
                                "split": args.split, "filtered_by": known, "targets": list(args.targets)}  # fmt: skip
@@ -653,13 +731,22 @@ def run_evaluate(args: argparse.Namespace) -> int:
                 recorded = provenance(about["source"]["model"], dataset, args.split, known, "filtered")
                 frame = with_provenance(results.ranks_df(dataset.entity_to_id, dataset.relation_to_id), recorded)
                 about["ranks_file"] = str(write_ranks(frame, args.save_ranks))
+            if args.examples:
+                assert loaded is not None  # a checkpoint's evaluation
+                about["examples_file"] = _write_examples(args, loaded.model, dataset, use_tqdm)
     for caught in undefined:  # anything else caught is shown as it would have been
         if not issubclass(caught.category, UndefinedMetricWarning):
             warnings.warn_explicit(caught.message, caught.category, caught.filename, caught.lineno)
     sampled = _sampled(results, args)
     buckets, groups = _breakdowns(results, args, dataset)
+    also_filtered = results.also_filtered if getattr(args, "also_filter", None) else None
+    wider = [*about["source"]["filtered_by"], *args.also_filter] if also_filtered is not None else []
     if args.json:
         document = _json_document(results, about, args.ks)
+        if also_filtered is not None:
+            flat = also_filtered.to_flat_dict()
+            document["also_filtered"] = {"filtered_by": wider,
+                                         "metrics": {key: _finite(value) for key, value in flat.items()}}  # fmt: skip
         if sampled:
             document["sampled"] = {key: (None if value != value else value) for key, value in sampled.items()}
         if buckets is not None:
@@ -670,6 +757,12 @@ def run_evaluate(args: argparse.Namespace) -> int:
         return 0
     print(title)
     _print_results(results, args.full)
+    if also_filtered is not None:  # the wider filter level, beside the headline
+        print(f"\n== also filtered by {' + '.join(wider)} (the same pass) ==")
+        print(also_filtered.summary())
+        if args.full:
+            print()
+            print(also_filtered.full_table())
     if sampled:
         print(f"Among {args.sampled} sampled candidates ({args.sampled_method}, estimated from these ranks):")
         for key, value in sampled.items():
@@ -684,6 +777,9 @@ def run_evaluate(args: argparse.Namespace) -> int:
         print(groups.to_frame(("mrr", "hits@1", "hits@10")).to_string(float_format=_four))
     if "ranks_file" in about:
         print(f"(the per-task ranks are in {about['ranks_file']})")
+    if "examples_file" in about:
+        print(f"(the per-example rows, ranks and top-{args.examples_k or 10} predictions, are in "
+              f"{about['examples_file']})")  # fmt: skip
     names = sorted({str(caught.message).split(" ", 1)[0] for caught in undefined
                     if issubclass(caught.category, UndefinedMetricWarning)})  # fmt: skip
     if names:
@@ -703,10 +799,6 @@ def _four(value: float) -> str:
     return f"{value:.4f}"
 
 
-#: --bucket-reference -> the dataset splits counted
-_REFERENCE = {"train": ("train",), "train+valid": ("train", "valid"), "all": ("train", "valid", "test")}
-
-
 def _breakdowns(results: Any, args: argparse.Namespace, dataset: Any) -> tuple[Any, Any]:
     """(--buckets' BucketTable, --relation-groups' GroupTable), None where not asked for; a bucket's or group's
     undefined metrics (adjusted hits@k of few candidates) are NaN without a warning."""
@@ -714,12 +806,12 @@ def _breakdowns(results: Any, args: argparse.Namespace, dataset: Any) -> tuple[A
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UndefinedMetricWarning)
         if getattr(args, "buckets", None):
-            reference = torch.cat([getattr(dataset, split) for split in _REFERENCE[args.bucket_reference]])
+            reference = torch.cat([getattr(dataset, split) for split in BUCKET_REFERENCES[args.bucket_reference]])
             sizes = {"num_entities": dataset.num_entities, "num_relations": dataset.num_relations}
             buckets = frequency_buckets(results, reference, by=args.buckets, scheme=args.bucket_scheme, **sizes)
         if getattr(args, "relation_groups", None):
             labels = dataset.relation_to_id if dataset is not None else None
-            groups = relation_groups(results, _read_groups(args.relation_groups), relation_labels=labels)
+            groups = relation_groups(results, read_groups(args.relation_groups), relation_labels=labels)
     return buckets, groups
 
 

@@ -396,8 +396,8 @@ class RankBasedMetricResults:
 
     def to_html(self, path: str | os.PathLike[str] | None = None, **options: Any) -> str:
         """The self-contained HTML report of these results (:func:`kgeval.report.report_html`, same options: title,
-        relation_labels, audit, popularity_triples, min_count, n_resamples, seed); also written to ``path`` when given
-        (docs/report.md)."""
+        relation_labels, audit, popularity_triples, min_count, n_resamples, seed, frequency_buckets, bucket_options,
+        relation_groups, group_options, sampled); also written to ``path`` when given (docs/report.md)."""
         from kgeval.report import report_html  # kgeval.report imports this module
 
         if path is not None:  # before the work: a folder or an unwritable place is named at once

@@ -21,8 +21,8 @@ scored the model: ``query/candidate`` (the GEMM fast path), ``relation table`` (
 Usage::
 
     python benchmarks/models.py                                    # CoDEx-S, 1,000 test triples, d = 200
-    python benchmarks/models.py --models transe,tucker --triples 200
-    python benchmarks/models.py --dataset FB15k-237 --models conve --conve-inverse no
+    python benchmarks/models.py --models TransE,TuckER --triples 200
+    python benchmarks/models.py --dataset FB15k-237 --models ConvE --inverse no
     python benchmarks/models.py --quick                            # Nations, d = 8, a few models: the test's run
 
 Figures: docs/measurements.md ("Every PyKEEN interaction").
@@ -64,7 +64,14 @@ MODELS: dict[str, tuple[str | None, dict[str, Any]]] = {
     "HolE": ("hole", {"embedding_dim": "{dim}"}),
     "KG2E": ("kg2e", {"embedding_dim": "{dim}"}),
     "LineaRE": (None, {"dimensions": "{dim}", "interaction": "lineare", "interaction_kwargs": {"p": 1}}),
-    "MultiLinearTucker": (None, {"dimensions": {"d": 32, "e": 32, "f": 32}, "interaction": "multilineartucker"}),
+    "MultiLinearTucker": (
+        None,
+        {
+            "dimensions": {"d": 32, "e": 32, "f": 32},
+            "interaction": "multilineartucker",
+            "interaction_kwargs": {"head_dim": 32, "relation_dim": 32, "tail_dim": 32},
+        },
+    ),
     "MuRE": ("mure", {"embedding_dim": "{dim}"}),
     "NTN": ("ntn", {"embedding_dim": "{dim}", "num_slices": 4}),
     "PairRE": ("pairre", {"embedding_dim": "{dim}"}),
@@ -149,10 +156,13 @@ def _form(model: Any, caught: list[warnings.WarningMessage]) -> str:
     if refused:
         return "own methods (" + refused[0].split(":", 1)[-1].strip()[:80] + ")"
     view = resolve_model(model, None, None).view
+    if hasattr(view, "kgeval_candidates") and hasattr(view, "kgeval_relation_candidates"):
+        return "query/candidate tails, relation-table heads"
     if hasattr(view, "kgeval_relation_candidates"):
         return "relation table"
-    if hasattr(view, "kgeval_query"):
-        return "query/candidate"
+    if hasattr(view, "kgeval_candidates"):
+        targets = getattr(view, "kgeval_targets", ("head", "tail"))
+        return "query/candidate" + ("" if len(targets) == 2 else f" ({', '.join(targets)} only)")
     return "own methods"
 
 

@@ -145,6 +145,19 @@ class TorchKGEScoring:
         return _unit(vectors)
 
 
+class _ByDissimilarity(TorchKGEScoring):
+    """A view of a translation model ranked by TorchKGE's dissimilarity: similarity "l1" / "l2" for its L1 /
+    (squared) L2 dissimilarity; a model with another dissimilarity does not fit."""
+
+    def __init__(self, model: Model) -> None:
+        super().__init__(model)
+        self.kgeval_similarity = _distance(model) or "l2"
+
+    @classmethod
+    def fits(cls, model: Model) -> bool:
+        return _distance(model) is not None
+
+
 class _QueryCandidate(TorchKGEScoring):
     """The query/candidate form: ``kgeval_query`` of (h, r) / (r, t) rows, candidates of every entity."""
 
@@ -163,16 +176,8 @@ class _QueryCandidate(TorchKGEScoring):
         raise NotImplementedError
 
 
-class TorchKGETransE(_QueryCandidate):
+class TorchKGETransE(_ByDissimilarity, _QueryCandidate):
     """TransE: -d(n(h) + r, n(t)), d TorchKGE's L1 or squared L2 dissimilarity."""
-
-    def __init__(self, model: Model) -> None:
-        super().__init__(model)
-        self.kgeval_similarity = _distance(model) or "l2"
-
-    @classmethod
-    def fits(cls, model: Model) -> bool:
-        return _distance(model) is not None
 
     def _query(self, entity: torch.Tensor, relations: torch.Tensor, target: Target) -> torch.Tensor:
         translation = self.model.rel_emb(relations)
@@ -271,17 +276,9 @@ class TorchKGEAnalogy(_QueryCandidate):
         return torch.cat([sc_e * sc_r, *_complex_query(re_e, im_e, re_r, im_r, target)], dim=1)
 
 
-class _RelationTable(TorchKGEScoring):
+class _RelationTable(_ByDissimilarity):
     """A per-relation candidate table (:class:`kgeval.protocol.RelationTableModel`): -d(p_r(h) + r, p_r(t)), d
     TorchKGE's L1 or squared L2 dissimilarity, p_r the model's projection for relation r."""
-
-    def __init__(self, model: Model) -> None:
-        super().__init__(model)
-        self.kgeval_similarity = _distance(model) or "l2"
-
-    @classmethod
-    def fits(cls, model: Model) -> bool:
-        return _distance(model) is not None
 
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail") or (r, t) rows (target "head")."""

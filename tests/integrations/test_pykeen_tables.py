@@ -27,22 +27,12 @@ from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval.adapters.pykeen_tables import TABLES, PyKEENRelationTable, relation_table_form  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.protocol import QueryCandidateModel, RelationTableModel  # noqa: E402
+from tests.integrations.test_pykeen_forms import NUM_ENTITIES, _factory, brute_force, split  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
 
-NUM_ENTITIES, NUM_RELATIONS = 24, 4
 TARGETS = ("head", "tail")
-
-
-def _factory(inverse: bool) -> TriplesFactory:
-    generator = torch.Generator().manual_seed(0)
-    triples = torch.stack([torch.randint(0, NUM_ENTITIES, (240,), generator=generator),
-                           torch.randint(0, NUM_RELATIONS, (240,), generator=generator),
-                           torch.randint(0, NUM_ENTITIES, (240,), generator=generator)], dim=1)  # fmt: skip
-    return TriplesFactory(torch.unique(triples, dim=0), entity_to_id={str(i): i for i in range(NUM_ENTITIES)},
-                          relation_to_id={str(i): i for i in range(NUM_RELATIONS)},
-                          create_inverse_triples=inverse)  # fmt: skip
 
 
 def _model(cls: str, **kwargs) -> Callable[[TriplesFactory], ERModel]:
@@ -91,33 +81,6 @@ def build(name: str, inverse: bool) -> ERModel:
         for parameter in model.parameters():
             parameter.copy_(0.25 * torch.randn(parameter.shape, generator=generator).to(parameter.dtype))
     return model.eval()
-
-
-def split() -> tuple[torch.Tensor, torch.Tensor]:
-    triples = _factory(False).mapped_triples
-    return triples[:50], triples[50:]
-
-
-def brute_force(model: ERModel, evaluated: torch.Tensor, known: torch.Tensor) -> dict[str, tuple[np.ndarray, ...]]:
-    """target -> (optimistic, pessimistic, num_candidates) per evaluated triple, from the model's own ``predict``
-    rows with every other known answer of the query masked."""
-    everything = {tuple(row) for row in torch.cat([evaluated, known]).tolist()}
-    out = {}
-    with torch.inference_mode():
-        for target, answer_column in (("head", 0), ("tail", 2)):
-            scores = model.predict(evaluated, target=target).double()
-            optimistic, pessimistic, counts = [], [], []
-            for row, (h, r, t) in enumerate(evaluated.tolist()):
-                answer = (h, t)[answer_column // 2]
-                keep = [e == answer or ((e, r, t) if target == "head" else (h, r, e)) not in everything
-                        for e in range(NUM_ENTITIES)]  # fmt: skip
-                values = scores[row][torch.tensor(keep)]
-                true = scores[row, answer]
-                optimistic.append(1 + int((values > true).sum()))
-                pessimistic.append(int((values >= true).sum()))
-                counts.append(int(sum(keep)))
-            out[target] = (np.array(optimistic), np.array(pessimistic), np.array(counts))
-    return out
 
 
 def kgeval_ranks(view: PyKEENRelationTable, evaluated: torch.Tensor, known: torch.Tensor, **sizes) -> dict:

@@ -122,21 +122,22 @@ def test_the_classification_benchmark_runs_and_agrees_with_pykeen(tmp_path: Path
 
 @pytest.mark.pykeen
 def test_the_models_benchmark_runs_and_compares_mrrs(tmp_path: Path) -> None:
-    """benchmarks/models.py --quick with two interactions (Nations, d=8): each evaluator in its own process, the
-    form kgeval used named, the MRRs of kgeval and PyKEEN's evaluator on the same model equal, the rows written."""
+    """benchmarks/models.py --quick with two interactions and a wrapper (Nations, d=8), after a warm-up: each
+    evaluator in its own process, the form kgeval used named, the MRRs of kgeval and PyKEEN's evaluator on the same
+    model equal, the rows written."""
     import json
 
     pytest.importorskip("pykeen")
     rows = tmp_path / "rows.json"
     done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "models.py"), "--quick", "--models", "TransE,NTN",
-         "--json", str(rows)],
+        [sys.executable, str(ROOT / "benchmarks" / "models.py"), "--quick", "--models",
+         "TransE,NTN,MonotonicAffineTransformation(DistMult)", "--warm-up", "3", "--json", str(rows)],
         capture_output=True, text=True, timeout=600, check=False, cwd=tmp_path,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     written = json.loads(rows.read_text())
-    assert [row["interaction"] for row in written] == ["TransE", "NTN"]
+    assert [row["interaction"] for row in written] == ["TransE", "NTN", "MonotonicAffineTransformation(DistMult)"]
     assert all(row["mrr_equal"] is True and row["kgeval_s"] > 0 for row in written), written
-    assert written[0]["form"] == "query/candidate"
+    assert written[0]["form"] == "query/candidate" and written[2]["form"] == "query/candidate"
     assert written[1]["form"].startswith("own methods")
-    assert "| interaction | form |" in done.stdout
+    assert "| interaction | form |" in done.stdout and "warm-up 3 triples" in done.stdout

@@ -32,6 +32,12 @@ class TypeConstraints:
     heads: Mapping[int, torch.Tensor] = field(default_factory=dict)  #: relation -> sorted unique LongTensor of ids
     tails: Mapping[int, torch.Tensor] = field(default_factory=dict)  #: relation -> sorted unique LongTensor of ids
 
+    def __post_init__(self) -> None:
+        """Any mapping of relation -> iterable of ids is kept as sorted unique CPU LongTensors, checked as
+        :meth:`from_mappings` checks it (the constructor took lists before and failed later, in ``check``)."""
+        object.__setattr__(self, "heads", _checked_mapping(self.heads, "heads"))
+        object.__setattr__(self, "tails", _checked_mapping(self.tails, "tails"))
+
     @classmethod
     def from_mappings(
         cls,
@@ -39,7 +45,7 @@ class TypeConstraints:
         tails: Mapping[int, Iterable[int]] | None = None,
     ) -> TypeConstraints:
         """Constraints from relation -> allowed head ids and relation -> allowed tail ids (any iterables of ints,
-        or LongTensors); an empty set of allowed entities is an error."""
+        or LongTensors); an empty set of allowed entities is an error. The same as the constructor."""
         return cls(heads=_checked_mapping(heads, "heads"), tails=_checked_mapping(tails, "tails"))
 
     @classmethod

@@ -128,6 +128,20 @@ def test_answer_outside_its_set_is_an_error_unless_dropped() -> None:
     assert results.records.num_candidates.tolist() == [6, 3]  # head side unconstrained, tail side {1, 2, 3}
 
 
+def test_the_constructor_takes_plain_lists_as_from_mappings_does() -> None:
+    """TypeConstraints(heads={r: [ids]}) is from_mappings' object (it failed with an AttributeError in check)."""
+    direct = TypeConstraints(heads={0: [3, 1, 1]}, tails={2: (5, 0)})
+    assert direct.allowed(0, "head").tolist() == [1, 3] and direct.allowed(2, "tail").tolist() == [0, 5]
+    assert direct.allowed(0, "tail") is None
+    direct.check(6)
+    with pytest.raises(ValueError, match=r"id outside \[0, 4\)"):
+        direct.check(4)
+    with pytest.raises(ValueError, match=r"heads\[1\] is empty"):
+        TypeConstraints(heads={1: []})
+    with pytest.raises(TypeError, match="heads must map relation ids"):
+        TypeConstraints(heads=[1, 2])  # type: ignore[arg-type]
+
+
 def test_bad_constraints_are_refused() -> None:
     with pytest.raises(ValueError, match=r"tails\[0\] is empty"):
         TypeConstraints.from_mappings(tails={0: []})

@@ -13,7 +13,9 @@
 - :mod:`kgeval.variants.examples`: per-example rows, each triple's filtered ranks and top-k predictions from one
   pass (``rank_examples``, ``write_examples``).
 
-A new variant is a new module here, re-exported below and from :mod:`kgeval` (CONTRIBUTING.md).
+A new variant is a new module here, re-exported below (CONTRIBUTING.md); the link-prediction evaluators and
+``evaluate_scores`` -- the headline APIs -- are also re-exported from :mod:`kgeval`, the other questions' functions
+(classification, undirected relations, ranked lists, per-example rows) are imported from here.
 """
 
 from kgeval.variants.classification import (

@@ -101,7 +101,7 @@ class ConvEFactors:
         """For a (1, d) relation embedding: ((1, out) W_r f_r(r) + b, (1, oc, kh - 1, W') Q_m(r))."""
         maps = self._convolved(relation, upper=False)
         own = self._features(maps[:, :, self.rows[2]]) @ self.weights[2].T
-        return own + self.linear.bias, maps[:, :, self.rows[1]]
+        return (own if self.linear.bias is None else own + self.linear.bias), maps[:, :, self.rows[1]]
 
     def hidden(
         self, entity_own: torch.Tensor, entity_mixed: torch.Tensor, relation: tuple[torch.Tensor, ...]

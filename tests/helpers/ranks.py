@@ -19,6 +19,11 @@ def ranks_by_side(records: Mapping[str, np.ndarray]) -> dict[str, dict[str, np.n
     return out
 
 
+def rank_tuples(records: Mapping[str, np.ndarray]) -> dict[str, tuple[np.ndarray, ...]]:
+    """``out[side]`` = (optimistic, pessimistic, num_candidates) in the order of the evaluated triples."""
+    return {side: tuple(fields[name] for name in FIELDS) for side, fields in ranks_by_side(records).items()}
+
+
 def assert_same_ranks(
     records: Mapping[str, np.ndarray],
     expected: Mapping[str, Mapping[str, np.ndarray]],

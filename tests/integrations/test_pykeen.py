@@ -30,6 +30,7 @@ from kgeval.adapters import scoring_view  # noqa: E402
 from kgeval.adapters.pykeen_tables import PyKEENRelationTable  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.integrations.pykeen import PyKEENPredicting, PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
+from tests.helpers.ranks import rank_tuples  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
@@ -91,13 +92,7 @@ def kgeval_ranks(model, dataset: Nations, **kwargs) -> dict[str, tuple[np.ndarra
     results = RankBasedEvaluator(**evaluator_kwargs).evaluate(
         model, dataset.testing.mapped_triples, additional_filter_triples=known(dataset), use_tqdm=False, **kwargs
     )
-    records = results.records
-    out = {}
-    for side, target in enumerate(TARGETS):
-        chosen = records["side"] == side
-        order = np.argsort(records["task_index"][chosen], kind="stable")
-        out[target] = tuple(records[name][chosen][order] for name in ("optimistic", "pessimistic", "num_candidates"))
-    return out
+    return rank_tuples(results.records)
 
 
 def scores_of(model, dataset: Nations, target: str, row: int) -> tuple[np.ndarray, float]:

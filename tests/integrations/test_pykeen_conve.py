@@ -175,3 +175,15 @@ def test_a_modified_network_keeps_the_plain_table_and_its_scores() -> None:
     with torch.inference_mode():
         torch.testing.assert_close(table(view, 0), own_network(model, 0))
     assert view._conve_parts is None
+
+
+def test_a_linear_layer_without_bias_is_split_too() -> None:
+    model = conve("3x4-k3")
+    linear = model.interaction.hr1d[0]
+    model.interaction.hr1d[0] = torch.nn.Linear(linear.in_features, linear.out_features, bias=False)
+    model = integer_weights(model, "ConvE").eval()
+    view = scoring_view(model)
+    assert isinstance(view, PyKEENHeadTable) and conve_factors(model.interaction) is not None
+    with torch.inference_mode():
+        for relation in range(NUM_RELATIONS):
+            assert torch.equal(table(view, relation), own_network(model, relation))

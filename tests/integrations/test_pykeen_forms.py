@@ -18,6 +18,7 @@ import logging
 import math
 import warnings
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
@@ -40,6 +41,7 @@ from kgeval.adapters import scoring_view  # noqa: E402
 from kgeval.adapters.pykeen import PyKEENHeadTable, PyKEENQueryCandidate, PyKEENScoring  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.protocol import RelationTableModel  # noqa: E402
+from tests.helpers.ranks import rank_tuples  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
@@ -226,16 +228,11 @@ def brute_force(model: ERModel, evaluated: torch.Tensor, known: torch.Tensor) ->
     return out
 
 
-def kgeval_ranks(model: ERModel, evaluated: torch.Tensor, known: torch.Tensor, **sizes) -> dict[str, tuple]:
-    """target -> (optimistic, pessimistic, num_candidates) per evaluated triple, from kgeval's records."""
+def kgeval_ranks(model: Any, evaluated: torch.Tensor, known: torch.Tensor, **sizes) -> dict[str, tuple]:
+    """target -> (optimistic, pessimistic, num_candidates) per evaluated triple, from kgeval's records (a model or a
+    view)."""
     results = RankBasedEvaluator(**sizes).evaluate(model, evaluated, additional_filter_triples=known, use_tqdm=False)
-    records = results.records
-    out = {}
-    for side, target in enumerate(TARGETS):
-        chosen = records["side"] == side
-        order = np.argsort(records["task_index"][chosen], kind="stable")
-        out[target] = tuple(records[name][chosen][order] for name in ("optimistic", "pessimistic", "num_candidates"))
-    return out
+    return rank_tuples(results.records)
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "inverse"])

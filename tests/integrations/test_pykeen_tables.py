@@ -21,13 +21,12 @@ from pykeen.models import ERModel  # noqa: E402
 from pykeen.nn import modules as pykeen_modules  # noqa: E402
 from pykeen.triples import TriplesFactory  # noqa: E402
 
-from kgeval import RankBasedEvaluator  # noqa: E402
 from kgeval._engine.relation_tables import RelationTableScorer  # noqa: E402
 from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval.adapters.pykeen_tables import TABLES, PyKEENRelationTable, relation_table_form  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.protocol import QueryCandidateModel, RelationTableModel  # noqa: E402
-from tests.integrations.test_pykeen_forms import NUM_ENTITIES, _factory, brute_force, split  # noqa: E402
+from tests.integrations.test_pykeen_forms import NUM_ENTITIES, _factory, brute_force, kgeval_ranks, split  # noqa: E402
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
@@ -81,18 +80,6 @@ def build(name: str, inverse: bool) -> ERModel:
         for parameter in model.parameters():
             parameter.copy_(0.25 * torch.randn(parameter.shape, generator=generator).to(parameter.dtype))
     return model.eval()
-
-
-def kgeval_ranks(view: PyKEENRelationTable, evaluated: torch.Tensor, known: torch.Tensor, **sizes) -> dict:
-    """target -> (optimistic, pessimistic, num_candidates) per evaluated triple, from kgeval's records."""
-    results = RankBasedEvaluator(**sizes).evaluate(view, evaluated, additional_filter_triples=known, use_tqdm=False)
-    records = results.records
-    out = {}
-    for side, target in enumerate(TARGETS):
-        chosen = records["side"] == side
-        order = np.argsort(records["task_index"][chosen], kind="stable")
-        out[target] = tuple(records[name][chosen][order] for name in ("optimistic", "pessimistic", "num_candidates"))
-    return out
 
 
 @pytest.fixture(params=[False, True], ids=["plain", "inverse"])

@@ -208,6 +208,26 @@ def load_average() -> str:
         return "?"
 
 
+def scored_through(model: Any, caught: list[Any]) -> str:
+    """How kgeval scored ``model``: the form its view offers, or the reason a form was refused (``caught``: the
+    warnings its evaluation recorded)."""
+    from kgeval._inputs import resolve_model
+    from kgeval.exceptions import FastPathWarning
+
+    refused = [str(w.message) for w in caught if issubclass(w.category, FastPathWarning)]
+    if refused:
+        return "own methods (" + refused[0].split(":", 1)[-1].strip()[:80] + ")"
+    view = resolve_model(model, None, None).view
+    if hasattr(view, "kgeval_candidates") and hasattr(view, "kgeval_relation_candidates"):
+        return "query/candidate tails, relation-table heads"
+    if hasattr(view, "kgeval_relation_candidates"):
+        return "relation table"
+    if hasattr(view, "kgeval_candidates"):
+        targets = getattr(view, "kgeval_targets", ("head", "tail"))
+        return "query/candidate" + ("" if len(targets) == 2 else f" ({', '.join(targets)} only)")
+    return "own methods"
+
+
 def format_table(rows: list[list[str]], header: list[str]) -> str:
     """A Markdown table."""
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]

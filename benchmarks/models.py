@@ -45,7 +45,17 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _harness import contender, format_table, load_average, machine, peak_rss_mib, rss_mib, run_contender, run_worker
+from _harness import (
+    contender,
+    format_table,
+    load_average,
+    machine,
+    peak_rss_mib,
+    rss_mib,
+    run_contender,
+    run_worker,
+    scored_through,
+)
 
 #: interaction -> (PyKEEN model name or None for ``make_model_cls``, model keyword arguments); ``{dim}`` in a value
 #: is the dimension. Wrapper interactions (Clamped, DirectionAverage, MonotonicAffineTransformation) take the form of
@@ -172,25 +182,6 @@ def _data(args: argparse.Namespace) -> tuple[Any, Any, torch.Tensor]:
     return data, factory, data.test[: args.triples]
 
 
-def _form(model: Any, caught: list[warnings.WarningMessage]) -> str:
-    """How kgeval scored ``model``: the form its view offers, or the reason a form was refused."""
-    from kgeval._inputs import resolve_model
-    from kgeval.exceptions import FastPathWarning
-
-    refused = [str(w.message) for w in caught if issubclass(w.category, FastPathWarning)]
-    if refused:
-        return "own methods (" + refused[0].split(":", 1)[-1].strip()[:80] + ")"
-    view = resolve_model(model, None, None).view
-    if hasattr(view, "kgeval_candidates") and hasattr(view, "kgeval_relation_candidates"):
-        return "query/candidate tails, relation-table heads"
-    if hasattr(view, "kgeval_relation_candidates"):
-        return "relation table"
-    if hasattr(view, "kgeval_candidates"):
-        targets = getattr(view, "kgeval_targets", ("head", "tail"))
-        return "query/candidate" + ("" if len(targets) == 2 else f" ({', '.join(targets)} only)")
-    return "own methods"
-
-
 @contender("pykeen")
 def _pykeen(args: argparse.Namespace) -> dict[str, Any]:
     from pykeen.evaluation import RankBasedEvaluator as PyKEENEvaluator
@@ -233,8 +224,9 @@ def _kgeval(args: argparse.Namespace) -> dict[str, Any]:
         start = time.perf_counter()
         results = evaluate(test)
         seconds = time.perf_counter() - start
+    form = scored_through(model, caught)
     return {"seconds": seconds, "mrr": results.get_metric("both.realistic.inverse_harmonic_mean_rank"),
-            "peak_rss_mib": peak_rss_mib(), "rss_before_mib": before, "form": _form(model, caught)}  # fmt: skip
+            "peak_rss_mib": peak_rss_mib(), "rss_before_mib": before, "form": form}  # fmt: skip
 
 
 def _options(parser: argparse.ArgumentParser) -> None:

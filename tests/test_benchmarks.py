@@ -141,3 +141,26 @@ def test_the_models_benchmark_runs_and_compares_mrrs(tmp_path: Path) -> None:
     assert written[0]["form"] == "query/candidate" and written[2]["form"] == "query/candidate"
     assert written[1]["form"].startswith("own methods")
     assert "| interaction | form |" in done.stdout and "warm-up 3 triples" in done.stdout
+
+
+def test_the_torchkge_benchmark_runs_and_compares_ranks(tmp_path: Path) -> None:
+    """benchmarks/torchkge_compare.py on Nations, d=8: TorchKGE's evaluator and kgeval on the same model object, the
+    rows written in --models' order, the ranks equal to TorchKGE's filtered ones, the form kgeval used named (a
+    query/candidate form, a relation table; ConvKB has none)."""
+    import json
+
+    pytest.importorskip("torchkge")
+    rows = tmp_path / "rows.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "torchkge_compare.py"), "--dataset", "nations", "--dim", "8",
+         "--triples", "30", "--repeats", "1", "--models", "TransE-L2,TransH,DistMult,ConvKB", "--json", str(rows)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    written = json.loads(rows.read_text())
+    assert [row["model"] for row in written] == ["TransE-L2", "TransH", "DistMult", "ConvKB"]
+    assert not [row["error"] for row in written if "error" in row]
+    assert all(row["mrr_equal"] is True and row["ranks_differ"] == 0 and row["kgeval_s"] > 0 for row in written)
+    assert [row["form"] for row in written[:3]] == ["query/candidate", "relation table", "query/candidate"]
+    assert written[3]["form"].startswith("own methods (no form:")
+    assert "| model | form |" in done.stdout

@@ -6,6 +6,7 @@ stability probe, :func:`kgeval._engine.form_check.probe_instability`).
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import torch
@@ -32,6 +33,8 @@ from kgeval.adapters.signatures import candidate_argument
 from kgeval.adapters.triples import TripleFunction, triple_function
 from kgeval.protocol import SIMILARITIES, QueryCandidateModel, RelationTableModel
 from kgeval.typing import Target
+
+logger = logging.getLogger("kgeval.scoring")
 
 
 def make_scorer(
@@ -177,6 +180,8 @@ def _chosen_scorer(
         checks.warn(_half_message(view, f"its parameters are {half}"))
         return own
     if form is None:
+        if fast_path and own_name is not None and not refused:
+            _log_no_fast_path(view, target, own_name)
         return _own_scorer(view, target, num_entities, candidate_ids, probe_queries)
     chosen = RelationTableScorer if table else L1Scorer if form.kgeval_similarity == "l1" else GemmScorer
     scorer = chosen(form, target, num_entities, candidate_ids)
@@ -213,6 +218,18 @@ def _chosen_scorer(
                 f"{name} is scored through {own_name} instead, with the ranks it gives. If the model is known "
                 "to be right, RankBasedEvaluator(check_fast_path=False) skips this check")  # fmt: skip
     return own
+
+
+def _log_no_fast_path(view: Any, target: Target, method: str) -> None:
+    """An INFO line: ``view`` is scored through its own ``method`` for ``target``, there is no shortcut, and why
+    (its adapter's ``kgeval_no_form`` where it says)."""
+    why = getattr(view, "kgeval_no_form", None) or (
+        "it declares no query/candidate form (kgeval.protocol."
+        "QueryCandidateModel) and no per-relation table for this target"
+    )
+    logger.info("kgeval: %s ranks its %s candidates through its own %s, with no shortcut: %s. Its calls are sized "
+                "from the memory one call takes, each distinct query scored once per candidate block",
+                model_name(view), target, method, why)  # fmt: skip
 
 
 #: the targets a form or table serves when it does not say (``kgeval_targets``)

@@ -672,15 +672,20 @@ def measured_sizes(
         name, mode, scorer.target, str(device), memory.fixed, per_query, budget, max(0, fits), sizes.batch_size,
         sizes.slice_size, memory.per_candidate, per_pair)  # fmt: skip
     if whole:
-        logger.info("kgeval: %s (%s, %s side) uses %s per call and %s per query on %s: batches of %d queries "
-                    "within memory_budget=%d", name, mode, scorer.target, _mib(memory.fixed), _mib(per_query),
+        logger.info("kgeval: %s (%s side) uses %s per call and %s per query on %s: batches of %d queries "
+                    "within memory_budget=%d", name, _side(scorer.target, mode), _mib(memory.fixed), _mib(per_query),
                     device, sizes.batch_size, budget)  # fmt: skip
     else:
-        logger.info("kgeval: %s (%s, %s side) uses %s per call, %s per query, %s per candidate and %s per query "
+        logger.info("kgeval: %s (%s side) uses %s per call, %s per query, %s per candidate and %s per query "
                     "and candidate on %s: batches of %d queries by slices of %d candidates within memory_budget=%d",
-                    name, mode, scorer.target, _mib(memory.fixed), _mib(per_query), _mib(memory.per_candidate),
+                    name, _side(scorer.target, mode), _mib(memory.fixed), _mib(per_query), _mib(memory.per_candidate),
                     _mib(per_pair), device, sizes.batch_size, sizes.slice_size, budget)  # fmt: skip
     return sizes
+
+
+def _side(target: str, mode: str | None) -> str:
+    """``target``, with the inductive mode where there is one: "tail" or "testing mode, tail"."""
+    return target if mode is None else f"{mode} mode, {target}"
 
 
 def _probe(whole: bool, width: int) -> tuple[str, int | None]:

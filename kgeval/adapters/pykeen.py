@@ -90,10 +90,37 @@ def pykeen_view(model: Model, mode: InductiveMode | None = None) -> PyKEENScorin
         if table is not None:
             return table
     if form is None or overridden is not None:
-        return PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else refusal, mode)
+        view = PyKEENScoring(model, f"{overridden} redefines PyKEEN's scoring" if form else refusal, mode)
+        view.kgeval_no_form = _no_form_reason(model) if form is None and refusal is None else None
+        return view
     if _has_head_table(model, form):
         return PyKEENHeadTable(model, form)
     return PyKEENQueryCandidate(model, form)
+
+
+#: PyKEEN's interactions without a query/candidate form or per-relation table, and why: their score is not a product
+#: or distance of a per-query vector and a per-candidate one (nor a relation's transform of the candidate)
+NO_FORM: dict[str, str] = {
+    "BoxEInteraction": "BoxE's score depends on the candidate's position relative to the query's boxes, a "
+    "piecewise function of both together",
+    "ConvKBInteraction": "ConvKB convolves (h, r, t) together, then applies a nonlinearity before its linear layer",
+    "ERMLPInteraction": "ER-MLP runs an MLP on [h; r; t] together",
+    "KG2EInteraction": "KG2E compares two Gaussians: its similarity is a log-determinant and trace of both "
+    "covariances together",
+    "NTNInteraction": "NTN applies a nonlinearity to a bilinear form of h and t per slice",
+    "TorusEInteraction": "TorusE's torus distance (min(|x|, 1 - |x|) per coordinate) is no norm of a difference",
+}
+
+
+def _no_form_reason(model: Any) -> str | None:
+    """Why ``model`` (without a form or table) has no fast path, for kgeval's log line: :data:`NO_FORM`'s reason for
+    PyKEEN's own interactions, a note for anything else; None for an inductive model (scored otherwise)."""
+    interaction = getattr(model, "interaction", None)
+    name = _pykeen_class(interaction) if interaction is not None else None
+    if name is None:
+        return (f"{type(interaction).__name__ if interaction is not None else type(model).__name__} is not one of "
+                "PyKEEN's own interactions (kgeval gives forms to those it knows by class)")  # fmt: skip
+    return NO_FORM.get(name, f"PyKEEN's {name} has no query/candidate form kgeval knows")
 
 
 def _checked_mode(model: Model, mode: Any) -> InductiveMode | None:

@@ -44,11 +44,14 @@ class PyKEENScoring:
         The relations of the data (``model.num_real_relations``: without the inverse ones).
     kgeval_form_refused : str or None
         Why the model's interaction form is not used (a subclass redefines a scoring method), for kgeval's warning.
+    kgeval_no_form : str or None
+        Why the model has no fast path at all (its interaction has no form), for kgeval's log line.
     """
 
     def __init__(self, model: Model, refusal: str | None = None, mode: InductiveMode | None = None) -> None:
         self.model: Any = model  # its attributes are PyKEEN's (typed by torch as Tensor | Module)
         self.kgeval_form_refused = refusal
+        self.kgeval_no_form: str | None = None
         self.mode = mode
         self.num_entities = model.num_entities if mode is None else model._get_entity_len(mode=mode)
         self.num_relations = model.num_real_relations

@@ -359,3 +359,38 @@ def test_pykeen_conve_without_inverse_triples_gets_small_head_batches_with_the_r
                                                                         use_tqdm=False)  # fmt: skip
     assert measured.get_metric("mrr") == single.get_metric("mrr")
     assert_same_ranks(measured.records, ranks_by_side(single.records))
+
+
+def test_a_model_without_a_fast_path_says_so_and_why(caplog: pytest.LogCaptureFixture) -> None:
+    """One INFO line per side for a model scored through its own methods: there is no shortcut, and why; a model
+    with a form, or one evaluated with fast_path=False, gets none."""
+    table = quantised_table(0, 12, 2, levels=3)
+    triples = torch.tensor([[0, 0, 1], [2, 1, 3], [4, 0, 5]])
+    with caplog.at_level("INFO", logger="kgeval.scoring"):
+        RankBasedEvaluator().evaluate(TableModel(table), triples, use_tqdm=False)
+    lines = [record.getMessage() for record in caplog.records if record.name == "kgeval.scoring"]
+    assert len(lines) == 2, lines
+    for side, method in (("head", "score_h"), ("tail", "score_t")):
+        line = next(line for line in lines if f"its {side} candidates" in line)
+        assert f"through its own {method}, with no shortcut: it declares no query/candidate form" in line
+    caplog.clear()
+    with caplog.at_level("INFO", logger="kgeval.scoring"):
+        RankBasedEvaluator().evaluate(DistMult(12, 2, 4), triples, use_tqdm=False)
+        RankBasedEvaluator(fast_path=False).evaluate(TableModel(table), triples, use_tqdm=False)
+    assert not [record for record in caplog.records if record.name == "kgeval.scoring"]
+
+
+def test_pykeens_interactions_without_a_form_say_which_and_why(caplog: pytest.LogCaptureFixture) -> None:
+    pytest.importorskip("pykeen")
+    from pykeen.models import ConvKB, TorusE
+
+    from tests.integrations.test_pykeen_forms import _factory, split
+
+    evaluated, known = split()
+    for cls, reason in ((ConvKB, "ConvKB convolves (h, r, t) together"), (TorusE, "torus distance")):
+        model = cls(triples_factory=_factory(False), embedding_dim=4, random_seed=0).eval()
+        caplog.clear()
+        with caplog.at_level("INFO", logger="kgeval.scoring"):
+            RankBasedEvaluator().evaluate(model, evaluated[:5], additional_filter_triples=known, use_tqdm=False)
+        lines = [record.getMessage() for record in caplog.records if record.name == "kgeval.scoring"]
+        assert len(lines) == 2 and all("with no shortcut" in line and reason in line for line in lines), lines

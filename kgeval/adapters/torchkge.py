@@ -314,6 +314,15 @@ class TorchKGETransR(_RelationTable):
         matrices = model.proj_mat(relations).view(-1, model.rel_emb_dim, model.ent_emb_dim)
         return model.project(self._entities(entities), matrices)
 
+    def kgeval_relation_candidates(self, relation: int, target: Target, entities: torch.Tensor) -> torch.Tensor:
+        """The (k, rel_dim) projections M_r n(e) of ``entities``: one matrix product with the relation's matrix
+        (gathering it once per candidate, as ``_project`` does for queries of mixed relations, copied k matrices:
+        3.5x TorchKGE's own evaluator's time on CoDEx-S)."""
+        model = self.model
+        index = torch.tensor([relation], dtype=torch.long, device=entities.device)
+        matrix = model.proj_mat(index).view(model.rel_emb_dim, model.ent_emb_dim)
+        return self._entities(entities) @ matrix.T
+
 
 class TorchKGETransD(_RelationTable):
     """TransD: P_r(e) = n(r_p) (n(e) . n(e_p)) + n(e)[:rel_dim], translation n(r)."""

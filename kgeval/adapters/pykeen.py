@@ -112,9 +112,9 @@ NO_FORM: dict[str, str] = {
 }
 
 
-def _no_form_reason(model: Any) -> str | None:
+def _no_form_reason(model: Any) -> str:
     """Why ``model`` (without a form or table) has no fast path, for kgeval's log line: :data:`NO_FORM`'s reason for
-    PyKEEN's own interactions, a note for anything else; None for an inductive model (scored otherwise)."""
+    PyKEEN's own interactions, a note for anything else."""
     interaction = getattr(model, "interaction", None)
     name = _pykeen_class(interaction) if interaction is not None else None
     if name is None:
@@ -379,7 +379,7 @@ class PyKEENHeadTable(PyKEENQueryCandidate):
         """Every entity's parts (:meth:`ConvEFactors.entity_parts`), kept while no parameter changed; None where
         they would take more than ``ENTITY_PARTS_BYTES``."""
         version = parameters_version(self.model)
-        if self._conve_parts is not None and self._conve_parts[0] == version:
+        if version is not None and self._conve_parts is not None and self._conve_parts[0] == version:
             return self._conve_parts[1]
         entities = self.model.num_entities
         if entities * factors.entity_part_width * factors.conv.weight.element_size() > ENTITY_PARTS_BYTES:

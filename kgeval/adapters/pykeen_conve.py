@@ -146,10 +146,14 @@ def conve_factors(interaction: Any) -> ConvEFactors | None:
     return ConvEFactors(interaction)
 
 
-def parameters_version(module: nn.Module) -> tuple[tuple[int, int], ...]:
+def parameters_version(module: nn.Module) -> tuple[tuple[int, int], ...] | None:
     """(id, version) of every parameter and buffer of ``module`` (a model: its representations and interaction),
-    changed by any in-place update (an optimiser's step)."""
-    return tuple((id(tensor), tensor._version) for tensor in (*module.parameters(), *module.buffers()))
+    changed by any in-place update (an optimiser's step); None where a tensor keeps no version (an inference
+    tensor): then nothing is kept between tables."""
+    try:
+        return tuple((id(tensor), tensor._version) for tensor in (*module.parameters(), *module.buffers()))
+    except RuntimeError:  # "Inference tensors do not track version counter"
+        return None
 
 
 def _layout(layers: list[nn.Module], expected: list[type], optional: tuple[int, ...]) -> bool:

@@ -187,3 +187,14 @@ def test_a_linear_layer_without_bias_is_split_too() -> None:
     with torch.inference_mode():
         for relation in range(NUM_RELATIONS):
             assert torch.equal(table(view, relation), own_network(model, relation))
+
+
+def test_a_model_of_inference_tensors_recomputes_its_parts_each_table() -> None:
+    """Parameters made under inference mode keep no version: nothing is kept between tables, and each is right."""
+    with torch.inference_mode():
+        model = random_weights(conve("2x4-k2"))
+        view = scoring_view(model)
+        assert isinstance(view, PyKEENHeadTable)
+        for relation in range(NUM_RELATIONS):
+            torch.testing.assert_close(table(view, relation), own_network(model, relation))
+    assert view._conve_parts is not None and view._conve_parts[0] is None  # no version was kept

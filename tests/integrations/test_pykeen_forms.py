@@ -235,6 +235,19 @@ def kgeval_ranks(model: Any, evaluated: torch.Tensor, known: torch.Tensor, **siz
     return rank_tuples(results.records)
 
 
+def chosen_scorers(model: Any) -> dict[str, Any]:
+    """target -> the scorer kgeval chooses for ``model`` (a model or a view), probed on the split's evaluated
+    triples, a FastPathWarning an error."""
+    evaluated = split()[0]
+    scorers = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FastPathWarning)
+        for target in TARGETS:
+            queries = evaluated[:, :2] if target == "tail" else evaluated[:, 1:]
+            scorers[target] = make_scorer(model, target, NUM_ENTITIES, None, probe_queries=queries)
+    return scorers
+
+
 @pytest.fixture(params=[False, True], ids=["plain", "inverse"])
 def inverse(request: pytest.FixtureRequest) -> bool:
     return request.param
@@ -255,10 +268,7 @@ def test_the_form_is_chosen(name: str, inverse: bool) -> None:
         assert (type(view) is PyKEENHeadTable) == bool(tables)
         assert isinstance(view, RelationTableModel) == bool(tables)
         assert tuple(getattr(view, "kgeval_table_targets", ())) == tables
-        evaluated = split()[0]
-        for target in TARGETS:
-            queries = evaluated[:, :2] if target == "tail" else evaluated[:, 1:]
-            scorer = make_scorer(model, target, NUM_ENTITIES, None, probe_queries=queries)
+        for target, scorer in chosen_scorers(model).items():
             expected = (L1Scorer if similarity == "l1" else GemmScorer) if target in served else RelationTableScorer
             assert type(scorer) is expected, target
             assert scorer.model_scores == (similarity != "l2"), target  # a head table's constants are in its query

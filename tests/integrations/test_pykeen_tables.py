@@ -22,11 +22,16 @@ from pykeen.nn import modules as pykeen_modules  # noqa: E402
 from pykeen.triples import TriplesFactory  # noqa: E402
 
 from kgeval._engine.relation_tables import RelationTableScorer  # noqa: E402
-from kgeval._engine.scorer_choice import make_scorer  # noqa: E402
 from kgeval.adapters.pykeen_tables import TABLES, PyKEENRelationTable, relation_table_form  # noqa: E402
 from kgeval.exceptions import FastPathWarning  # noqa: E402
 from kgeval.protocol import QueryCandidateModel, RelationTableModel  # noqa: E402
-from tests.integrations.test_pykeen_forms import NUM_ENTITIES, _factory, brute_force, kgeval_ranks, split  # noqa: E402
+from tests.integrations.test_pykeen_forms import (  # noqa: E402
+    _factory,
+    brute_force,
+    chosen_scorers,
+    kgeval_ranks,
+    split,
+)
 
 pytestmark = pytest.mark.pykeen
 logging.getLogger("pykeen").setLevel(logging.ERROR)
@@ -99,13 +104,8 @@ def test_the_table_is_recognised_and_chosen(name: str, inverse: bool) -> None:
     assert isinstance(view, PyKEENRelationTable) and view.kind == interaction
     assert isinstance(view, RelationTableModel) and not isinstance(view, QueryCandidateModel)
     assert view.kgeval_similarity == similarity
-    evaluated, _known = split()
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", FastPathWarning)
-        for target in TARGETS:
-            queries = evaluated[:, :2] if target == "tail" else evaluated[:, 1:]
-            scorer = make_scorer(view, target, NUM_ENTITIES, None, probe_queries=queries)
-            assert type(scorer) is RelationTableScorer, target
+    for target, scorer in chosen_scorers(view).items():
+        assert type(scorer) is RelationTableScorer, target
 
 
 @pytest.mark.parametrize("sizes", [(3, 4), (None, None)], ids=["3x4", "whole"])

@@ -22,7 +22,7 @@ from kgeval.adapters.pykeen_base import (
     PyKEENScoring,
 )
 from kgeval.adapters.pykeen_base import flat_rows as _flat
-from kgeval.adapters.pykeen_conve import ENTITY_PARTS_BYTES, ConvEFactors, conve_factors, parameters_version
+from kgeval.adapters.pykeen_conve import ENTITY_PARTS_BYTES, ConvEFactors, parameters_version, splittable
 from kgeval.adapters.pykeen_conve import relation_table as conve_relation_table
 from kgeval.adapters.pykeen_tables import relation_table_form
 from kgeval.typing import INDUCTIVE_MODES, InductiveMode, Target
@@ -343,7 +343,8 @@ class PyKEENHeadTable(PyKEENQueryCandidate):
         super().__init__(model, form)
         self.kgeval_candidate_bias = False
         self.chunk_rows = max(1, NETWORK_CHUNK_ELEMENTS // network_width(self.model.interaction))
-        self._conve_parts: tuple[Any, tuple[torch.Tensor, torch.Tensor] | None] | None = None
+        #: (parameters' version, every entity's parts or None above the cap, the split network) of ConvE's table
+        self._conve_parts: tuple[Any, tuple[torch.Tensor, torch.Tensor] | None, ConvEFactors] | None = None
 
     def kgeval_query(self, batch: torch.Tensor, target: Target) -> torch.Tensor:
         """(B, d) queries from (h, r) rows (target "tail": the form's query) or (r, t) rows (target "head": the
@@ -357,9 +358,8 @@ class PyKEENHeadTable(PyKEENQueryCandidate):
         the interaction's network applied to (h, r), in chunks of ``chunk_rows`` candidates."""
         if target != "head":
             raise ValueError(f"{self.kind}'s per-relation table ranks heads only, not {target!r}")
-        factors = conve_factors(self.model.interaction)
-        if factors is not None:
-            return self._conve_table(factors, relation, entities)
+        if splittable(self.model.interaction):
+            return self._conve_table(relation, entities)
         parts = []
         for start in range(0, max(1, entities.numel()), self.chunk_rows):
             chunk = entities[start : start + self.chunk_rows]
@@ -367,33 +367,34 @@ class PyKEENHeadTable(PyKEENQueryCandidate):
             parts.append(_flat(self.form.query(self._entities(chunk, "head"), self._relations(relations), "tail")))
         return parts[0] if len(parts) == 1 else torch.cat(parts)
 
-    def _conve_table(self, factors: ConvEFactors, relation: int, entities: torch.Tensor) -> torch.Tensor:
+    def _conve_table(self, relation: int, entities: torch.Tensor) -> torch.Tensor:
         """ConvE's table (``kgeval.adapters.pykeen_conve``): per (entity, relation) only the convolution rows that
         read both, every entity's own part computed once per evaluation (where it fits ``ENTITY_PARTS_BYTES``)."""
+        parts, factors = self._conve_state()
         embedding = self._relations(torch.full((1,), relation, dtype=torch.long, device=entities.device))
-        hidden = conve_relation_table(factors, embedding, entities, lambda ids: self._entities(ids, "head"),
-                                      self._conve_entity_parts(factors), self.chunk_rows)  # fmt: skip
+        hidden = conve_relation_table(factors, embedding, entities, lambda ids: self._entities(ids, "head"), parts,
+                                      self.chunk_rows)  # fmt: skip
         return _with_ones(hidden)
 
-    def _conve_entity_parts(self, factors: ConvEFactors) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """Every entity's parts (:meth:`ConvEFactors.entity_parts`), kept while no parameter changed; None where
-        they would take more than ``ENTITY_PARTS_BYTES``."""
+    def _conve_state(self) -> tuple[tuple[torch.Tensor, torch.Tensor] | None, ConvEFactors]:
+        """(every entity's parts -- :meth:`ConvEFactors.entity_parts`, None where they would take more than
+        ``ENTITY_PARTS_BYTES`` --, the split network), both kept while no parameter changed."""
         version = parameters_version(self.model)
         if version is not None and self._conve_parts is not None and self._conve_parts[0] == version:
-            return self._conve_parts[1]
+            return self._conve_parts[1], self._conve_parts[2]
+        factors = ConvEFactors(self.model.interaction)
         entities = self.model.num_entities
-        if entities * factors.entity_part_width * factors.conv.weight.element_size() > ENTITY_PARTS_BYTES:
-            self._conve_parts = (version, None)
-            return None
-        device = factors.conv.weight.device
-        own, maps = [], []
-        for start in range(0, entities, self.chunk_rows):
-            ids = torch.arange(start, min(entities, start + self.chunk_rows), device=device)
-            parts = factors.entity_parts(self._entities(ids, "head"))
-            own.append(parts[0])
-            maps.append(parts[1])
-        self._conve_parts = (version, (torch.cat(own), torch.cat(maps)))
-        return self._conve_parts[1]
+        parts: tuple[torch.Tensor, torch.Tensor] | None = None
+        if entities * factors.entity_part_width * factors.conv.weight.element_size() <= ENTITY_PARTS_BYTES:
+            own, maps = [], []
+            for start in range(0, entities, self.chunk_rows):
+                ids = torch.arange(start, min(entities, start + self.chunk_rows), device=factors.conv.weight.device)
+                entity_own, entity_mixed = factors.entity_parts(self._entities(ids, "head"))
+                own.append(entity_own)
+                maps.append(entity_mixed)
+            parts = (torch.cat(own), torch.cat(maps))
+        self._conve_parts = (version, parts, factors)
+        return parts, factors
 
 
 #: elements of the network's widest layers a head table computes at once (:class:`PyKEENHeadTable`: 128 MiB of

@@ -25,12 +25,12 @@ split; anything else keeps the head table's plain network (:func:`conve_factors`
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import torch
 from torch import nn
 
-__all__ = ["ConvEFactors", "conve_factors", "parameters_version", "relation_table"]
+__all__ = ["ConvEFactors", "conve_factors", "parameters_version", "relation_table", "splittable"]
 
 #: the per-entity parts kept for an evaluation at most (bytes): above it each table computes them for its own
 #: candidates (still without the rows of the relation)
@@ -69,9 +69,8 @@ class ConvEFactors:
         rows = 2 * info.image_height - info.kernel_height + 1
         weight = self.linear.weight.view(self.linear.out_features, info.output_channels, rows, -1)
         first, last = self.height - self.kernel_height + 1, self.height
-        self.weights = tuple(weight[:, :, part].reshape(weight.shape[0], -1) for part in
-                             (slice(0, first), slice(first, last), slice(last, rows)))  # fmt: skip
         self.rows = (slice(0, first), slice(first, last), slice(last, rows))
+        self.weights = tuple(weight[:, :, part].reshape(weight.shape[0], -1) for part in self.rows)
         self.entity_part_width = self.linear.out_features + self.weights[1].shape[1]
 
     def _convolved(self, image: torch.Tensor, upper: bool) -> torch.Tensor:
@@ -116,34 +115,36 @@ class ConvEFactors:
 
 
 def conve_factors(interaction: Any) -> ConvEFactors | None:
-    """The split network of ``interaction`` (module docstring) where it is PyKEEN's ``ConvEInteraction`` with its
-    own layers -- [BatchNorm2d?, Dropout, Conv2d (stride 1, no padding, no dilation, one group), BatchNorm2d?,
-    ReLU, Dropout2d] then [Linear, Dropout, BatchNorm1d?, ReLU] -- every one in evaluation mode, batch norms with
-    running statistics; None otherwise."""
+    """The split network of ``interaction`` (module docstring) where it is :func:`splittable`; None otherwise."""
+    return ConvEFactors(interaction) if splittable(interaction) else None
+
+
+def splittable(interaction: Any) -> bool:
+    """Whether ``interaction`` is PyKEEN's ``ConvEInteraction`` with its own layers -- [BatchNorm2d?, Dropout,
+    Conv2d (stride 1, no padding, no dilation, one group), BatchNorm2d?, ReLU, Dropout2d] then [Linear, Dropout,
+    BatchNorm1d?, ReLU] --, every one in evaluation mode, batch norms with running statistics. Cheap: a view checks it
+    for every table (a module may be put in training mode between two)."""
     from pykeen.nn.modules import ConvEInteraction
 
     if type(interaction) is not ConvEInteraction or any(module.training for module in interaction.modules()):
-        return None
+        return False
     info = interaction.shape_info
     if not 1 <= info.kernel_height <= info.image_height:
-        return None
+        return False
     if type(interaction.hr2d) is not nn.Sequential or type(interaction.hr1d) is not nn.Sequential:
-        return None
+        return False
     image_layers, output_layers = list(interaction.hr2d.children()), list(interaction.hr1d.children())
     if not _layout(image_layers, [nn.BatchNorm2d, nn.Dropout, nn.Conv2d, nn.BatchNorm2d, nn.ReLU, nn.Dropout2d],
                    optional=(0, 3)):  # fmt: skip
-        return None
+        return False
     if not _layout(output_layers, [nn.Linear, nn.Dropout, nn.BatchNorm1d, nn.ReLU], optional=(2,)):
-        return None
+        return False
     conv = next(layer for layer in image_layers if type(layer) is nn.Conv2d)
     plain = (conv.stride, conv.padding, conv.dilation, conv.groups, conv.padding_mode) == ((1, 1), (0, 0), (1, 1), 1,
                                                                                            "zeros")  # fmt: skip
     norms = [module for module in interaction.modules() if isinstance(module, nn.modules.batchnorm._BatchNorm)]
-    if not plain or any(norm.running_mean is None for norm in norms):
-        return None
-    if output_layers[0].in_features != info.num_in_features:
-        return None
-    return ConvEFactors(interaction)
+    linear = cast(nn.Linear, output_layers[0])  # checked by _layout
+    return plain and all(norm.running_mean is not None for norm in norms) and linear.in_features == info.num_in_features
 
 
 def parameters_version(module: nn.Module) -> tuple[tuple[int, int], ...] | None:
